@@ -1,0 +1,48 @@
+# `make demo` and `make test` work on a fresh machine with only Python 3.11, pip and gcc.
+PYTHON ?= python3.11
+VENV := .venv
+BIN := $(VENV)/bin
+# Debian libraries Open3D's wheel links against.
+SYSTEM_LIBS := libusb-1.0-0 libgl1 libegl1 libgomp1
+SYSTEM_SONAMES := libusb-1.0.so.0 libGL.so.1 libEGL.so.1 libgomp.so.1
+
+.PHONY: demo test test-fast lint format system-libs clean
+
+$(BIN)/python:
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.installed: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install --quiet -e '.[test,lint]'
+	touch $@
+
+system-libs:
+	@missing=""; for so in $(SYSTEM_SONAMES); do \
+	  ldconfig -p | grep -q "$$so" || missing="$$missing $$so"; done; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian libraries for Open3D (missing:$$missing)"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $(SYSTEM_LIBS); \
+	fi
+
+demo: system-libs $(VENV)/.installed
+	$(BIN)/embodia sim render --scene procedural:seed=0,rooms=5 --out runs/demo
+
+test: system-libs $(VENV)/.installed
+	$(BIN)/python -m pytest
+
+test-fast: system-libs $(VENV)/.installed
+	$(BIN)/python -m pytest -m "not slow" -x -q
+
+lint: $(VENV)/.installed
+	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
+	@mkdir -p $(VENV)/typecheck && ln -sfn "$(CURDIR)" $(VENV)/typecheck/embodia
+	MYPYPATH=$(VENV)/typecheck $(BIN)/mypy -p embodia
+
+format: $(VENV)/.installed
+	$(BIN)/ruff format .
+	$(BIN)/ruff check --fix .
+
+clean:
+	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache

@@ -1,0 +1,1 @@
+"""LangGraph agent graphs (explorer, csmr, proactive, sxs) built on embodia's simulators."""

@@ -1,0 +1,1 @@
+"""Metrics and benchmark runners (coverage/AUC and the measures of each environment)."""

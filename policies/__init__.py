@@ -1,0 +1,1 @@
+"""Policy protocol, VLM backends and training recipes."""

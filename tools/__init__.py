@@ -1,0 +1,1 @@
+"""Agent tools (LangChain tool schema) that wrap simulators and perception for policies."""
