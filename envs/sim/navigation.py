@@ -23,7 +23,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
@@ -40,11 +40,20 @@ _SUB_BANDS = 4
 _FINE_STEP = 0.05
 
 
-def floor_levels(raycaster: Raycaster, config: SimConfig) -> list[tuple[float, float]]:
-    """Walkable horizontal levels as ``(height, area_m2)``, lowest first."""
+class FloorLevel(NamedTuple):
+    height: float
+    area: float
+    """Upward-open horizontal area at this height, m2."""
+
+
+def floor_levels(raycaster: Raycaster, config: SimConfig) -> list[FloorLevel]:
+    """Walkable horizontal levels, lowest first."""
     scene = raycaster.scene
     cos_slope = math.cos(math.radians(config.max_slope_deg))
-    horizontal = np.flatnonzero(np.abs(scene.face_normals[:, 1]) >= cos_slope)
+    # Meshes wind outwards (glTF's rule, which habitat's back-face culling relies on too),
+    # so a walkable face points up and a ray that first meets a back face started inside a
+    # solid.
+    horizontal = np.flatnonzero(scene.face_normals[:, 1] >= cos_slope)
     if len(horizontal) == 0:
         return []
     tri = scene.vertices[scene.faces[horizontal]].astype(np.float64)
@@ -53,23 +62,33 @@ def floor_levels(raycaster: Raycaster, config: SimConfig) -> list[tuple[float, f
     # above somewhere even when furniture stands over their centroid.
     probes = np.concatenate([centroid[:, None], 0.7 * tri + 0.3 * centroid[:, None]], axis=1)
     origins = probes + np.array([0.0, 0.01, 0.0])
-    t_hit, _, _ = raycaster.cast_from(origins, np.broadcast_to([0.0, 1.0, 0.0], origins.shape))
-    open_above = (t_hit > config.agent_height).any(axis=1)
+    t_hit, _, normals = raycaster.cast_from(origins, np.broadcast_to([0.0, 1.0, 0.0], origins.shape))
+    open_above = ((t_hit > config.agent_height) & (normals[..., 1] <= 0)).any(axis=1)
     heights = centroid[open_above, 1]
     areas = scene.face_areas[horizontal][open_above]
     if len(heights) == 0:
         return []
     bins = np.floor(heights / _LEVEL_BIN).astype(np.int64)
-    levels: list[tuple[float, float]] = []
+    levels: list[FloorLevel] = []
     for b in np.unique(bins):
         in_bin = bins == b
         area = float(areas[in_bin].sum())
         if area >= _MIN_FLOOR_AREA:
-            levels.append((float(np.average(heights[in_bin], weights=areas[in_bin])), area))
+            height = float(np.average(heights[in_bin], weights=areas[in_bin]))
+            levels.append(FloorLevel(height, area))
     if not levels:
         return []
-    largest = max(a for _, a in levels)
-    return [(h, a) for h, a in levels if a >= 0.2 * largest]
+    largest = max(level.area for level in levels)
+    return [level for level in levels if level.area >= 0.2 * largest]
+
+
+def _inner_distance(mask: NDArray[np.bool_]) -> NDArray[np.float64]:
+    """Distance in cells from each True cell to the nearest False one, outside the grid False."""
+    from scipy import ndimage
+
+    padded = np.pad(mask, 1, constant_values=False)
+    distance: NDArray[np.float64] = ndimage.distance_transform_edt(padded)[1:-1, 1:-1]
+    return distance
 
 
 @dataclass
@@ -125,9 +144,10 @@ class NavGrid:
             )
         start_point = None if start is None else np.asarray(start, dtype=np.float64)
         if start_point is None:
-            floor_height = levels[0][0]
+            level = levels[0]
         else:
-            floor_height = min(levels, key=lambda level: abs(level[0] - start_point[1]))[0]
+            level = min(levels, key=lambda candidate: abs(candidate.height - start_point[1]))
+        floor_height = level.height
 
         lo, hi = scene.bounds[0].astype(np.float64), scene.bounds[1].astype(np.float64)
         x0, z0 = math.floor(lo[0] / res) * res, math.floor(lo[2] / res) * res
@@ -140,12 +160,17 @@ class NavGrid:
         origins = np.stack([xc, np.full_like(xc, top), zc], axis=-1)
         t_hit, _, normals = raycaster.cast_from(origins, np.broadcast_to([0.0, -1.0, 0.0], origins.shape))
         cos_slope = math.cos(math.radians(config.max_slope_deg))
-        is_floor = (t_hit <= 2.0 * config.max_climb + 0.01) & (np.abs(normals[..., 1]) >= cos_slope)
+        # Hits must face up: a cast that starts inside a solid meets a face from behind.
+        is_floor = (t_hit <= 2.0 * config.max_climb + 0.01) & (normals[..., 1] >= cos_slope)
+        # Inside a solid standing on the floor (a wall, a cabinet) the downward cast can still
+        # meet the floor under it; the upward cast then meets the solid's top from behind.
+        t_up, _, normals_up = raycaster.cast_from(origins, np.broadcast_to([0.0, 1.0, 0.0], origins.shape))
+        is_floor &= ~np.isfinite(t_up) | (normals_up[..., 1] <= 0.0)
         cell_floor = np.where(is_floor, top - t_hit, np.nan).astype(np.float32)
 
         clear = cls._clearance(raycaster, config, xc, zc, cell_floor, is_floor)
         # Ledges: the cylinder must also stay over floor, radius r from where floor ends.
-        edge = ndimage.distance_transform_edt(is_floor) - 0.5
+        edge = _inner_distance(is_floor) - 0.5
         clear &= edge * res >= config.agent_radius - 1e-6
 
         labels, count = ndimage.label(clear)
@@ -356,9 +381,7 @@ class NavGrid:
 
     def most_open_point(self) -> NDArray[np.float64]:
         """The island cell farthest from the island's border (a natural default start)."""
-        from scipy import ndimage
-
-        depth = ndimage.distance_transform_edt(self.island)
+        depth = _inner_distance(self.island)
         r, c = np.unravel_index(int(np.argmax(depth)), depth.shape)
         result: NDArray[np.float64] = self.cell_centre(r, c)
         return result

@@ -56,7 +56,7 @@ def parse_procedural_spec(spec: str) -> dict[str, int]:
 # ------------------------------------------------------------------ primitives
 
 
-def _box(x0: float, y0: float, z0: float, x1: float, y1: float, z1: float) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+def box_mesh(x0: float, y0: float, z0: float, x1: float, y1: float, z1: float) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """Axis-aligned box (outward winding) in the local z-up frame."""
     v = np.array(
         [[x, y, z] for z in (z0, z1) for y in (y0, y1) for x in (x0, x1)], dtype=np.float64
@@ -119,73 +119,73 @@ class Furniture:
 
 def _legs(w: float, d: float, z: float, leg: float, category: str) -> list[Piece]:
     hw, hd = w / 2 - leg, d / 2 - leg
-    return [(_box(x - leg / 2, y - leg / 2, 0.0, x + leg / 2, y + leg / 2, z), category) for x in (-hw, hw) for y in (-hd, hd)]
+    return [(box_mesh(x - leg / 2, y - leg / 2, 0.0, x + leg / 2, y + leg / 2, z), category) for x in (-hw, hw) for y in (-hd, hd)]
 
 
 def _table(height: float, category: str) -> Callable[[float, float], list[Piece]]:
     def build(w: float, d: float) -> list[Piece]:
-        top = (_box(-w / 2, -d / 2, height - 0.04, w / 2, d / 2, height), category)
+        top = (box_mesh(-w / 2, -d / 2, height - 0.04, w / 2, d / 2, height), category)
         return [top, *_legs(w, d, height - 0.04, 0.05, category)]
 
     return build
 
 
 def _chair(w: float, d: float) -> list[Piece]:
-    seat = (_box(-w / 2, -d / 2, 0.42, w / 2, d / 2, 0.47), "chair")
-    back = (_box(-w / 2, d / 2 - 0.05, 0.47, w / 2, d / 2, 0.95), "chair")
+    seat = (box_mesh(-w / 2, -d / 2, 0.42, w / 2, d / 2, 0.47), "chair")
+    back = (box_mesh(-w / 2, d / 2 - 0.05, 0.47, w / 2, d / 2, 0.95), "chair")
     return [seat, back, *_legs(w, d, 0.42, 0.04, "chair")]
 
 
 def _bed(w: float, d: float) -> list[Piece]:
     return [
-        (_box(-w / 2, -d / 2, 0.0, w / 2, d / 2 - 0.08, 0.5), "bed"),
-        (_box(-w / 2, d / 2 - 0.08, 0.0, w / 2, d / 2, 1.05), "bed"),
-        (_box(-w / 2 + 0.15, d / 2 - 0.5, 0.5, w / 2 - 0.15, d / 2 - 0.12, 0.62), "bed"),
+        (box_mesh(-w / 2, -d / 2, 0.0, w / 2, d / 2 - 0.08, 0.5), "bed"),
+        (box_mesh(-w / 2, d / 2 - 0.08, 0.0, w / 2, d / 2, 1.05), "bed"),
+        (box_mesh(-w / 2 + 0.15, d / 2 - 0.5, 0.5, w / 2 - 0.15, d / 2 - 0.12, 0.62), "bed"),
     ]
 
 
 def _sofa(w: float, d: float) -> list[Piece]:
     return [
-        (_box(-w / 2, -d / 2, 0.0, w / 2, d / 2, 0.45), "sofa"),
-        (_box(-w / 2, d / 2 - 0.2, 0.45, w / 2, d / 2, 0.85), "sofa"),
-        (_box(-w / 2, -d / 2, 0.45, -w / 2 + 0.18, d / 2 - 0.2, 0.65), "sofa"),
-        (_box(w / 2 - 0.18, -d / 2, 0.45, w / 2, d / 2 - 0.2, 0.65), "sofa"),
+        (box_mesh(-w / 2, -d / 2, 0.0, w / 2, d / 2, 0.45), "sofa"),
+        (box_mesh(-w / 2, d / 2 - 0.2, 0.45, w / 2, d / 2, 0.85), "sofa"),
+        (box_mesh(-w / 2, -d / 2, 0.45, -w / 2 + 0.18, d / 2 - 0.2, 0.65), "sofa"),
+        (box_mesh(w / 2 - 0.18, -d / 2, 0.45, w / 2, d / 2 - 0.2, 0.65), "sofa"),
     ]
 
 
 def _block(height: float, category: str) -> Callable[[float, float], list[Piece]]:
     def build(w: float, d: float) -> list[Piece]:
-        return [(_box(-w / 2, -d / 2, 0.0, w / 2, d / 2, height), category)]
+        return [(box_mesh(-w / 2, -d / 2, 0.0, w / 2, d / 2, height), category)]
 
     return build
 
 
 def _tv(w: float, d: float) -> list[Piece]:
     return [
-        (_box(-w / 2, -d / 2, 0.0, w / 2, d / 2, 0.5), "cabinet"),
-        (_box(-w / 2 + 0.1, d / 2 - 0.12, 0.55, w / 2 - 0.1, d / 2 - 0.05, 1.25), "tv"),
-        (_box(-0.1, d / 2 - 0.2, 0.5, 0.1, d / 2 - 0.1, 0.55), "tv"),
+        (box_mesh(-w / 2, -d / 2, 0.0, w / 2, d / 2, 0.5), "cabinet"),
+        (box_mesh(-w / 2 + 0.1, d / 2 - 0.12, 0.55, w / 2 - 0.1, d / 2 - 0.05, 1.25), "tv"),
+        (box_mesh(-0.1, d / 2 - 0.2, 0.5, 0.1, d / 2 - 0.1, 0.55), "tv"),
     ]
 
 
 def _toilet(w: float, d: float) -> list[Piece]:
     return [
         (_cylinder(0.0, -0.05, 0.0, 0.42, w / 2 - 0.02), "toilet"),
-        (_box(-w / 2, d / 2 - 0.2, 0.0, w / 2, d / 2, 0.8), "toilet"),
+        (box_mesh(-w / 2, d / 2 - 0.2, 0.0, w / 2, d / 2, 0.8), "toilet"),
     ]
 
 
 def _sink(w: float, d: float) -> list[Piece]:
     return [
-        (_box(-w / 2, -d / 2, 0.0, w / 2, d / 2, 0.8), "cabinet"),
-        (_box(-w / 2 + 0.05, -d / 2 + 0.05, 0.8, w / 2 - 0.05, d / 2 - 0.05, 0.88), "sink"),
+        (box_mesh(-w / 2, -d / 2, 0.0, w / 2, d / 2, 0.8), "cabinet"),
+        (box_mesh(-w / 2 + 0.05, -d / 2 + 0.05, 0.8, w / 2 - 0.05, d / 2 - 0.05, 0.88), "sink"),
     ]
 
 
 def _kitchen_counter(w: float, d: float) -> list[Piece]:
     return [
-        (_box(-w / 2, -d / 2, 0.0, w / 2, d / 2, 0.9), "counter"),
-        (_box(-0.35, -d / 2 + 0.08, 0.9, 0.35, d / 2 - 0.1, 0.95), "sink"),
+        (box_mesh(-w / 2, -d / 2, 0.0, w / 2, d / 2, 0.9), "counter"),
+        (box_mesh(-0.35, -d / 2 + 0.08, 0.9, 0.35, d / 2 - 0.1, 0.95), "sink"),
     ]
 
 
@@ -199,11 +199,11 @@ def _plant(w: float, d: float) -> list[Piece]:
 
 def _bathtub(w: float, d: float) -> list[Piece]:
     return [
-        (_box(-w / 2, -d / 2, 0.0, w / 2, d / 2, 0.12), "bathtub"),
-        (_box(-w / 2, -d / 2, 0.12, w / 2, -d / 2 + 0.08, 0.58), "bathtub"),
-        (_box(-w / 2, d / 2 - 0.08, 0.12, w / 2, d / 2, 0.58), "bathtub"),
-        (_box(-w / 2, -d / 2 + 0.08, 0.12, -w / 2 + 0.08, d / 2 - 0.08, 0.58), "bathtub"),
-        (_box(w / 2 - 0.08, -d / 2 + 0.08, 0.12, w / 2, d / 2 - 0.08, 0.58), "bathtub"),
+        (box_mesh(-w / 2, -d / 2, 0.0, w / 2, d / 2, 0.12), "bathtub"),
+        (box_mesh(-w / 2, -d / 2, 0.12, w / 2, -d / 2 + 0.08, 0.58), "bathtub"),
+        (box_mesh(-w / 2, d / 2 - 0.08, 0.12, w / 2, d / 2, 0.58), "bathtub"),
+        (box_mesh(-w / 2, -d / 2 + 0.08, 0.12, -w / 2 + 0.08, d / 2 - 0.08, 0.58), "bathtub"),
+        (box_mesh(w / 2 - 0.08, -d / 2 + 0.08, 0.12, w / 2, d / 2 - 0.08, 0.58), "bathtub"),
     ]
 
 
