@@ -2,6 +2,7 @@
 PYTHON ?= python3.11
 VENV := .venv
 BIN := $(VENV)/bin
+TYPECHECK := /tmp/embodia-typecheck
 # Debian libraries Open3D's wheel links against.
 SYSTEM_LIBS := libusb-1.0-0 libgl1 libegl1 libgomp1
 SYSTEM_SONAMES := libusb-1.0.so.0 libGL.so.1 libEGL.so.1 libgomp.so.1
@@ -37,8 +38,11 @@ test-fast: system-libs $(VENV)/.installed
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	@mkdir -p $(VENV)/typecheck && ln -sfn "$(CURDIR)" $(VENV)/typecheck/embodia
-	MYPYPATH=$(VENV)/typecheck $(BIN)/mypy -p embodia
+	@# mypy cannot follow setuptools' editable finder, so check a copy laid out as `embodia/`.
+	@rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/embodia
+	@git ls-files -co --exclude-standard '*.py' py.typed | grep -vE '^(tests|benchmarks|docs)/' \
+	  | xargs -I{} cp --parents {} $(TYPECHECK)/embodia/
+	MYPYPATH=$(TYPECHECK) $(BIN)/mypy -p embodia
 
 format: $(VENV)/.installed
 	$(BIN)/ruff format .

@@ -85,7 +85,10 @@ def sim_render(
     out: Annotated[Path, typer.Option("--out", help="Run directory to write into.")],
     pose: Annotated[
         str | None,
-        typer.Option("--pose", help="Agent floor point and heading: x,y,z,yaw_deg (default: most open point)."),
+        typer.Option(
+            "--pose",
+            help="Agent floor point and heading: x,y,z,yaw_deg (default: most open point).",
+        ),
     ] = None,
     height: Annotated[int, typer.Option(help="Panorama height in pixels.")] = 512,
     width: Annotated[int, typer.Option(help="Panorama width in pixels.")] = 1024,
@@ -123,12 +126,18 @@ def sim_render(
             "pose": None if start is None else start.as_dict(),
             "panorama": {"height": height, "width": width},
             "up": up,
-            "sim": {f: getattr(sim.config, f) for f in sim.config.__slots__},  # type: ignore[attr-defined]
+            "sim": {f: getattr(sim.config, f) for f in sim.config.__slots__},
         }
         _write_yaml(out / "config.yaml", config)
-        summary = {**_scene_summary(sim), "agent_pose": agent.as_dict(), "files": sorted([*files, "scene.glb"])}
+        summary = {
+            **_scene_summary(sim),
+            "agent_pose": agent.as_dict(),
+            "files": sorted([*files, "scene.glb"]),
+        }
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
-    console.print(f"wrote {len(files) + 1} files to [bold]{out}[/] (navigable {summary['navigable_area_m2']:.1f} m2)")
+    console.print(
+        f"wrote {len(files) + 1} files to [bold]{out}[/] (navigable {summary['navigable_area_m2']:.1f} m2)"
+    )
 
 
 def _scene_summary(sim: Any) -> dict[str, Any]:
@@ -139,7 +148,10 @@ def _scene_summary(sim: Any) -> dict[str, Any]:
         "source": scene.source,
         "mesh_sha256": scene.mesh_hash(),
         "triangles": int(len(scene.faces)),
-        "bounds": {"min": [round(float(v), 4) for v in lo], "max": [round(float(v), 4) for v in hi]},
+        "bounds": {
+            "min": [round(float(v), 4) for v in lo],
+            "max": [round(float(v), 4) for v in hi],
+        },
         "floor_height": round(sim.nav.floor_height, 4),
         "navigable_area_m2": round(sim.nav.navigable_area, 4),
         "categories": {k: round(v, 3) for k, v in sorted(scene.present_categories().items())},

@@ -38,17 +38,35 @@ def check_simulator(sim: Simulator, scene: SceneSpec, start_pose: Pose | None = 
     check_actions(sim)
     check_navigation(sim)
     sim.reset(scene, pose)
-    _check(np.allclose(sim.pose.position, pose.position, atol=1e-6), "reset(scene, pose) must restore the pose")
+    _check(
+        np.allclose(sim.pose.position, pose.position, atol=1e-6),
+        "reset(scene, pose) must restore the pose",
+    )
 
 
 def check_panorama(sim: Simulator, height: int = 64, width: int = 128) -> None:
     """Shapes, dtypes, value ranges and radial range of a panorama."""
     pano = sim.panorama(height, width)
-    _check(pano["rgb"].shape == (height, width, 3) and pano["rgb"].dtype == np.uint8, "panorama rgb must be (H, W, 3) uint8")
-    _check(pano["depth"].shape == (height, width) and pano["depth"].dtype == np.float32, "panorama depth must be (H, W) float32")
-    _check(pano["semantic"].shape == (height, width) and np.issubdtype(pano["semantic"].dtype, np.integer), "panorama semantic must be (H, W) integer")
-    _check(bool(np.all(pano["depth"] >= 0)) and bool(np.all(np.isfinite(pano["depth"]))), "depth must be finite and >= 0 (0 = no hit)")
-    _check(int(pano["semantic"].max()) < len(sim.categories) and int(pano["semantic"].min()) >= 0, "semantic ids must index categories")
+    _check(
+        pano["rgb"].shape == (height, width, 3) and pano["rgb"].dtype == np.uint8,
+        "panorama rgb must be (H, W, 3) uint8",
+    )
+    _check(
+        pano["depth"].shape == (height, width) and pano["depth"].dtype == np.float32,
+        "panorama depth must be (H, W) float32",
+    )
+    _check(
+        pano["semantic"].shape == (height, width) and np.issubdtype(pano["semantic"].dtype, np.integer),
+        "panorama semantic must be (H, W) integer",
+    )
+    _check(
+        bool(np.all(pano["depth"] >= 0)) and bool(np.all(np.isfinite(pano["depth"]))),
+        "depth must be finite and >= 0 (0 = no hit)",
+    )
+    _check(
+        int(pano["semantic"].max()) < len(sim.categories) and int(pano["semantic"].min()) >= 0,
+        "semantic ids must index categories",
+    )
     _check(pano["pose"] == sim.pose, "a panorama carries the pose it was taken at")
     # Radial range: floor points seen 40-70 deg below the horizon back-project onto the floor
     # (per-face planar depth read as range would put them 20% too high at the face edges).
@@ -59,21 +77,27 @@ def check_panorama(sim: Simulator, height: int = 64, width: int = 128) -> None:
     y = sim.config.sensor_height + depth * np.sin(lat[band])[:, None]
     hits = depth > 0
     on_floor = np.abs(y - 0.0) < 0.03
-    _check(hits.any(), "the panorama sees no floor below the horizon")
+    _check(bool(hits.any()), "the panorama sees no floor below the horizon")
     _check(
         float(on_floor[hits].mean()) > 0.5,
-        "panorama depth is not radial range: pixels 40-70 deg below the horizon do not land on the floor",
+        "panorama depth is not radial range: pixels 40-70 deg below the horizon miss the floor",
     )
 
 
 def check_pinhole_matches_panorama(sim: Simulator) -> None:
     """The forward pixel of a pinhole frame and of a panorama see the same depth."""
     frame = sim.pinhole(65, 65, 90.0)
-    _check(frame["depth"].shape == (65, 65) and frame["rgb"].shape == (65, 65, 3), "pinhole shapes must be (H, W[, 3])")
+    _check(
+        frame["depth"].shape == (65, 65) and frame["rgb"].shape == (65, 65, 3),
+        "pinhole shapes must be (H, W[, 3])",
+    )
     _check(math.isclose(frame["hfov_deg"], 90.0), "pinhole frames report their hfov")
     pano = sim.panorama(65, 129)  # pixel (32, 64) looks exactly forward
     a, b = float(frame["depth"][32, 32]), float(pano["depth"][32, 64])
-    _check(abs(a - b) < 0.02 + 0.01 * b, f"forward pinhole depth {a:.3f} != forward panorama range {b:.3f}")
+    _check(
+        abs(a - b) < 0.02 + 0.01 * b,
+        f"forward pinhole depth {a:.3f} != forward panorama range {b:.3f}",
+    )
     # Planar depth: choose the hfov that puts column 12 exactly one turn to the left; after
     # turn_left the forward pixel sees that point at its range, planar depth = range * cos.
     theta = math.radians(sim.config.turn_angle_deg)
@@ -103,7 +127,10 @@ def check_turns_roll_panorama(sim: Simulator, height: int = 32, width: int = 128
         result = sim.step("turn_left")
         _check(not result.collided, "turning never collides")
     _check(np.allclose(sim.pose.position, start.position), "turning must not move the agent")
-    _check(abs(wrap_angle(sim.pose.yaw - start.yaw - math.pi / 2)) < 1e-6, "turn_left must add turn_angle to yaw")
+    _check(
+        abs(wrap_angle(sim.pose.yaw - start.yaw - math.pi / 2)) < 1e-6,
+        "turn_left must add turn_angle to yaw",
+    )
     after = sim.panorama(height, width)["depth"]
     rolled = np.roll(before, width // 4, axis=1)
     close = np.abs(after - rolled) < 0.01 + 0.01 * rolled
@@ -125,7 +152,10 @@ def check_actions(sim: Simulator, steps: int = 12) -> None:
             _check(distance < sim.config.forward_step - 1e-6, "a collided move must stop short")
         else:
             expected = sim.config.forward_step * forward_vector(before.yaw)
-            _check(np.allclose(moved, expected, atol=1e-3), "move_forward must move forward_step along -z of the agent")
+            _check(
+                np.allclose(moved, expected, atol=1e-3),
+                "move_forward must move forward_step along -z of the agent",
+            )
         if distance > 1e-9:
             _check(float(moved @ forward_vector(before.yaw)) > 0, "move_forward never moves backwards")
         _check(sim.is_navigable(result.pose.position), "move_forward must keep the agent navigable")
@@ -139,10 +169,16 @@ def check_navigation(sim: Simulator) -> None:
     snapped = sim.snap_point(pose.position)
     _check(np.allclose(snapped, pose.position, atol=0.05), "snap_point of a navigable point returns it")
     far = sim.snap_point(np.array(pose.position) + np.array([1000.0, 0.0, 1000.0]))
-    _check(bool(np.all(np.isnan(far))) or sim.is_navigable(far), "snap_point returns a navigable point or NaNs")
+    _check(
+        bool(np.all(np.isnan(far))) or sim.is_navigable(far),
+        "snap_point returns a navigable point or NaNs",
+    )
 
     top = sim.topdown(0.1)
-    _check(top.navigable.dtype == np.bool_ and top.navigable.any(), "topdown must mark navigable cells")
+    _check(
+        bool(top.navigable.dtype == np.bool_ and top.navigable.any()),
+        "topdown must mark navigable cells",
+    )
     _check(top.explorable_area_m2 > 0.5, "explorable area must be positive")
     row, col = top.to_grid(np.array(pose.position))
     inside = 0 <= row < top.navigable.shape[0] and 0 <= col < top.navigable.shape[1]
@@ -159,13 +195,25 @@ def check_navigation(sim: Simulator) -> None:
         _check(np.allclose(path.points[0], sim.pose.position, atol=0.15), "a path starts at its start")
         _check(np.allclose(path.points[-1], goal, atol=0.15), "a path ends at its goal")
         length = float(np.sum(np.linalg.norm(np.diff(path.points, axis=0), axis=1)))
-        _check(math.isclose(length, path.geodesic_distance, rel_tol=1e-3, abs_tol=1e-3), "geodesic_distance is the path's length")
+        _check(
+            math.isclose(length, path.geodesic_distance, rel_tol=1e-3, abs_tol=1e-3),
+            "geodesic_distance is the path's length",
+        )
         euclid = float(np.linalg.norm(np.subtract(goal, sim.pose.position)[[0, 2]]))
-        _check(path.geodesic_distance >= euclid - 0.1, "a geodesic is never shorter than the straight line")
+        _check(
+            path.geodesic_distance >= euclid - 0.1,
+            "a geodesic is never shorter than the straight line",
+        )
         geo = sim.geodesic_distance(sim.pose.position, goal)
-        _check(math.isclose(geo, path.geodesic_distance, rel_tol=1e-6, abs_tol=1e-6), "geodesic_distance matches shortest_path")
+        _check(
+            math.isclose(geo, path.geodesic_distance, rel_tol=1e-6, abs_tol=1e-6),
+            "geodesic_distance matches shortest_path",
+        )
         result = sim.goto(goal)
         _check(result.reached, "goto reaches a reachable goal without a step budget")
         _check(np.allclose(result.pose.position, goal, atol=0.15), "goto ends at the goal")
-        _check(result.steps >= math.ceil(path.geodesic_distance / sim.config.forward_step - 1e-6), "goto counts at least one forward step per forward_step metres")
+        _check(
+            result.steps >= math.ceil(path.geodesic_distance / sim.config.forward_step - 1e-6),
+            "goto counts at least one forward step per forward_step metres",
+        )
         _check(sim.is_navigable(result.pose.position), "goto ends on the navigable island")

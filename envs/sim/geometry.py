@@ -106,9 +106,7 @@ def equirect_angles(
     return lat, lon
 
 
-def equirect_pixel_to_direction(
-    rows: ArrayLike, cols: ArrayLike, height: int, width: int
-) -> FloatArray:
+def equirect_pixel_to_direction(rows: ArrayLike, cols: ArrayLike, height: int, width: int) -> FloatArray:
     """Unit ray directions (..., 3) in the camera frame for pixel coordinates."""
     lat, lon = equirect_angles(rows, cols, height, width)
     cl = np.cos(lat)
@@ -159,9 +157,7 @@ def pinhole_pixel_to_direction(
     return np.stack([x, y, -np.ones_like(x)], axis=-1)
 
 
-def pinhole_directions(
-    height: int, width: int, hfov_deg: float, dtype: type = np.float32
-) -> FloatArray:
+def pinhole_directions(height: int, width: int, hfov_deg: float, dtype: type = np.float32) -> FloatArray:
     """Camera-frame directions of every pixel centre, shape (H, W, 3), unit optical depth."""
     r, c = np.meshgrid(np.arange(height), np.arange(width), indexing="ij")
     return pinhole_pixel_to_direction(r, c, height, width, hfov_deg).astype(dtype)
@@ -181,17 +177,13 @@ def direction_to_pinhole_pixel(
     return row, col, in_front
 
 
-def camera_to_world(
-    points_cam: ArrayLike, camera_position: ArrayLike, yaw: float
-) -> FloatArray:
+def camera_to_world(points_cam: ArrayLike, camera_position: ArrayLike, yaw: float) -> FloatArray:
     """Transform camera-frame points (..., 3) into the world for a yaw-only camera."""
     p = np.asarray(points_cam, dtype=np.float64)
     return p @ yaw_matrix(yaw).T + np.asarray(camera_position, dtype=np.float64)
 
 
-def world_to_camera(
-    points_world: ArrayLike, camera_position: ArrayLike, yaw: float
-) -> FloatArray:
+def world_to_camera(points_world: ArrayLike, camera_position: ArrayLike, yaw: float) -> FloatArray:
     """Inverse of :func:`camera_to_world`."""
     p = np.asarray(points_world, dtype=np.float64) - np.asarray(camera_position, dtype=np.float64)
     return p @ yaw_matrix(yaw)

@@ -153,7 +153,9 @@ class NavGrid:
         x0, z0 = math.floor(lo[0] / res) * res, math.floor(lo[2] / res) * res
         cols = max(1, math.ceil((hi[0] - x0) / res))
         rows = max(1, math.ceil((hi[2] - z0) / res))
-        zc, xc = np.meshgrid(z0 + (np.arange(rows) + 0.5) * res, x0 + (np.arange(cols) + 0.5) * res, indexing="ij")
+        zc, xc = np.meshgrid(
+            z0 + (np.arange(rows) + 0.5) * res, x0 + (np.arange(cols) + 0.5) * res, indexing="ij"
+        )
 
         # Floor: cast down from max_climb above the level; accept walkable hits within climb.
         top = floor_height + config.max_climb + 0.01
@@ -217,16 +219,14 @@ class NavGrid:
         pz = zc[is_floor][:, None]
         points = np.stack(np.broadcast_arrays(px, centres, pz), axis=-1)
         d = raycaster.distance(points)
-        blocked = (d < radius).any(axis=1)
+        blocked: NDArray[np.bool_] = np.asarray((d < radius).any(axis=1))
         # Sub-bands whose bounding sphere touches geometry but whose centre is clear:
         # check the axis at fine steps.
         unsure_cell, unsure_band = np.nonzero((d < sphere) & (d >= radius) & ~blocked[:, None])
         if len(unsure_cell):
             steps = np.arange(-half, half + 1e-9, _FINE_STEP)
             heights = centres[unsure_cell, unsure_band][:, None] + steps[None, :]
-            fine = np.stack(
-                np.broadcast_arrays(px[unsure_cell], heights, pz[unsure_cell]), axis=-1
-            )
+            fine = np.stack(np.broadcast_arrays(px[unsure_cell], heights, pz[unsure_cell]), axis=-1)
             fine_blocked = (raycaster.distance(fine) < radius).any(axis=1)
             blocked[unsure_cell[fine_blocked]] = True
         clear = np.zeros(is_floor.shape, dtype=bool)
@@ -318,7 +318,12 @@ class NavGrid:
             res = self.resolution
             isl = self.island
             src, dst, weight = [], [], []
-            moves = [(0, 1, res), (1, 0, res), (1, 1, res * math.sqrt(2)), (1, -1, res * math.sqrt(2))]
+            moves = [
+                (0, 1, res),
+                (1, 0, res),
+                (1, 1, res * math.sqrt(2)),
+                (1, -1, res * math.sqrt(2)),
+            ]
             for dr, dc, w in moves:
                 r0, r1 = max(0, -dr), rows - max(0, dr)
                 c0, c1 = max(0, -dc), cols - max(0, dc)

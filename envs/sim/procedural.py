@@ -56,11 +56,11 @@ def parse_procedural_spec(spec: str) -> dict[str, int]:
 # ------------------------------------------------------------------ primitives
 
 
-def box_mesh(x0: float, y0: float, z0: float, x1: float, y1: float, z1: float) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+def box_mesh(
+    x0: float, y0: float, z0: float, x1: float, y1: float, z1: float
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     """Axis-aligned box (outward winding) in the local z-up frame."""
-    v = np.array(
-        [[x, y, z] for z in (z0, z1) for y in (y0, y1) for x in (x0, x1)], dtype=np.float64
-    )
+    v = np.array([[x, y, z] for z in (z0, z1) for y in (y0, y1) for x in (x0, x1)], dtype=np.float64)
     f = np.array(
         [
             [0, 2, 1], [1, 2, 3],  # bottom
@@ -75,7 +75,9 @@ def box_mesh(x0: float, y0: float, z0: float, x1: float, y1: float, z1: float) -
     return v, f
 
 
-def _cylinder(cx: float, cy: float, z0: float, z1: float, radius: float, sections: int = 16) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
+def _cylinder(
+    cx: float, cy: float, z0: float, z1: float, radius: float, sections: int = 16
+) -> tuple[NDArray[np.float64], NDArray[np.int64]]:
     import trimesh
 
     mesh = trimesh.creation.cylinder(radius=radius, height=z1 - z0, sections=sections)
@@ -99,7 +101,12 @@ def _extrude(polygon: object, z0: float, z1: float) -> list[tuple[NDArray[np.flo
         if geom.is_empty or geom.area < 1e-6:
             continue
         mesh = trimesh.creation.extrude_polygon(geom, height=z1 - z0)
-        out.append((np.asarray(mesh.vertices, dtype=np.float64) + [0.0, 0.0, z0], np.asarray(mesh.faces, dtype=np.int64)))
+        out.append(
+            (
+                np.asarray(mesh.vertices, dtype=np.float64) + [0.0, 0.0, z0],
+                np.asarray(mesh.faces, dtype=np.int64),
+            )
+        )
     return out
 
 
@@ -119,7 +126,11 @@ class Furniture:
 
 def _legs(w: float, d: float, z: float, leg: float, category: str) -> list[Piece]:
     hw, hd = w / 2 - leg, d / 2 - leg
-    return [(box_mesh(x - leg / 2, y - leg / 2, 0.0, x + leg / 2, y + leg / 2, z), category) for x in (-hw, hw) for y in (-hd, hd)]
+    return [
+        (box_mesh(x - leg / 2, y - leg / 2, 0.0, x + leg / 2, y + leg / 2, z), category)
+        for x in (-hw, hw)
+        for y in (-hd, hd)
+    ]
 
 
 def _table(height: float, category: str) -> Callable[[float, float], list[Piece]]:
@@ -248,7 +259,9 @@ class _Room:
     v1: float
 
 
-def _room_plan(rng: np.random.Generator, n_rooms: int) -> tuple[list[_Room], tuple[float, float, float, float]]:
+def _room_plan(
+    rng: np.random.Generator, n_rooms: int
+) -> tuple[list[_Room], tuple[float, float, float, float]]:
     """Rooms along both sides of a corridor; returns rooms and the corridor rectangle."""
     kinds = list(_ROOM_ORDER[:n_rooms])
     order = rng.permutation(len(kinds))
@@ -313,7 +326,7 @@ def _place(
         placed = affinity.translate(affinity.rotate(footprint, angle, origin=(0, 0), use_radians=True), u, v)
         if not inner.contains(placed):
             continue
-        if any(placed.intersects(b) for b in blocked):  # type: ignore[attr-defined]
+        if any(placed.intersects(b) for b in blocked):
             continue
         return u, v, angle
     return None
@@ -329,7 +342,12 @@ def _footprint(item: Furniture, u: float, v: float, angle: float, margin: float)
     from shapely import affinity
     from shapely.geometry import box
 
-    fp = box(-item.width / 2 - margin, -item.depth / 2 - margin, item.width / 2 + margin, item.depth / 2 + margin)
+    fp = box(
+        -item.width / 2 - margin,
+        -item.depth / 2 - margin,
+        item.width / 2 + margin,
+        item.depth / 2 + margin,
+    )
     return affinity.translate(affinity.rotate(fp, angle, origin=(0, 0), use_radians=True), u, v)
 
 
@@ -397,7 +415,9 @@ def generate_house(seed: int, rooms: int | None = None) -> Scene:
         du = float(rng.uniform(lo, hi)) if hi > lo else (room.u0 + min(room.u1, corridor[2])) / 2
         wall_v = corridor_v1 if room.v0 >= corridor_v1 - 1e-9 else 0.0
         doors.append((du - DOOR_WIDTH / 2, wall_v - t, du + DOOR_WIDTH / 2, wall_v + t))
-        door_zones[i].append(box(du - DOOR_WIDTH / 2 - 0.2, wall_v - 1.1, du + DOOR_WIDTH / 2 + 0.2, wall_v + 1.1))
+        door_zones[i].append(
+            box(du - DOOR_WIDTH / 2 - 0.2, wall_v - 1.1, du + DOOR_WIDTH / 2 + 0.2, wall_v + 1.1)
+        )
     # Some neighbouring rooms on the same side also get a connecting door (loops in the plan).
     for i, (a, b) in enumerate(zip(room_list, room_list[1:], strict=False)):
         same_side = (a.v0 >= corridor_v1 - 1e-9) == (b.v0 >= corridor_v1 - 1e-9)

@@ -7,6 +7,8 @@ tables that carry one extra "miss" row at the end.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import NDArray
 
@@ -32,7 +34,7 @@ class Raycaster:
     def cast_raw(self, rays: NDArray[np.float32]) -> dict[str, object]:
         """Open3D's ``cast_rays`` on an (..., 6) float32 array, results as Open3D tensors."""
         tensor = self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(rays, dtype=np.float32))
-        result: dict[str, object] = self._raycasting.cast_rays(tensor, nthreads=self.nthreads)
+        result: dict[str, Any] = self._raycasting.cast_rays(tensor, nthreads=self.nthreads)
         return result
 
     def cast(

@@ -49,7 +49,9 @@ class Renderer:
         self._directions: dict[tuple[str, int, int, float], NDArray[np.float32]] = {}
         self._rays: dict[tuple[str, int, int, float], NDArray[np.float32]] = {}
 
-    def camera_directions(self, kind: str, height: int, width: int, hfov_deg: float = 0.0) -> NDArray[np.float32]:
+    def camera_directions(
+        self, kind: str, height: int, width: int, hfov_deg: float = 0.0
+    ) -> NDArray[np.float32]:
         """Cached camera-frame ray directions, flattened to (H*W, 3)."""
         if height <= 0 or width <= 0:
             raise ValueError(f"image size must be positive, got {height}x{width}")
@@ -64,7 +66,13 @@ class Renderer:
         return self._directions[key]
 
     def rays(
-        self, kind: str, camera_position: NDArray[np.floating], yaw: float, height: int, width: int, hfov_deg: float = 0.0
+        self,
+        kind: str,
+        camera_position: NDArray[np.floating],
+        yaw: float,
+        height: int,
+        width: int,
+        hfov_deg: float = 0.0,
     ) -> NDArray[np.float32]:
         """World rays (H*W, 6) for a camera at ``camera_position`` with heading ``yaw``."""
         directions = self.camera_directions(kind, height, width, hfov_deg)
@@ -87,7 +95,12 @@ class Renderer:
         return self._shade(self.rays("equirect", camera_position, yaw, height, width), height, width)
 
     def pinhole(
-        self, camera_position: NDArray[np.floating], yaw: float, height: int, width: int, hfov_deg: float
+        self,
+        camera_position: NDArray[np.floating],
+        yaw: float,
+        height: int,
+        width: int,
+        hfov_deg: float,
     ) -> Frame:
         """Pinhole frame looking along ``yaw``; depth is planar (unit optical-axis rays)."""
         rays = self.rays("pinhole", camera_position, yaw, height, width, hfov_deg)

@@ -372,7 +372,7 @@ def load_mesh_file(path: Path, up: UpAxis = "auto") -> Scene:
     import trimesh
 
     try:
-        loaded = trimesh.load(str(path), force="scene", process=False)
+        loaded: Any = trimesh.load(str(path), force="scene", process=False)
     except Exception as exc:  # trimesh raises many types for corrupt files
         raise SceneError(f"cannot read {path.name}: {exc}") from None
     rotation = _file_rotation(path, up)
@@ -421,4 +421,3 @@ def load_mesh_file(path: Path, up: UpAxis = "auto") -> Scene:
         name=path.stem,
         source=str(path),
     )
-

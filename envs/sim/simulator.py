@@ -95,12 +95,19 @@ class EmbeddedSimulator:
         if not same_scene:
             loaded = load_scene(scene, up=self.up)
             raycaster = Raycaster(loaded)
-            nav = NavGrid.build(raycaster, self.config, start=None if start_pose is None else start_pose.position)
+            nav = NavGrid.build(
+                raycaster, self.config, start=None if start_pose is None else start_pose.position
+            )
             self._scene, self._scene_key = loaded, key
             self._renderer = Renderer(loaded, raycaster)
             self._nav = nav
             self._topdown = {}
-            logger.info("loaded scene %s: %d faces, navigable %.1f m2", loaded.name, len(loaded.faces), nav.navigable_area)
+            logger.info(
+                "loaded scene %s: %d faces, navigable %.1f m2",
+                loaded.name,
+                len(loaded.faces),
+                nav.navigable_area,
+            )
         elif start_pose is not None and not self.nav.on_island(np.asarray(start_pose.position)):
             # Same scene, but the start may lie on another island or floor: rebuild for it.
             self._nav = NavGrid.build(self.renderer.raycaster, self.config, start=start_pose.position)
@@ -170,7 +177,11 @@ class EmbeddedSimulator:
         """Perspective RGB, planar depth (m, 0 = miss) and category ids along the heading."""
         frame = self.renderer.pinhole(self._sensor(), self.pose.yaw, height, width, hfov_deg)
         return PinholeFrame(
-            rgb=frame.rgb, depth=frame.depth, semantic=frame.semantic, pose=self.pose, hfov_deg=hfov_deg
+            rgb=frame.rgb,
+            depth=frame.depth,
+            semantic=frame.semantic,
+            pose=self.pose,
+            hfov_deg=hfov_deg,
         )
 
     # ------------------------------------------------------------------ navigation
@@ -194,6 +205,8 @@ class EmbeddedSimulator:
         if resolution not in self._topdown:
             nav = self.nav
             if not math.isclose(resolution, nav.resolution):
-                nav = NavGrid.build(self.renderer.raycaster, self.config, resolution, start=self.pose.position)
+                nav = NavGrid.build(
+                    self.renderer.raycaster, self.config, resolution, start=self.pose.position
+                )
             self._topdown[resolution] = nav.topdown()
         return self._topdown[resolution]

@@ -6,10 +6,10 @@ import math
 
 import numpy as np
 import pytest
+from scenes import box_room
 
 from embodia.envs.sim import EmbeddedSimulator, Pose
 from embodia.envs.sim.motion import walk_budget
-from scenes import box_room
 
 PATH = np.array([[0.0, 0.0, 0.0], [0.0, 0.0, -1.0], [1.0, 0.0, -1.0]])  # ahead 1 m, then right 1 m
 

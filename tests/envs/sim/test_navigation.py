@@ -59,7 +59,10 @@ def test_l_corridor_shortest_path_matches_analytic_length() -> None:
 
 def test_unreachable_goal_has_infinite_geodesic() -> None:
     sim = EmbeddedSimulator()
-    sim.reset(box_room(4.0, 4.0, extra=[((1.9, 0.0, 0.0), (2.1, 2.5, 4.0), "wall")]), Pose((1.0, 0.0, 2.0)))
+    sim.reset(
+        box_room(4.0, 4.0, extra=[((1.9, 0.0, 0.0), (2.1, 2.5, 4.0), "wall")]),
+        Pose((1.0, 0.0, 2.0)),
+    )
     assert sim.is_navigable([1.0, 0.0, 2.0]) and not sim.is_navigable([3.0, 0.0, 2.0])
     snapped = sim.snap_point([3.0, 0.0, 2.0])  # the other half is another island
     assert snapped[0] < 1.9
@@ -82,9 +85,13 @@ _CELLS = np.argwhere(_HOUSE.nav.island)
 @given(
     cell=st.integers(0, len(_CELLS) - 1),
     yaw=st.floats(-math.pi, math.pi),
-    actions=st.lists(st.sampled_from(["move_forward", "move_forward", "turn_left", "turn_right"]), max_size=40),
+    actions=st.lists(
+        st.sampled_from(["move_forward", "move_forward", "turn_left", "turn_right"]), max_size=40
+    ),
 )
-def test_no_action_sequence_enters_geometry_or_leaves_the_island(cell: int, yaw: float, actions: list[str]) -> None:
+def test_no_action_sequence_enters_geometry_or_leaves_the_island(
+    cell: int, yaw: float, actions: list[str]
+) -> None:
     sim = _HOUSE
     start = sim.nav.cell_centre(*_CELLS[cell])
     sim.reset("procedural:seed=1,rooms=4", Pose.from_array(start, yaw))

@@ -94,4 +94,6 @@ def test_equirect_layout_centre_forward_quarter_left() -> None:
     assert np.allclose(d[32, 64], [0, 0, -1], atol=1e-6)
     left = equirect_directions(64, 128)[32, 31:33].mean(axis=0)
     assert left[0] < -0.99  # the quarter column looks left (-x)
-    assert np.allclose(equirect_directions(64, 128)[0, 0][1], math.sin(math.pi / 2 - math.pi * 0.5 / 64), atol=1e-6)
+    assert np.allclose(
+        equirect_directions(64, 128)[0, 0][1], math.sin(math.pi / 2 - math.pi * 0.5 / 64), atol=1e-6
+    )

@@ -13,7 +13,22 @@ from embodia.envs.sim.procedural import FURNITURE, generate_house, parse_procedu
 from embodia.envs.sim.scene import Scene, category_from_name
 from embodia.errors import SceneError
 
-FURNITURE_CATEGORIES = {"bed", "sofa", "chair", "table", "cabinet", "toilet", "sink", "tv", "plant", "bathtub", "shelf", "counter", "desk", "refrigerator"}
+FURNITURE_CATEGORIES = {
+    "bed",
+    "sofa",
+    "chair",
+    "table",
+    "cabinet",
+    "toilet",
+    "sink",
+    "tv",
+    "plant",
+    "bathtub",
+    "shelf",
+    "counter",
+    "desk",
+    "refrigerator",
+}
 
 
 def test_simple_room_stage_loads_y_up_with_floor_at_zero() -> None:
@@ -30,7 +45,11 @@ def test_simple_room_stage_loads_y_up_with_floor_at_zero() -> None:
     pano = sim.panorama(64, 128)
     assert (pano["depth"] > 0).mean() > 0.3  # open room: the floor below, sky above
     below = pano["depth"][-5:]
-    assert np.allclose(below[below > 0], sim.config.sensor_height + pose.position[1] - sim.nav.floor_height, atol=0.1)
+    assert np.allclose(
+        below[below > 0],
+        sim.config.sensor_height + pose.position[1] - sim.nav.floor_height,
+        atol=0.1,
+    )
 
 
 def test_mesh_without_floor_is_rejected() -> None:
@@ -74,7 +93,11 @@ def test_houses_use_at_least_ten_categories_across_seeds() -> None:
     for seed in range(4):
         seen |= set(generate_house(seed, rooms=6).present_categories())
     assert len(FURNITURE_CATEGORIES & seen) >= 10
-    assert {f.build(f.width, f.depth)[0][1] for f in FURNITURE.values()} >= {"bed", "toilet", "bathtub"}
+    assert {f.build(f.width, f.depth)[0][1] for f in FURNITURE.values()} >= {
+        "bed",
+        "toilet",
+        "bathtub",
+    }
 
 
 def test_glb_export_round_trips_labels(tmp_path) -> None:
@@ -93,7 +116,9 @@ def test_sidecar_and_name_labels(tmp_path) -> None:
     copy = tmp_path / "room.glb"
     copy.write_bytes(path.read_bytes())
     (tmp_path / "room.stage_config.json").write_text(json.dumps({"up": [0, 0, 1], "front": [0, 1, 0]}))
-    (tmp_path / "room.semantic.json").write_text(json.dumps({"node_categories": {"Cube.002": "table", "Cube.001": "cabinet"}}))
+    (tmp_path / "room.semantic.json").write_text(
+        json.dumps({"node_categories": {"Cube.002": "table", "Cube.001": "cabinet"}})
+    )
     scene = load_scene(copy)
     present = scene.present_categories()
     assert present["table"] == pytest.approx(2 * (1.4 * 1.4) + 4 * 1.4 * 0.04, rel=0.05)
