@@ -1,0 +1,51 @@
+"""The `embodia` CLI: outputs written, and bad input answered with one line and exit 2."""
+
+from __future__ import annotations
+
+import json
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from embodia.cli import app
+
+runner = CliRunner()
+
+
+def test_sim_render_writes_run_record(tmp_path) -> None:
+    import imageio.v3 as iio
+
+    out = tmp_path / "run"
+    result = runner.invoke(app, ["sim", "render", "--scene", "procedural:seed=2,rooms=3", "--out", str(out), "--height", "64", "--width", "128"])
+    assert result.exit_code == 0, result.output
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["navigable_area_m2"] > 10 and "bed" in summary["categories"] or "sofa" in summary["categories"]
+    assert iio.imread(out / "panorama_rgb.png").shape == (64, 128, 3)
+    assert iio.imread(out / "topdown.png").ndim == 3
+    assert (out / "scene.glb").stat().st_size > 1000 and (out / "config.yaml").is_file()
+
+
+def test_sim_info_json() -> None:
+    result = runner.invoke(app, ["sim", "info", "--scene", "procedural:seed=2,rooms=3", "--json"])
+    assert result.exit_code == 0, result.output
+    info = json.loads(result.stdout)
+    assert info["navigable_area_m2"] > 10 and np.isfinite(info["floor_height"])
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["sim", "info", "--scene", "nope.glb"], "scene file not found"),
+        (["sim", "info", "--scene", "room.fbx"], "unsupported scene format"),
+        (["sim", "render", "--scene", "procedural:seed=1", "--out", "x", "--pose", "1,2"], "invalid pose"),
+        (["sim", "info", "--scene", "procedural:seed=1", "--up", "w"], "invalid --up"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path, args: list[str], message: str) -> None:
+    (tmp_path / "room.fbx").write_text("x")
+    args = [str(tmp_path / a) if a in ("room.fbx", "x") else a for a in args]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.output
