@@ -17,10 +17,28 @@ def test_sim_render_writes_run_record(tmp_path) -> None:
     import imageio.v3 as iio
 
     out = tmp_path / "run"
-    result = runner.invoke(app, ["sim", "render", "--scene", "procedural:seed=2,rooms=3", "--out", str(out), "--height", "64", "--width", "128"])
+    result = runner.invoke(
+        app,
+        [
+            "sim",
+            "render",
+            "--scene",
+            "procedural:seed=2,rooms=3",
+            "--out",
+            str(out),
+            "--height",
+            "64",
+            "--width",
+            "128",
+        ],
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads((out / "summary.json").read_text())
-    assert summary["navigable_area_m2"] > 10 and "bed" in summary["categories"] or "sofa" in summary["categories"]
+    assert (
+        summary["navigable_area_m2"] > 10
+        and "bed" in summary["categories"]
+        or "sofa" in summary["categories"]
+    )
     assert iio.imread(out / "panorama_rgb.png").shape == (64, 128, 3)
     assert iio.imread(out / "topdown.png").ndim == 3
     assert (out / "scene.glb").stat().st_size > 1000 and (out / "config.yaml").is_file()

@@ -31,7 +31,7 @@ class Raycaster:
             o3d.core.Tensor.from_numpy(np.ascontiguousarray(scene.faces, dtype=np.uint32)),
         )
 
-    def cast_raw(self, rays: NDArray[np.float32]) -> dict[str, object]:
+    def cast_raw(self, rays: NDArray[np.float32]) -> dict[str, Any]:
         """Open3D's ``cast_rays`` on an (..., 6) float32 array, results as Open3D tensors."""
         tensor = self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(rays, dtype=np.float32))
         result: dict[str, Any] = self._raycasting.cast_rays(tensor, nthreads=self.nthreads)
@@ -39,19 +39,19 @@ class Raycaster:
 
     def cast(
         self, rays: NDArray[np.float32]
-    ) -> tuple[NDArray[np.float32], NDArray[np.int64], NDArray[np.float32]]:
+    ) -> tuple[NDArray[np.float32], NDArray[np.uint32], NDArray[np.float32]]:
         """Cast (..., 6) rays; returns ``t_hit`` (inf on miss), face ids (miss = ``miss_id``)
         and hit face normals (as stored, not flipped towards the ray)."""
         result = self.cast_raw(rays)
-        t_hit = result["t_hit"].numpy()  # type: ignore[attr-defined]
-        prim = result["primitive_ids"].numpy().astype(np.int64)  # type: ignore[attr-defined]
-        np.minimum(prim, self.miss_id, out=prim)
-        normals = result["primitive_normals"].numpy()  # type: ignore[attr-defined]
+        t_hit = result["t_hit"].numpy()
+        prim = result["primitive_ids"].numpy()  # uint32; misses are 2**32 - 1
+        np.minimum(prim, np.uint32(self.miss_id), out=prim)
+        normals = result["primitive_normals"].numpy()
         return t_hit, prim, normals
 
     def cast_from(
         self, origins: NDArray[np.floating], directions: NDArray[np.floating]
-    ) -> tuple[NDArray[np.float32], NDArray[np.int64], NDArray[np.float32]]:
+    ) -> tuple[NDArray[np.float32], NDArray[np.uint32], NDArray[np.float32]]:
         """Cast rays given origins (broadcast) and directions (..., 3)."""
         d = np.asarray(directions, dtype=np.float32)
         o = np.broadcast_to(np.asarray(origins, dtype=np.float32), d.shape)

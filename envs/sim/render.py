@@ -83,7 +83,7 @@ class Renderer:
 
     def _shade(self, rays: NDArray[np.float32], height: int, width: int) -> Frame:
         t_hit, prim, _ = self.raycaster.cast(rays)
-        depth = np.where(np.isfinite(t_hit), t_hit, np.float32(0.0)).astype(np.float32, copy=False)
+        depth = np.nan_to_num(t_hit, copy=False, posinf=0.0)
         return Frame(
             rgb=self._face_rgb[prim].reshape(height, width, 3),
             depth=depth.reshape(height, width),
