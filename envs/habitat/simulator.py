@@ -265,7 +265,8 @@ class HabitatSimulator:
 
     @property
     def categories(self) -> list[str]:
-        self.sim  # noqa: B018  (raises without a scene)
+        if self._sim is None:
+            raise EmbodiaError("the simulator has no scene: call reset(scene) first")
         return list(self._categories)
 
     def reset(self, scene: SceneSpec | Scene, start_pose: Pose | None = None) -> Pose:
@@ -530,6 +531,8 @@ class HabitatSimulator:
     def _default_start(self) -> NDArray[np.float64]:
         pathfinder = self.sim.pathfinder
         islands = range(int(pathfinder.num_islands))
+        if not islands:
+            raise SceneError(f"the navmesh of {self._scene_id} has no islands")
         largest = max(islands, key=lambda i: float(pathfinder.island_area(i)))
         pathfinder.seed(0)
         best, best_clearance = None, -math.inf
