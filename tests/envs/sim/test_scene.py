@@ -10,25 +10,10 @@ from scenes import shared_scene
 
 from embodia.envs.sim import EmbeddedSimulator, load_scene
 from embodia.envs.sim.procedural import FURNITURE, generate_house, parse_procedural_spec
-from embodia.envs.sim.scene import Scene, category_from_name
+from embodia.envs.sim.scene import CATEGORIES, Scene, category_from_name
 from embodia.errors import SceneError
 
-FURNITURE_CATEGORIES = {
-    "bed",
-    "sofa",
-    "chair",
-    "table",
-    "cabinet",
-    "toilet",
-    "sink",
-    "tv",
-    "plant",
-    "bathtub",
-    "shelf",
-    "counter",
-    "desk",
-    "refrigerator",
-}
+FURNITURE_CATEGORIES = set(CATEGORIES) - {"void", "wall", "floor", "ceiling", "door", "object"}
 
 
 def test_simple_room_stage_loads_y_up_with_floor_at_zero() -> None:
