@@ -67,7 +67,7 @@ def main() -> None:
     sim.reset("procedural:seed=0,rooms=5")
     h, w = 512, 1024
     pano_ms = median_ms(lambda: sim.panorama(h, w), repeats)
-    rays = sim.renderer.rays("equirect", sim.pose.sensor_position(1.5), sim.pose.yaw, h, w).copy()
+    rays = sim.renderer.equirect_rays(sim.pose.sensor_position(1.5), sim.pose.yaw, h, w).copy()
     cast_ms = median_ms(lambda: sim.renderer.raycaster.cast_raw(rays), repeats)
     pin_ms = median_ms(lambda: sim.pinhole(256, 256, 90.0), repeats)
     bullet_ms = pybullet_frame_ms(sim, 256, repeats)

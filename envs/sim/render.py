@@ -2,18 +2,21 @@
 
 RGB is per-category albedo with Lambert shading from face normals under a fixed sky light
 (wrapped so that every wall orientation gets its own shade and geometry reads in the
-image). Shading depends only on the face, so it is computed once per scene and a frame is a
-cast plus three gathers: that keeps a panorama within a small factor of the bare cast.
+image). Shading depends only on the face, so it is computed once per scene: a panorama is a
+cast plus one compiled pass over the hits, and a pinhole frame is a z-buffer rasterisation
+(see :mod:`~embodia.envs.sim.kernels` for why each).
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import numpy as np
 from numpy.typing import NDArray
 
-from embodia.envs.sim.geometry import equirect_directions, pinhole_directions, yaw_matrix
+from embodia.envs.sim import kernels
+from embodia.envs.sim.geometry import equirect_directions, pinhole_focal
 from embodia.envs.sim.raycast import Raycaster
 from embodia.envs.sim.scene import Scene, category_albedo
 
@@ -39,60 +42,53 @@ def face_colors(scene: Scene) -> NDArray[np.uint8]:
 
 
 class Renderer:
-    """Renders equirectangular panoramas and pinhole frames of one scene."""
+    """Renders equirectangular panoramas (ray cast) and pinhole frames (rasterised)."""
 
     def __init__(self, scene: Scene, raycaster: Raycaster | None = None) -> None:
         self.scene = scene
         self.raycaster = raycaster or Raycaster(scene)
         self._face_rgb = face_colors(scene)
         self._face_category = np.append(scene.face_category, np.int32(0))
-        self._directions: dict[tuple[str, int, int, float], NDArray[np.float32]] = {}
-        self._rays: dict[tuple[str, int, int, float], NDArray[np.float32]] = {}
+        self._directions: dict[tuple[int, int], NDArray[np.float32]] = {}
+        self._rays: dict[tuple[int, int], NDArray[np.float32]] = {}
 
-    def camera_directions(
-        self, kind: str, height: int, width: int, hfov_deg: float = 0.0
+    def equirect_rays(
+        self, camera_position: NDArray[np.floating], yaw: float, height: int, width: int
     ) -> NDArray[np.float32]:
-        """Cached camera-frame ray directions, flattened to (H*W, 3)."""
+        """World rays (H*W, 6) of a panorama at ``camera_position`` with heading ``yaw``.
+
+        The returned array is a buffer the renderer reuses on the next call of this size.
+        """
         if height <= 0 or width <= 0:
             raise ValueError(f"image size must be positive, got {height}x{width}")
-        key = (kind, height, width, hfov_deg)
+        key = (height, width)
         if key not in self._directions:
-            if kind == "equirect":
-                d = equirect_directions(height, width)
-            else:
-                d = pinhole_directions(height, width, hfov_deg)
+            d = equirect_directions(height, width)
             self._directions[key] = np.ascontiguousarray(d.reshape(-1, 3), dtype=np.float32)
             self._rays[key] = np.empty((height * width, 6), dtype=np.float32)
-        return self._directions[key]
-
-    def rays(
-        self,
-        kind: str,
-        camera_position: NDArray[np.floating],
-        yaw: float,
-        height: int,
-        width: int,
-        hfov_deg: float = 0.0,
-    ) -> NDArray[np.float32]:
-        """World rays (H*W, 6) for a camera at ``camera_position`` with heading ``yaw``."""
-        directions = self.camera_directions(kind, height, width, hfov_deg)
-        rays = self._rays[(kind, height, width, hfov_deg)]
-        rays[:, :3] = np.asarray(camera_position, dtype=np.float32)
-        np.matmul(directions, yaw_matrix(yaw).T.astype(np.float32), out=rays[:, 3:])
+        rays = self._rays[key]
+        origin = np.asarray(camera_position, dtype=np.float32)
+        kernels.world_rays_yaw(self._directions[key], origin, math.cos(yaw), math.sin(yaw), rays)
         return rays
-
-    def _shade(self, rays: NDArray[np.float32], height: int, width: int) -> Frame:
-        t_hit, prim, _ = self.raycaster.cast(rays)
-        depth = np.nan_to_num(t_hit, copy=False, posinf=0.0)
-        return Frame(
-            rgb=self._face_rgb[prim].reshape(height, width, 3),
-            depth=depth.reshape(height, width),
-            semantic=self._face_category[prim].reshape(height, width),
-        )
 
     def panorama(self, camera_position: NDArray[np.floating], yaw: float, height: int, width: int) -> Frame:
         """Equirectangular frame; depth is radial range (the directions are unit length)."""
-        return self._shade(self.rays("equirect", camera_position, yaw, height, width), height, width)
+        rays = self.equirect_rays(camera_position, yaw, height, width)
+        t_hit, prim, _ = self.raycaster.cast(rays)
+        depth = np.empty((height, width), dtype=np.float32)
+        rgb = np.empty((height, width, 3), dtype=np.uint8)
+        semantic = np.empty((height, width), dtype=np.int32)
+        kernels.shade_hits(
+            t_hit,
+            prim,
+            self.raycaster.miss_id,
+            self._face_rgb,
+            self._face_category,
+            depth.reshape(-1),
+            rgb.reshape(-1, 3),
+            semantic.reshape(-1),
+        )
+        return Frame(rgb=rgb, depth=depth, semantic=semantic)
 
     def pinhole(
         self,
@@ -102,6 +98,27 @@ class Renderer:
         width: int,
         hfov_deg: float,
     ) -> Frame:
-        """Pinhole frame looking along ``yaw``; depth is planar (unit optical-axis rays)."""
-        rays = self.rays("pinhole", camera_position, yaw, height, width, hfov_deg)
-        return self._shade(rays, height, width)
+        """Pinhole frame looking along ``yaw``; depth is planar (distance along the axis).
+
+        Rasterised with a z-buffer; every pixel equals a ray cast through its centre along
+        :func:`~embodia.envs.sim.geometry.pinhole_directions` (to float precision), except
+        for geometry closer than :data:`~embodia.envs.sim.kernels.NEAR_PLANE`.
+        """
+        if height <= 0 or width <= 0:
+            raise ValueError(f"image size must be positive, got {height}x{width}")
+        depth = np.empty((height, width), dtype=np.float32)
+        rgb = np.empty((height, width, 3), dtype=np.uint8)
+        semantic = np.empty((height, width), dtype=np.int32)
+        kernels.rasterize_pinhole(
+            self.scene.vertices,
+            self.scene.faces,
+            np.asarray(camera_position, dtype=np.float64),
+            yaw,
+            pinhole_focal(width, hfov_deg),
+            self._face_rgb,
+            self._face_category,
+            depth,
+            rgb,
+            semantic,
+        )
+        return Frame(rgb=rgb, depth=depth, semantic=semantic)
