@@ -1,0 +1,1 @@
+"""Active-mapping gymnasium environments over any simulator backend."""

@@ -1,0 +1,435 @@
+"""360-BEV: equirectangular RGB-D-semantic panoramas fused into a world-aligned top-down grid.
+
+Cells sit on the world lattice: cell (i, j) covers z in [i*res, (i+1)*res) and x in
+[j*res, (j+1)*res), so maps of different runs, and the simulator's ground truth, can be
+compared cell by cell. Rows follow +z and columns +x (habitat's ``to_grid(z, x)``).
+
+Integration (one compiled pass over the pixels, see :func:`_integrate_panorama`):
+
+- every hit within ``max_range`` is placed in the world by its radial range and the pose;
+- its height above the agent's floor sorts it: floor (``|h| < floor_band``), obstacle
+  (``floor_band <= h <= obstacle_top``), or ignored (ceiling, holes);
+- floor hits are free evidence, obstacle hits occupied evidence; both count towards the
+  cell's semantic histogram and its max height;
+- the floor between two vertically adjacent floor pixels of a column was seen too (nothing
+  came between the two rays), so it is carved free along that column's azimuth. This fills
+  the gaps that sparse far-away floor samples leave, without looking through obstacles.
+
+Misses (range 0) and hits beyond ``max_range`` add nothing and break the carving chain.
+A cell is occupied when it holds at least ``min_obstacle_points`` obstacle hits that are at
+least ``occupied_fraction`` of its evidence, so isolated noisy returns do not block floor.
+
+The grid grows as the agent moves (it always covers ``max_range`` around every pose it has
+integrated) and integration touches only the pixels and the cells they land on, so its cost
+does not depend on the size of the map.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from numba import njit
+from numpy.typing import ArrayLike, NDArray
+from scipy import ndimage
+
+from embodia.envs.sim.protocol import Panorama, Pose
+
+UNKNOWN, FREE, OCCUPIED = 0, 1, 2
+
+
+@dataclass(frozen=True)
+class BEVConfig:
+    """How panoramas become a top-down map."""
+
+    resolution: float = 0.05
+    """Cell size, metres."""
+    max_range: float = 5.0
+    """Hits farther than this (horizontally) are ignored, metres."""
+    sensor_height: float = 1.5
+    """Panorama sensor height above the agent's floor point, metres."""
+    floor_band: float = 0.1
+    """Hits within this height of the agent's floor are floor, metres."""
+    obstacle_top: float = 1.8
+    """Hits above this height (ceilings) are ignored, metres."""
+    min_obstacle_points: int = 2
+    """Obstacle hits a cell needs before it counts as occupied."""
+    occupied_fraction: float = 0.1
+    """Share of a cell's hits that must be obstacle hits for it to be occupied."""
+    grow_margin: float = 3.0
+    """Extra metres allocated beyond what is needed when the grid grows."""
+
+    def __post_init__(self) -> None:
+        for name in ("resolution", "max_range", "floor_band", "grow_margin"):
+            value = getattr(self, name)
+            if not (math.isfinite(value) and value > 0):
+                raise ValueError(f"BEVConfig.{name} must be a positive number, got {value}")
+        if not self.floor_band < self.obstacle_top:
+            raise ValueError("BEVConfig.floor_band must be below obstacle_top")
+        if self.min_obstacle_points < 1 or not 0.0 <= self.occupied_fraction <= 1.0:
+            raise ValueError("BEVConfig: min_obstacle_points >= 1 and occupied_fraction in [0, 1]")
+
+
+@dataclass(frozen=True)
+class FrontierSegment:
+    """A connected run of frontier cells (free cells next to unknown ones)."""
+
+    id: int
+    cells: NDArray[np.int64]
+    """(N, 2) (row, col) grid cells of the map it was computed on."""
+    centroid: NDArray[np.float64]
+    """World (x, y, z) of the mean cell centre (y = the agent's floor)."""
+    target: NDArray[np.float64]
+    """World point of the segment's cell nearest its centroid (a reachable goal)."""
+    size: int
+
+
+@dataclass
+class IntegrationStats:
+    """What one panorama added to the map."""
+
+    pixels_used: int
+    floor_pixels: int
+    obstacle_pixels: int
+    newly_explored_cells: int
+
+
+@dataclass
+class BEVMap:
+    """A growing 360-BEV grid; see the module docstring for what each layer means."""
+
+    categories: list[str]
+    config: BEVConfig = field(default_factory=BEVConfig)
+
+    def __post_init__(self) -> None:
+        self.row0 = 0
+        self.col0 = 0
+        self.floor_height = 0.0
+        self.free_count = np.zeros((0, 0), dtype=np.float32)
+        self.occupied_count = np.zeros((0, 0), dtype=np.float32)
+        self.max_height = np.zeros((0, 0), dtype=np.float32)
+        self.semantic_count = np.zeros((0, 0, len(self.categories)), dtype=np.uint16)
+        self.trajectory: list[Pose] = []
+        self._directions: dict[tuple[int, int], tuple[NDArray[np.float64], ...]] = {}
+
+    # ------------------------------------------------------------------ geometry
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        rows, cols = self.free_count.shape
+        return rows, cols
+
+    @property
+    def origin(self) -> tuple[float, float]:
+        """World (x, z) of the corner of cell (0, 0)."""
+        res = self.config.resolution
+        return self.col0 * res, self.row0 * res
+
+    def to_grid(self, points: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+        """(row, col) cells of world points (..., 3) in the current grid; may be outside it.
+
+        Indices shift when the grid grows towards -x / -z: convert again after integrating.
+        """
+        p = np.asarray(points, dtype=np.float64)
+        res = self.config.resolution
+        row = np.floor(p[..., 2] / res).astype(np.int64) - self.row0
+        col = np.floor(p[..., 0] / res).astype(np.int64) - self.col0
+        return row, col
+
+    def from_grid(self, rows: ArrayLike, cols: ArrayLike) -> NDArray[np.float64]:
+        """World points (..., 3) at cell centres, at the agent's floor height."""
+        res = self.config.resolution
+        r = np.asarray(rows, dtype=np.float64)
+        c = np.asarray(cols, dtype=np.float64)
+        x = (c + self.col0 + 0.5) * res
+        z = (r + self.row0 + 0.5) * res
+        return np.stack([x, np.full_like(x, self.floor_height), z], axis=-1)
+
+    def inside(self, rows: NDArray[np.int64], cols: NDArray[np.int64]) -> NDArray[np.bool_]:
+        h, w = self.shape
+        inside: NDArray[np.bool_] = (rows >= 0) & (rows < h) & (cols >= 0) & (cols < w)
+        return inside
+
+    # ------------------------------------------------------------------ layers
+
+    @property
+    def occupied(self) -> NDArray[np.bool_]:
+        cfg = self.config
+        occ = self.occupied_count
+        total = occ + self.free_count
+        result: NDArray[np.bool_] = (occ >= cfg.min_obstacle_points) & (occ >= cfg.occupied_fraction * total)
+        return result
+
+    @property
+    def explored(self) -> NDArray[np.bool_]:
+        result: NDArray[np.bool_] = (self.free_count > 0) | (self.occupied_count > 0)
+        return result
+
+    @property
+    def free(self) -> NDArray[np.bool_]:
+        result: NDArray[np.bool_] = (self.free_count > 0) & ~self.occupied
+        return result
+
+    @property
+    def state(self) -> NDArray[np.uint8]:
+        """UNKNOWN / FREE / OCCUPIED per cell (noisy obstacle hits alone read as explored free)."""
+        out = np.zeros(self.shape, dtype=np.uint8)
+        out[self.explored] = FREE
+        out[self.occupied] = OCCUPIED
+        return out
+
+    @property
+    def explored_area_m2(self) -> float:
+        return float(self.explored.sum()) * self.config.resolution**2
+
+    def navigable(self, agent_radius: float = 0.1) -> NDArray[np.bool_]:
+        """Free cells whose centre is at least ``agent_radius`` from the centre of every
+        occupied or unknown cell (an obstacle's surface lies somewhere inside its cell)."""
+        free = self.free
+        if not free.any():
+            return free
+        clearance = ndimage.distance_transform_edt(free) * self.config.resolution
+        result: NDArray[np.bool_] = clearance >= agent_radius - 1e-9
+        return result
+
+    def semantic_map(self) -> tuple[NDArray[np.int32], NDArray[np.float32]]:
+        """Majority category id per cell (0 where nothing was seen) and its vote share."""
+        counts = self.semantic_count
+        total = counts.sum(axis=-1, dtype=np.int64)
+        label = counts.argmax(axis=-1).astype(np.int32)
+        confidence = np.zeros(self.shape, dtype=np.float32)
+        seen = total > 0
+        confidence[seen] = counts.max(axis=-1)[seen] / total[seen]
+        label[~seen] = 0
+        return label, confidence
+
+    # ------------------------------------------------------------------ integration
+
+    def _camera_angles(self, height: int, width: int) -> tuple[NDArray[np.float64], ...]:
+        key = (height, width)
+        if key not in self._directions:
+            lat = math.pi / 2.0 - math.pi * (np.arange(height) + 0.5) / height
+            lon = 2.0 * math.pi * (np.arange(width) + 0.5) / width - math.pi
+            self._directions[key] = (np.sin(lat), np.cos(lat), lon)
+        return self._directions[key]
+
+    def ensure_covers(self, x_range: tuple[float, float], z_range: tuple[float, float]) -> None:
+        """Grow the grid (with margin) so that it covers the given world box."""
+        res = self.config.resolution
+        need_r0 = math.floor(z_range[0] / res)
+        need_r1 = math.floor(z_range[1] / res) + 1
+        need_c0 = math.floor(x_range[0] / res)
+        need_c1 = math.floor(x_range[1] / res) + 1
+        h, w = self.shape
+        rows_ok = need_r0 >= self.row0 and need_r1 <= self.row0 + h
+        if h and rows_ok and need_c0 >= self.col0 and need_c1 <= self.col0 + w:
+            return
+        margin = math.ceil(self.config.grow_margin / res)
+        if h:
+            r0 = min(self.row0, need_r0 - margin) if need_r0 < self.row0 else self.row0
+            r1 = max(self.row0 + h, need_r1 + margin) if need_r1 > self.row0 + h else self.row0 + h
+            c0 = min(self.col0, need_c0 - margin) if need_c0 < self.col0 else self.col0
+            c1 = max(self.col0 + w, need_c1 + margin) if need_c1 > self.col0 + w else self.col0 + w
+        else:
+            r0, r1, c0, c1 = need_r0 - margin, need_r1 + margin, need_c0 - margin, need_c1 + margin
+        rows, cols = r1 - r0, c1 - c0
+        dr, dc = self.row0 - r0, self.col0 - c0
+
+        def grown(old: NDArray[np.generic], fill: float) -> NDArray[np.generic]:
+            new = np.full((rows, cols, *old.shape[2:]), fill, dtype=old.dtype)
+            if old.size:
+                new[dr : dr + old.shape[0], dc : dc + old.shape[1]] = old
+            return new
+
+        self.free_count = grown(self.free_count, 0)  # type: ignore[assignment]
+        self.occupied_count = grown(self.occupied_count, 0)  # type: ignore[assignment]
+        self.max_height = grown(self.max_height, -np.inf)  # type: ignore[assignment]
+        self.semantic_count = grown(self.semantic_count, 0)  # type: ignore[assignment]
+        self.row0, self.col0 = r0, c0
+
+    def integrate(self, panorama: Panorama) -> IntegrationStats:
+        """Fuse one panorama (taken at ``panorama["pose"]``) into the map."""
+        depth = np.ascontiguousarray(panorama["depth"], dtype=np.float32)
+        semantic = np.ascontiguousarray(panorama["semantic"], dtype=np.int32)
+        if depth.ndim != 2 or semantic.shape != depth.shape:
+            raise ValueError(
+                f"panorama depth and semantic must be (H, W) of one shape, got {depth.shape} "
+                f"and {semantic.shape}"
+            )
+        pose = panorama["pose"]
+        cfg = self.config
+        x, y, z = pose.position
+        if not self.trajectory:
+            self.floor_height = float(y)
+        reach = cfg.max_range + cfg.resolution
+        self.ensure_covers((x - reach, x + reach), (z - reach, z + reach))
+        sin_lat, cos_lat, lon = self._camera_angles(*depth.shape)
+        stats = _integrate_panorama(
+            depth,
+            semantic,
+            sin_lat,
+            cos_lat,
+            lon - pose.yaw,  # world azimuth of each column (see geometry.equirect_angles)
+            x,
+            y + cfg.sensor_height,
+            z,
+            float(y),
+            cfg.resolution,
+            self.row0,
+            self.col0,
+            cfg.max_range,
+            cfg.floor_band,
+            cfg.obstacle_top,
+            len(self.categories),
+            self.free_count,
+            self.occupied_count,
+            self.max_height,
+            self.semantic_count,
+        )
+        self.trajectory.append(pose)
+        return IntegrationStats(*(int(v) for v in stats))
+
+    def record_pose(self, pose: Pose) -> None:
+        """Add a pose to the drawn trajectory without an observation (e.g. along a goto)."""
+        self.trajectory.append(pose)
+
+    # ------------------------------------------------------------------ frontiers
+
+    def frontiers(self, min_size: int = 3) -> list[FrontierSegment]:
+        """Frontier segments (8-connected runs of free cells 4-adjacent to unknown cells).
+
+        Segments smaller than ``min_size`` cells are dropped; ids are in descending size.
+        """
+        state = self.state
+        if state.size == 0:
+            return []
+        unknown = np.pad(state == UNKNOWN, 1, constant_values=True)
+        near_unknown = unknown[:-2, 1:-1] | unknown[2:, 1:-1] | unknown[1:-1, :-2] | unknown[1:-1, 2:]
+        frontier = (state == FREE) & near_unknown
+        labels, n = ndimage.label(frontier, structure=np.ones((3, 3), dtype=bool))
+        if n == 0:
+            return []
+        rows, cols = np.nonzero(labels)
+        ids = labels[rows, cols]
+        order = np.argsort(ids, kind="stable")
+        rows, cols, ids = rows[order], cols[order], ids[order]
+        bounds = np.searchsorted(ids, np.arange(1, n + 2))
+        segments = []
+        for k in range(n):
+            lo, hi = bounds[k], bounds[k + 1]
+            if hi - lo < min_size:
+                continue
+            cells = np.stack([rows[lo:hi], cols[lo:hi]], axis=1).astype(np.int64)
+            centre = cells.mean(axis=0)
+            nearest = cells[int(np.argmin(((cells - centre) ** 2).sum(axis=1)))]
+            segments.append((cells, self.from_grid(centre[0], centre[1]), self.from_grid(*nearest)))
+        segments.sort(key=lambda s: -len(s[0]))
+        return [
+            FrontierSegment(id=i, cells=c, centroid=m, target=t, size=len(c))
+            for i, (c, m, t) in enumerate(segments)
+        ]
+
+    # ------------------------------------------------------------------ crops
+
+    def crop(self, centre: ArrayLike, size: int) -> NDArray[np.uint8]:
+        """``state`` in a size x size window centred on a world point (unknown outside)."""
+        row, col = self.to_grid(np.asarray(centre, dtype=np.float64))
+        r0, c0 = int(row) - size // 2, int(col) - size // 2
+        out = np.zeros((size, size), dtype=np.uint8)
+        state = self.state
+        h, w = self.shape
+        sr0, sr1 = max(r0, 0), min(r0 + size, h)
+        sc0, sc1 = max(c0, 0), min(c0 + size, w)
+        if sr0 < sr1 and sc0 < sc1:
+            out[sr0 - r0 : sr1 - r0, sc0 - c0 : sc1 - c0] = state[sr0:sr1, sc0:sc1]
+        return out
+
+
+@njit(cache=True)
+def _add_hit(
+    row: int,
+    col: int,
+    height: float,
+    category: int,
+    n_categories: int,
+    max_height: NDArray[np.float32],
+    semantic_count: NDArray[np.uint16],
+) -> None:
+    if height > max_height[row, col]:
+        max_height[row, col] = height
+    if 0 <= category < n_categories and semantic_count[row, col, category] < 65535:
+        semantic_count[row, col, category] += 1
+
+
+@njit(cache=True)
+def _integrate_panorama(
+    depth: NDArray[np.float32],
+    semantic: NDArray[np.int32],
+    sin_lat: NDArray[np.float64],
+    cos_lat: NDArray[np.float64],
+    azimuth: NDArray[np.float64],
+    cam_x: float,
+    cam_y: float,
+    cam_z: float,
+    floor_y: float,
+    res: float,
+    row0: int,
+    col0: int,
+    max_range: float,
+    floor_band: float,
+    obstacle_top: float,
+    n_categories: int,
+    free_count: NDArray[np.float32],
+    occupied_count: NDArray[np.float32],
+    max_height: NDArray[np.float32],
+    semantic_count: NDArray[np.uint16],
+) -> tuple[int, int, int, int]:
+    height, width = depth.shape
+    used = floors = obstacles = newly = 0
+    step = 0.5 * res
+    for c in range(width):
+        ux = math.sin(azimuth[c])
+        uz = -math.cos(azimuth[c])
+        # Horizontal distance of the previous (lower) floor pixel in this column; -1 = none.
+        # The bottom row looks straight down, so the chain starts at the agent's feet.
+        chain = 0.0
+        for r in range(height - 1, -1, -1):
+            rng = depth[r, c]
+            if not (rng > 0.0):
+                chain = -1.0
+                continue
+            dist = rng * cos_lat[r]
+            if dist > max_range:
+                chain = -1.0
+                continue
+            h = cam_y + rng * sin_lat[r] - floor_y
+            if h < -floor_band or h > obstacle_top:
+                chain = -1.0
+                continue
+            px = cam_x + dist * ux
+            pz = cam_z + dist * uz
+            row = int(math.floor(pz / res)) - row0
+            col = int(math.floor(px / res)) - col0
+            used += 1
+            if free_count[row, col] == 0.0 and occupied_count[row, col] == 0.0:
+                newly += 1
+            _add_hit(row, col, h, semantic[r, c], n_categories, max_height, semantic_count)
+            if h < floor_band:
+                floors += 1
+                free_count[row, col] += 1.0
+                if chain >= 0.0:
+                    d = chain + step
+                    while d < dist:
+                        cr = int(math.floor((cam_z + d * uz) / res)) - row0
+                        cc = int(math.floor((cam_x + d * ux) / res)) - col0
+                        if free_count[cr, cc] == 0.0 and occupied_count[cr, cc] == 0.0:
+                            newly += 1
+                        free_count[cr, cc] += 0.5  # carved: weaker evidence than a hit
+                        d += step
+                chain = dist
+            else:
+                obstacles += 1
+                occupied_count[row, col] += 1.0
+                chain = -1.0
+    return used, floors, obstacles, newly

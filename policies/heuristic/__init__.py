@@ -1,0 +1,1 @@
+"""Non-learned baselines: random walk and frontier exploration."""
