@@ -297,7 +297,7 @@ class BEVMap:
     # ------------------------------------------------------------------ frontiers
 
     def frontiers(self, min_size: int = 3) -> list[FrontierSegment]:
-        """Frontier segments (8-connected runs of free cells 4-adjacent to unknown cells).
+        """Frontier segments (8-connected runs of free floor cells 4-adjacent to unknown cells).
 
         Segments smaller than ``min_size`` cells are dropped; ids are in descending size.
         """
@@ -306,7 +306,9 @@ class BEVMap:
             return []
         unknown = np.pad(state == UNKNOWN, 1, constant_values=True)
         near_unknown = unknown[:-2, 1:-1] | unknown[2:, 1:-1] | unknown[1:-1, :-2] | unknown[1:-1, 2:]
-        frontier = (state == FREE) & near_unknown
+        # Floor evidence, not just "explored and not occupied": cells holding only a stray
+        # obstacle hit (tops of beds and tables) are not places to walk to.
+        frontier = self.free & near_unknown
         labels, n = ndimage.label(frontier, structure=np.ones((3, 3), dtype=bool))
         if n == 0:
             return []
