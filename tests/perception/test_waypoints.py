@@ -183,21 +183,25 @@ def test_floor_pixels_back_project_to_goto_plans_with_the_same_step_count() -> N
 
 
 def test_wall_pixel_targets_the_floor_in_front_of_the_wall() -> None:
-    scene = box_room(5.0, 4.0)
+    # 5.03 m wide: the floor one agent radius in front of the x = 5.03 wall is navigable,
+    # so the target is that point itself rather than a snapped cell centre.
+    wall_x = 5.03
+    scene = box_room(wall_x, 4.0)
     start = Pose((1.2, 0.0, 1.0), 0.0)
     sim = EmbeddedSimulator()
     sim.reset(scene, start)
     pano = sim.panorama(H, W)
-    row, col = _pixel_of([5.0, 1.7, 2.0], pano["pose"])  # above the horizon, on the x = 5 wall
+    row, col = _pixel_of([wall_x, 1.7, 2.0], pano["pose"])  # above the horizon, on the wall
     assert row < H / 2
     waypoint = back_project(pano, row, col, sim)
     assert isinstance(waypoint, Waypoint), waypoint
-    assert waypoint.hit[0] == pytest.approx(5.0, abs=1e-3)
+    assert waypoint.hit[0] == pytest.approx(wall_x, abs=1e-3)
     radius = sim.config.agent_radius
-    assert 5.0 - radius - 2 * CELL <= waypoint.target[0] <= 5.0 - radius
-    assert waypoint.target[1] == pytest.approx(0.0, abs=1e-3)
-    assert _horizontal(waypoint.target, waypoint.hit) <= radius + 2 * CELL
-    assert sim.is_navigable(waypoint.target)
+    ray = (waypoint.hit - start.array) * [1.0, 0.0, 1.0]
+    in_front = waypoint.hit * [1.0, 0.0, 1.0] - radius * ray / np.linalg.norm(ray)
+    assert sim.is_navigable(in_front)
+    np.testing.assert_allclose(waypoint.target, in_front, atol=1e-6)
+    assert wall_x - radius - 1e-6 <= waypoint.target[0] <= wall_x - radius * 0.9
     result = sim.goto(waypoint.target)
     assert result.reached and result.steps == waypoint.steps
 
