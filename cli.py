@@ -27,6 +27,8 @@ app = typer.Typer(
 )
 sim_app = typer.Typer(help="The embedded simulator: render and inspect scenes.", no_args_is_help=True)
 app.add_typer(sim_app, name="sim")
+eval_app = typer.Typer(help="Evaluate agents over sets of scenes.", no_args_is_help=True)
+app.add_typer(eval_app, name="eval")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -184,6 +186,118 @@ def sim_info(
     for name, area in summary["categories"].items():
         cats.add_row(name, f"{area:.2f}")
     console.print(cats)
+
+
+AgentOption = Annotated[
+    str, typer.Option("--agent", help="Exploration agent: frontier, frontier-utility or random.")
+]
+StepsOption = Annotated[int, typer.Option("--steps", help="Step budget in primitive actions.")]
+
+
+def _check_agent(agent: str) -> None:
+    from embodia.policies.heuristic import AGENTS
+
+    if agent not in AGENTS:
+        raise EmbodiaError(f"unknown agent {agent!r}: expected one of {', '.join(sorted(AGENTS))}")
+
+
+@app.command("explore")
+def explore(
+    agent: AgentOption,
+    out: Annotated[Path, typer.Option("--out", help="Run directory, e.g. runs/NAME.")],
+    scene: Annotated[
+        str | None,
+        typer.Option(
+            "--scene", help="A mesh file or procedural:seed=N[,rooms=K] (default: drawn from --seed)."
+        ),
+    ] = None,
+    steps: StepsOption = 500,
+    seed: Annotated[int, typer.Option("--seed", help="Episode seed.")] = 0,
+    height: Annotated[int, typer.Option(help="Panorama height in pixels.")] = 128,
+    width: Annotated[int, typer.Option(help="Panorama width in pixels.")] = 256,
+    video: Annotated[bool, typer.Option("--video/--no-video", help="Write episode.mp4.")] = True,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a killed run in --out.")] = False,
+) -> None:
+    """Explore a scene with a baseline agent; writes summary, step log, BEV, coverage plot, video."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from embodia.evals.explore import ExploreSettings, run_exploration
+
+    with user_errors():
+        _check_agent(agent)
+        settings = ExploreSettings(
+            agent=agent,
+            scene=scene,
+            steps=steps,
+            seed=seed,
+            panorama_height=height,
+            panorama_width=width,
+            video=video,
+        )
+        columns = (
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("coverage {task.fields[coverage]:5.1f}%"),
+            TimeRemainingColumn(),
+        )
+        with Progress(*columns, console=err_console, transient=True) as progress:
+            task = progress.add_task(f"{agent} exploring", total=steps, coverage=0.0)
+
+            def advance(step: int, record: dict[str, Any]) -> None:
+                progress.update(task, completed=step, coverage=100 * record.get("coverage_ratio", 0.0))
+
+            summary = run_exploration(settings, out, resume=resume, on_step=advance)
+    console.print(
+        f"{summary['agent']} on {summary['scene']}: coverage {100 * summary['coverage_ratio']:.1f}% "
+        f"({summary['coverage_m2']:.1f} of {summary['explorable_m2']:.1f} m2), "
+        f"AUC {100 * summary['coverage_auc']:.1f}%, {summary['steps']} steps; wrote [bold]{out}[/]"
+    )
+
+
+@eval_app.command("explore")
+def eval_explore(
+    agent: AgentOption,
+    scenes: Annotated[
+        list[str],
+        typer.Option("--scenes", help="procedural:seeds=A-B[,rooms=K] or a scene spec; repeatable."),
+    ],
+    steps: StepsOption = 500,
+    out: Annotated[
+        Path | None, typer.Option("--out", help="Directory for the per-scene runs (default runs/eval-AGENT).")
+    ] = None,
+    height: Annotated[int, typer.Option(help="Panorama height in pixels.")] = 128,
+    width: Annotated[int, typer.Option(help="Panorama width in pixels.")] = 256,
+) -> None:
+    """Run an agent on a set of scenes and print mean +- std of each measure (resumes)."""
+    from rich.progress import Progress
+
+    from embodia.evals.explore import evaluate_exploration, scene_set
+
+    with user_errors():
+        _check_agent(agent)
+        specs = [spec for entry in scenes for spec in scene_set(entry)]
+        target = out or Path("runs") / f"eval-{agent}"
+        with Progress(console=err_console, transient=True) as progress:
+            task = progress.add_task(f"{agent} on {len(specs)} scenes", total=len(specs))
+            result = evaluate_exploration(
+                agent,
+                specs,
+                target,
+                steps=steps,
+                panorama_height=height,
+                panorama_width=width,
+                on_scene=lambda i, s: progress.update(task, completed=i + 1),
+            )
+    table = Table(title=f"{agent}, {len(specs)} scenes, {steps} steps")
+    table.add_column("measure")
+    table.add_column("mean +- std", justify="right")
+    for key, stats in result["measures"].items():
+        scale = 100.0 if key in ("coverage_ratio", "coverage_auc") else 1.0
+        unit = " %" if scale == 100.0 else ""
+        table.add_row(key, f"{scale * stats['mean']:.2f} +- {scale * stats['std']:.2f}{unit}")
+    console.print(table)
+    console.print(f"wrote [bold]{target}[/]")
 
 
 def main() -> None:

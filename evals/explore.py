@@ -1,0 +1,372 @@
+"""Exploration runs: an agent drives ``embodia/ActiveMapping-v0`` and the run is recorded.
+
+A run directory holds ``config.yaml`` (written first), ``episodes.jsonl`` (one line per
+primitive step, flushed as it goes), and at the end ``summary.json``, ``bev.png``,
+``coverage.png`` and ``episode.mp4`` (panorama and BEV side by side). A killed run resumes:
+the episode is replayed from its seed with the same agent, each replayed step is checked
+against its record, and recording continues where it stopped. Evaluations over a set of
+scenes are a run per scene plus a summary of means and standard deviations.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass, fields
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from embodia.errors import EmbodiaError
+
+logger = logging.getLogger(__name__)
+
+MEASURES = ("coverage_m2", "coverage_ratio", "coverage_auc", "path_length", "collisions", "steps")
+FRAME_HEIGHT = 256
+_SEEDS = re.compile(r"^procedural:seeds=(\d+)-(\d+)((?:,[a-z_]+=[^,]+)*)$")
+
+
+@dataclass(frozen=True)
+class ExploreSettings:
+    """Everything that determines an exploration run (saved as ``config.yaml``)."""
+
+    agent: str
+    """``frontier``, ``frontier-utility`` or ``random`` (policies.heuristic.AGENTS)."""
+    scene: str | None = None
+    """Scene spec; None draws a procedural house from ``seed``."""
+    steps: int = 500
+    """Step budget in primitive actions (500 and 1000 are the literature's)."""
+    seed: int = 0
+    rooms: int = 4
+    """Rooms of the drawn procedural house when ``scene`` is None."""
+    panorama_height: int = 128
+    panorama_width: int = 256
+    video: bool = True
+
+    def __post_init__(self) -> None:
+        if self.steps < 1:
+            raise EmbodiaError(f"the step budget must be at least 1, got {self.steps}")
+        if self.panorama_height < 8 or self.panorama_width < 16:
+            raise EmbodiaError(
+                f"panorama must be at least 8x16 pixels, got {self.panorama_height}x{self.panorama_width}"
+            )
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ExploreSettings:
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def scene_set(spec: str) -> list[str]:
+    """Expand ``procedural:seeds=A-B[,key=value...]`` into one spec per seed; else ``[spec]``."""
+    match = _SEEDS.match(spec.strip())
+    if match is None:
+        if "seeds=" in spec:
+            raise EmbodiaError(f"invalid scene set {spec!r}: expected procedural:seeds=A-B[,rooms=K]")
+        return [spec]
+    first, last, rest = int(match.group(1)), int(match.group(2)), match.group(3)
+    if last < first:
+        raise EmbodiaError(f"invalid scene set {spec!r}: seed range {first}-{last} is empty")
+    return [f"procedural:seed={s}{rest}" for s in range(first, last + 1)]
+
+
+class _EnvView:
+    """What an agent may read of the env (its own BEV and its body), see EpisodeView."""
+
+    def __init__(self, env: Any) -> None:
+        self._env = env
+
+    @property
+    def bev(self) -> Any:
+        return self._env.bev
+
+    @property
+    def sim_config(self) -> Any:
+        return self._env.simulator.config
+
+
+def _make_env(settings: ExploreSettings) -> Any:
+    import gymnasium
+
+    import embodia.envs  # noqa: F401  (registers the ids)
+
+    return gymnasium.make(
+        "embodia/ActiveMapping-v0",
+        max_steps=settings.steps,
+        rooms=settings.rooms,
+        panorama_height=settings.panorama_height,
+        panorama_width=settings.panorama_width,
+    )
+
+
+def _read_records(path: Path) -> list[dict[str, Any]]:
+    """Step records of an earlier (possibly killed) run; a torn last line is dropped."""
+    records: list[dict[str, Any]] = []
+    if not path.exists():
+        return records
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            logger.warning("%s:%d is incomplete (the run was killed mid-write); dropping it", path, number)
+            break
+    return records
+
+
+def _check_resumable(out: Path, settings: ExploreSettings, resume: bool) -> list[dict[str, Any]]:
+    config_path = out / "config.yaml"
+    if not config_path.exists():
+        return []
+    if not resume:
+        raise EmbodiaError(f"{out} already holds a run: pass --resume to continue it, or pick another --out")
+    import yaml
+
+    try:
+        saved = yaml.safe_load(config_path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        raise EmbodiaError(f"cannot resume {out}: config.yaml is not valid YAML ({exc})") from None
+    saved_settings = saved.get("settings", {})
+    mine = asdict(settings)
+    for key, value in mine.items():
+        if saved_settings.get(key) != value:
+            raise EmbodiaError(
+                f"cannot resume {out}: it was run with {key}={saved_settings.get(key)!r}, not {value!r}"
+            )
+    return _read_records(out / "episodes.jsonl")
+
+
+def run_exploration(
+    settings: ExploreSettings,
+    out: Path,
+    *,
+    resume: bool = False,
+    on_step: Callable[[int, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run (or resume) one recorded exploration episode; returns its summary."""
+    import yaml
+
+    from embodia.policies.heuristic import make_agent
+
+    out = Path(out)
+    if (out / "summary.json").exists() and resume:
+        summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+        return summary
+    records = _check_resumable(out, settings, resume)
+    if records:
+        # Drop a torn last line (killed mid-write) before appending to the log again.
+        log_path = out / "episodes.jsonl"
+        partial = log_path.with_suffix(".jsonl.tmp")
+        partial.write_text("".join(json.dumps(r) + "\n" for r in records))
+        partial.replace(log_path)
+    agent = make_agent(settings.agent)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(
+        yaml.safe_dump({"command": "explore", "settings": asdict(settings)}, sort_keys=False)
+    )
+    env = _make_env(settings)
+    started = time.perf_counter()
+    try:
+        options = {"scene": settings.scene} if settings.scene else None
+        observation, info = env.reset(seed=settings.seed, options=options)
+        base = env.unwrapped
+        agent.reset(_EnvView(base), seed=settings.seed)
+        video = _VideoWriter(out / "episode.mp4") if settings.video else None
+        curve = [float(info["coverage_ratio"])]
+        with (out / "episodes.jsonl").open("a" if records else "w") as log:
+            if video:
+                video.add(observation["rgb"], base)
+            for t in range(1, settings.steps + 1):
+                action = agent.act(observation, info)
+                observation, reward, terminated, truncated, info = env.step(action)
+                record = _step_record(t, action, observation, float(reward), info)
+                if t <= len(records):
+                    _check_replay(records[t - 1], record, out)
+                else:
+                    log.write(json.dumps(record) + "\n")
+                    log.flush()
+                curve.append(float(info["coverage_ratio"]))
+                if video:
+                    video.add(observation["rgb"], base)
+                if on_step is not None:
+                    on_step(t, record)
+                if terminated or truncated:
+                    break
+        if video:
+            video.close()
+        summary = _summarise(settings, base, info, curve, time.perf_counter() - started)
+        _write_pictures(out, base, curve, summary)
+        summary["files"] = sorted(p.name for p in out.iterdir() if p.is_file())
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
+    finally:
+        env.close()
+
+
+def _step_record(
+    t: int, action: int, observation: dict[str, Any], reward: float, info: dict[str, Any]
+) -> dict[str, Any]:
+    from embodia.envs.sim.protocol import ACTIONS
+
+    return {
+        "step": t,
+        "action": ACTIONS[int(action)],
+        "pose": [round(float(v), 6) for v in observation["pose"]],
+        "reward": round(reward, 6),
+        **{k: _plain(info[k]) for k in MEASURES if k in info},
+    }
+
+
+def _plain(value: Any) -> Any:
+    if isinstance(value, (np.floating, float)):
+        return round(float(value), 6)
+    if isinstance(value, (np.integer, int)):
+        return int(value)
+    return value
+
+
+def _check_replay(saved: dict[str, Any], replayed: dict[str, Any], out: Path) -> None:
+    for key in ("action", "pose", "reward"):
+        if saved.get(key) != replayed[key]:
+            raise EmbodiaError(
+                f"cannot resume {out}: step {replayed['step']} replays with {key}={replayed[key]!r} "
+                f"but was recorded as {saved.get(key)!r} (the code or the scene changed since)"
+            )
+
+
+def _summarise(
+    settings: ExploreSettings, env: Any, info: dict[str, Any], curve: list[float], wall_s: float
+) -> dict[str, Any]:
+    scene = env.simulator.scene
+    return {
+        "agent": settings.agent,
+        "scene": scene.source,
+        "seed": settings.seed,
+        "budget": settings.steps,
+        "explorable_m2": _plain(info.get("explorable_m2")),
+        **{k: _plain(info[k]) for k in MEASURES if k in info},
+        "wall_s": round(wall_s, 2),
+    }
+
+
+def _write_pictures(out: Path, env: Any, curve: list[float], summary: dict[str, Any]) -> None:
+    import imageio.v3 as iio
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    iio.imwrite(out / "bev.png", _bev_picture(env, scale=4))
+    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=110)
+    ax.plot(np.arange(len(curve)), np.asarray(curve) * 100.0, color="#1f77b4")
+    ax.set_xlabel("primitive steps")
+    ax.set_ylabel("coverage (% of explorable)")
+    ax.set_ylim(0, 101)
+    ax.set_xlim(0, max(len(curve) - 1, 1))
+    ax.grid(alpha=0.3)
+    auc = summary.get("coverage_auc")
+    title = f"{summary['agent']} on {summary['scene']}"
+    if auc is not None:
+        title += f"  (AUC {100 * float(auc):.1f}%)"
+    ax.set_title(title, fontsize=9)
+    fig.tight_layout()
+    fig.savefig(out / "coverage.png")
+    plt.close(fig)
+
+
+def _bev_picture(env: Any, scale: int = 2) -> NDArray[np.uint8]:
+    from embodia.perception.bev_image import bev_image
+
+    bev = env.bev
+    pose = env.simulator.pose
+    image: NDArray[np.uint8] = bev_image(
+        bev, scale=scale, frontiers=bev.frontiers(), agent=pose, trajectory=bev.trajectory
+    )
+    return image
+
+
+class _VideoWriter:
+    """MP4 of panorama | BEV frames at a fixed size (the BEV is letterboxed as it grows)."""
+
+    def __init__(self, path: Path, fps: int = 10) -> None:
+        import imageio.v2 as imageio
+
+        self._writer = imageio.get_writer(path, fps=fps, codec="libx264", quality=7, macro_block_size=16)
+
+    def add(self, panorama_rgb: NDArray[np.uint8], env: Any) -> None:
+        from PIL import Image
+
+        h = FRAME_HEIGHT
+        pano = Image.fromarray(np.ascontiguousarray(panorama_rgb)).resize((2 * h, h), Image.Resampling.BILINEAR)
+        bev = Image.fromarray(_bev_picture(env))
+        box = Image.new("RGB", (h, h), (24, 24, 24))
+        ratio = min(h / bev.width, h / bev.height)
+        bev = bev.resize((max(1, int(bev.width * ratio)), max(1, int(bev.height * ratio))), Image.Resampling.NEAREST)
+        box.paste(bev, ((h - bev.width) // 2, (h - bev.height) // 2))
+        frame = Image.new("RGB", (3 * h, h))
+        frame.paste(pano, (0, 0))
+        frame.paste(box, (2 * h, 0))
+        self._writer.append_data(np.asarray(frame))
+
+    def close(self) -> None:
+        self._writer.close()
+
+
+# ---------------------------------------------------------------------- evaluation
+
+
+def _slug(spec: str) -> str:
+    return re.sub(r"[^A-Za-z0-9]+", "-", spec).strip("-")[:80] or "scene"
+
+
+def evaluate_exploration(
+    agent: str,
+    scenes: Sequence[str],
+    out: Path,
+    *,
+    steps: int = 500,
+    panorama_height: int = 128,
+    panorama_width: int = 256,
+    on_scene: Callable[[int, dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """One run per scene under ``out`` (completed scenes are reused: an evaluation resumes)."""
+    if not scenes:
+        raise EmbodiaError("no scenes to evaluate")
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    summaries = []
+    for index, spec in enumerate(scenes):
+        settings = ExploreSettings(
+            agent=agent,
+            scene=spec,
+            steps=steps,
+            panorama_height=panorama_height,
+            panorama_width=panorama_width,
+            video=False,
+        )
+        summary = run_exploration(settings, out / f"{index:03d}-{_slug(spec)}", resume=True)
+        summaries.append(summary)
+        if on_scene is not None:
+            on_scene(index, summary)
+    result = {
+        "agent": agent,
+        "budget": steps,
+        "scenes": list(scenes),
+        "measures": aggregate(summaries),
+    }
+    (out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
+    return result
+
+
+def aggregate(summaries: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
+    """Mean and (population) standard deviation of each measure over runs."""
+    table = {}
+    for key in ("explorable_m2", *MEASURES):
+        values = [float(s[key]) for s in summaries if s.get(key) is not None]
+        if values:
+            table[key] = {"mean": float(np.mean(values)), "std": float(np.std(values)), "n": len(values)}
+    return table
