@@ -26,8 +26,13 @@ system-libs:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $(SYSTEM_LIBS); \
 	fi
 
+DEMO_SCENE := procedural:seed=0,rooms=5
+
 demo: system-libs $(VENV)/.installed
-	$(BIN)/embodia sim render --scene procedural:seed=0,rooms=5 --out runs/demo
+	rm -rf runs/demo
+	$(BIN)/embodia explore --agent frontier --scene $(DEMO_SCENE) --steps 500 \
+	  --height 256 --width 512 --out runs/demo
+	$(BIN)/embodia sim render --scene $(DEMO_SCENE) --out runs/demo/scene
 
 test: system-libs $(VENV)/.installed
 	$(BIN)/python -m pytest
