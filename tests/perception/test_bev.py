@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
 import numpy as np
 import pytest
@@ -26,6 +27,7 @@ CENTRE = (W / 2, 0.0, D / 2)
 RES = BEVConfig().resolution
 EIGHT = np.ones((3, 3), dtype=bool)  # 8-connectivity: a band one cell deep, corners included
 Box = tuple[tuple[float, float, float], tuple[float, float, float], str]
+ScalarT = TypeVar("ScalarT", bound=np.generic)
 
 # Furniture against the walls: a table in a corner, a sofa along the far wall.
 TABLE_IN_CORNER: Box = ((0.0, 0.0, 0.0), (1.2, 0.75, 0.8), "table")
@@ -50,7 +52,7 @@ def mapped(panoramas: Sequence[Panorama], categories: list[str], config: BEVConf
     return bev
 
 
-def bev_on_gt_cells(gt: TopDownMap, layer: NDArray[np.generic], bev: BEVMap) -> NDArray[np.generic]:
+def bev_on_gt_cells(gt: TopDownMap, layer: NDArray[ScalarT], bev: BEVMap) -> NDArray[ScalarT]:
     """``layer`` (a BEV grid) sampled at the ground truth's cell centres (False/0 outside)."""
     rows, cols = np.indices(gt.navigable.shape)
     r, c = bev.to_grid(gt.from_grid(rows, cols))
@@ -84,7 +86,7 @@ def without_parts(scene: Scene, instances: set[int]) -> Scene:
     used, faces = np.unique(scene.faces[keep], return_inverse=True)
     return Scene(
         vertices=scene.vertices[used],
-        faces=faces.reshape(-1, 3),
+        faces=faces.reshape(-1, 3).astype(np.int32),
         face_category=scene.face_category[keep],
         face_instance=scene.face_instance[keep],
         name=f"{scene.name}-open",
@@ -363,11 +365,14 @@ def corridor_walk(arm: float, first: str) -> list[tuple[float, float, float]]:
     return arm_b + [(0.5, 0.0, 0.5)] + arm_a[::-1]
 
 
-def world_layers(bev: BEVMap) -> tuple[NDArray[np.float64], list[NDArray[np.generic]]]:
+def evidence_layers(bev: BEVMap) -> list[NDArray[Any]]:
+    return [bev.free_count, bev.occupied_count, bev.max_height, bev.semantic_count]
+
+
+def world_layers(bev: BEVMap) -> tuple[NDArray[np.float64], list[NDArray[Any]]]:
     """World centres of all cells and copies of every evidence layer there."""
     rows, cols = np.indices(bev.shape).reshape(2, -1)
-    layers = [bev.free_count, bev.occupied_count, bev.max_height, bev.semantic_count]
-    return bev.from_grid(rows, cols), [layer[rows, cols].copy() for layer in layers]
+    return bev.from_grid(rows, cols), [layer[rows, cols].copy() for layer in evidence_layers(bev)]
 
 
 # l_corridor(arm=12) is not used: its floor is two big triangles that the simulator's floor
@@ -394,8 +399,7 @@ def test_grid_grows_along_l_corridor_and_keeps_world_cells(first: str, shrinking
         reach = np.hypot(world[:, 0] - position[0], world[:, 2] - position[2])
         untouched = reach > bev.config.max_range + 2 * RES
         r, c = bev.to_grid(world[untouched])
-        new = [bev.free_count, bev.occupied_count, bev.max_height, bev.semantic_count]
-        for before, after in zip(layers, new, strict=True):
+        for before, after in zip(layers, evidence_layers(bev), strict=True):
             assert np.array_equal(after[r, c], before[untouched])
     assert grew >= 1, f"the walk never grew the grid towards -{'x' if shrinking == 'col0' else 'z'}"
     assert bev.explored_area_m2 > 2 * arm  # both arms are mapped
@@ -423,21 +427,21 @@ def test_growth_keeps_every_layer_at_its_world_position(
     bev = mapped([empty_room.panorama(128, 256)], empty_room.categories)
     cells = np.argwhere(np.ones(bev.shape, dtype=bool))
     world = bev.from_grid(cells[:, 0], cells[:, 1])
-    before = [layer[cells[:, 0], cells[:, 1]].copy() for layer in _layers(bev)]
+    before = [layer[cells[:, 0], cells[:, 1]].copy() for layer in all_layers(bev)]
     old_row0, old_col0, old_explored = bev.row0, bev.col0, bev.explored.sum()
     bev.ensure_covers(x_range, z_range)
     r, c = bev.to_grid(world)
     assert np.array_equal(r - cells[:, 0], np.full(len(r), old_row0 - bev.row0))
     assert np.array_equal(c - cells[:, 1], np.full(len(c), old_col0 - bev.col0))
-    for old, layer in zip(before, _layers(bev), strict=True):
+    for old, layer in zip(before, all_layers(bev), strict=True):
         assert np.array_equal(layer[r, c], old)
     assert bev.explored.sum() == old_explored  # the new cells are unknown
     corners = np.array([[x, 0.0, z] for x in x_range for z in z_range])
     assert bev.inside(*bev.to_grid(corners)).all()
 
 
-def _layers(bev: BEVMap) -> list[NDArray[np.generic]]:
-    return [bev.free_count, bev.occupied_count, bev.max_height, bev.semantic_count, bev.state]
+def all_layers(bev: BEVMap) -> list[NDArray[Any]]:
+    return [*evidence_layers(bev), bev.state]
 
 
 def test_to_grid_from_grid_round_trip(empty_room: EmbeddedSimulator) -> None:
