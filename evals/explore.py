@@ -301,11 +301,13 @@ class _VideoWriter:
         from PIL import Image
 
         h = FRAME_HEIGHT
-        pano = Image.fromarray(np.ascontiguousarray(panorama_rgb)).resize((2 * h, h), Image.Resampling.BILINEAR)
+        resampling = Image.Resampling
+        pano = Image.fromarray(np.ascontiguousarray(panorama_rgb)).resize((2 * h, h), resampling.BILINEAR)
         bev = Image.fromarray(_bev_picture(env))
         box = Image.new("RGB", (h, h), (24, 24, 24))
         ratio = min(h / bev.width, h / bev.height)
-        bev = bev.resize((max(1, int(bev.width * ratio)), max(1, int(bev.height * ratio))), Image.Resampling.NEAREST)
+        size = (max(1, int(bev.width * ratio)), max(1, int(bev.height * ratio)))
+        bev = bev.resize(size, resampling.NEAREST)
         box.paste(bev, ((h - bev.width) // 2, (h - bev.height) // 2))
         frame = Image.new("RGB", (3 * h, h))
         frame.paste(pano, (0, 0))

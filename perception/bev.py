@@ -110,6 +110,7 @@ class BEVMap:
         self.occupied_count = np.zeros((0, 0), dtype=np.float32)
         self.max_height = np.zeros((0, 0), dtype=np.float32)
         self.semantic_count = np.zeros((0, 0, len(self.categories)), dtype=np.uint16)
+        self.obstacle_semantic_count = np.zeros((0, 0, len(self.categories)), dtype=np.uint16)
         self.trajectory: list[Pose] = []
         self._directions: dict[tuple[int, int], tuple[NDArray[np.float64], ...]] = {}
 
@@ -155,10 +156,13 @@ class BEVMap:
 
     @property
     def occupied(self) -> NDArray[np.bool_]:
+        """Enough obstacle evidence, or obstacle evidence and no floor seen at all."""
         cfg = self.config
         occ = self.occupied_count
-        total = occ + self.free_count
-        result: NDArray[np.bool_] = (occ >= cfg.min_obstacle_points) & (occ >= cfg.occupied_fraction * total)
+        free = self.free_count
+        result: NDArray[np.bool_] = (
+            (occ >= cfg.min_obstacle_points) & (occ >= cfg.occupied_fraction * (occ + free))
+        ) | ((occ > 0) & (free == 0))
         return result
 
     @property
@@ -194,8 +198,12 @@ class BEVMap:
         return result
 
     def semantic_map(self) -> tuple[NDArray[np.int32], NDArray[np.float32]]:
-        """Majority category id per cell (0 where nothing was seen) and its vote share."""
-        counts = self.semantic_count
+        """Majority category id per cell (0 where nothing was seen) and its vote share.
+
+        Occupied cells vote with their obstacle-band hits only, so the floor seen between
+        a table's legs does not outvote the table top above it.
+        """
+        counts = np.where(self.occupied[..., None], self.obstacle_semantic_count, self.semantic_count)
         total = counts.sum(axis=-1, dtype=np.int64)
         label = counts.argmax(axis=-1).astype(np.int32)
         confidence = np.zeros(self.shape, dtype=np.float32)
@@ -246,6 +254,7 @@ class BEVMap:
         self.occupied_count = grown(self.occupied_count, 0)  # type: ignore[assignment]
         self.max_height = grown(self.max_height, -np.inf)  # type: ignore[assignment]
         self.semantic_count = grown(self.semantic_count, 0)  # type: ignore[assignment]
+        self.obstacle_semantic_count = grown(self.obstacle_semantic_count, 0)  # type: ignore[assignment]
         self.row0, self.col0 = r0, c0
 
     def integrate(self, panorama: Panorama) -> IntegrationStats:
@@ -286,6 +295,7 @@ class BEVMap:
             self.occupied_count,
             self.max_height,
             self.semantic_count,
+            self.obstacle_semantic_count,
         )
         self.trajectory.append(pose)
         return IntegrationStats(*(int(v) for v in stats))
@@ -386,6 +396,7 @@ def _integrate_panorama(
     occupied_count: NDArray[np.float32],
     max_height: NDArray[np.float32],
     semantic_count: NDArray[np.uint16],
+    obstacle_semantic_count: NDArray[np.uint16],
 ) -> tuple[int, int, int, int]:
     height, width = depth.shape
     used = floors = obstacles = newly = 0
@@ -396,18 +407,21 @@ def _integrate_panorama(
         # Horizontal distance of the previous (lower) floor pixel in this column; -1 = none.
         # The bottom row looks straight down, so the chain starts at the agent's feet.
         chain = 0.0
+        # The previous pixel's obstacle hit (distance, height); distance -1 = none.
+        surface = -1.0
+        surface_h = 0.0
         for r in range(height - 1, -1, -1):
             rng = depth[r, c]
             if not (rng > 0.0):
-                chain = -1.0
+                chain = surface = -1.0
                 continue
             dist = rng * cos_lat[r]
             if dist > max_range:
-                chain = -1.0
+                chain = surface = -1.0
                 continue
             h = cam_y + rng * sin_lat[r] - floor_y
             if h < -floor_band or h > obstacle_top:
-                chain = -1.0
+                chain = surface = -1.0
                 continue
             px = cam_x + dist * ux
             pz = cam_z + dist * uz
@@ -416,7 +430,8 @@ def _integrate_panorama(
             used += 1
             if free_count[row, col] == 0.0 and occupied_count[row, col] == 0.0:
                 newly += 1
-            _add_hit(row, col, h, semantic[r, c], n_categories, max_height, semantic_count)
+            category = semantic[r, c]
+            _add_hit(row, col, h, category, n_categories, max_height, semantic_count)
             if h < floor_band:
                 floors += 1
                 free_count[row, col] += 1.0
@@ -430,8 +445,32 @@ def _integrate_panorama(
                         free_count[cr, cc] += 0.5  # carved: weaker evidence than a hit
                         d += step
                 chain = dist
+                surface = -1.0
             else:
                 obstacles += 1
                 occupied_count[row, col] += 1.0
+                _add_hit(row, col, h, category, n_categories, max_height, obstacle_semantic_count)
+                # Two adjacent rays on one horizontal surface (a table top seen from above):
+                # the surface between them was seen too. Far away such rays are several
+                # cells apart, and without this the top would read as scattered hits.
+                # A step across an occlusion edge (sofa top, then the wall behind it) drops
+                # along the ray's slope; two hits on one flat top differ by far less.
+                drop = cam_y - floor_y - h
+                flat = 0.01 + 0.2 * drop * abs(dist - surface) / dist
+                if surface >= 0.0 and drop > 0.05 and abs(h - surface_h) < flat:
+                    lo = min(surface, dist) + step
+                    hi = max(surface, dist)
+                    d = lo
+                    while d < hi:
+                        cr = int(math.floor((cam_z + d * uz) / res)) - row0
+                        cc = int(math.floor((cam_x + d * ux) / res)) - col0
+                        if free_count[cr, cc] == 0.0 and occupied_count[cr, cc] == 0.0:
+                            newly += 1
+                        occupied_count[cr, cc] += 1.0
+                        _add_hit(cr, cc, h, category, n_categories, max_height, obstacle_semantic_count)
+                        _add_hit(cr, cc, h, category, n_categories, max_height, semantic_count)
+                        d += step
                 chain = -1.0
+                surface = dist
+                surface_h = h
     return used, floors, obstacles, newly

@@ -53,6 +53,9 @@ def bev() -> BEVMap:
     m.semantic_count = np.zeros((*state.shape, len(CATEGORIES)), dtype=np.uint16)
     rows, cols = np.nonzero(state != UNKNOWN)
     m.semantic_count[rows, cols, semantic[rows, cols]] = 4
+    m.obstacle_semantic_count = np.where((state == OCCUPIED)[..., None], m.semantic_count, 0).astype(
+        np.uint16
+    )
     return m
 
 
