@@ -2,4 +2,11 @@
 
 ``envs.sim`` is the embedded CPU simulator (the default backend); ``envs.habitat`` wraps
 ``habitat_sim`` behind the same protocol and is imported lazily.
+
+Importing ``embodia.envs`` registers the gymnasium ids (gymnasium 1.x has no entry-point
+plugin group), so ``gymnasium.make("embodia/ActiveMapping-v0")`` works afterwards.
 """
+
+from embodia.envs.mapping import register_envs as _register_mapping_envs
+
+_register_mapping_envs()

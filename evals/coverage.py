@@ -395,7 +395,8 @@ class CoverageTracker:
 
     def update(self, step: StepOutcome) -> None:
         """Account one primitive step."""
-        self.explorable  # noqa: B018 (raises a clear error before any measure does)
+        if self._explorable is None:
+            raise EmbodiaError("the coverage tracker has not been reset: call reset() before update()")
         for measure in self.measures.values():
             measure.update_metric(step)
         self.area_curve.append(self.coverage_m2.get_metric())
