@@ -1,10 +1,12 @@
 """embodia: a framework for embodied and multimodal agents.
 
 The repository root is this package: ``envs/sim/scene.py`` is ``embodia.envs.sim.scene``.
-Importing ``embodia`` stays cheap; heavy modules (Open3D, torch, habitat_sim) load only when
-the subpackage that needs them is imported.
+Importing ``embodia`` registers the gymnasium env ids (so ``gymnasium.register_envs(embodia)``
+then ``gymnasium.make("embodia/ActiveMapping-v0")`` works) and otherwise stays cheap: heavy
+modules (Open3D, torch, habitat_sim) load only when the subpackage that needs them is imported.
 """
 
+import embodia.envs  # noqa: F401  (registers the env ids; imports only gymnasium)
 from embodia.errors import EmbodiaError
 
 __version__ = "0.1.0"

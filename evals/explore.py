@@ -260,7 +260,7 @@ def _write_pictures(out: Path, env: Any, curve: list[float], summary: dict[str, 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    iio.imwrite(out / "bev.png", _bev_picture(env, scale=4))
+    iio.imwrite(out / "bev.png", _bev_picture(env, scale=4, with_regions=True))
     fig, ax = plt.subplots(figsize=(6, 3.5), dpi=110)
     ax.plot(np.arange(len(curve)), np.asarray(curve) * 100.0, color="#1f77b4")
     ax.set_xlabel("primitive steps")
@@ -278,13 +278,20 @@ def _write_pictures(out: Path, env: Any, curve: list[float], summary: dict[str, 
     plt.close(fig)
 
 
-def _bev_picture(env: Any, scale: int = 2) -> NDArray[np.uint8]:
+def _bev_picture(env: Any, scale: int = 2, with_regions: bool = False) -> NDArray[np.uint8]:
     from embodia.perception.bev_image import bev_image
+    from embodia.perception.regions import RegionTracker
 
     bev = env.bev
-    pose = env.simulator.pose
+    frontiers = bev.frontiers()
+    regions = RegionTracker().update(bev, frontiers) if with_regions else None
     image: NDArray[np.uint8] = bev_image(
-        bev, scale=scale, frontiers=bev.frontiers(), agent=pose, trajectory=bev.trajectory
+        bev,
+        scale=scale,
+        frontiers=frontiers,
+        regions=regions,
+        agent=env.simulator.pose,
+        trajectory=bev.trajectory,
     )
     return image
 

@@ -294,3 +294,10 @@ def test_waypoint_run_coverage_equals_its_recomputation():
         EmbeddedSimulator(), l_corridor(), env.coverage.trajectory, (64, 128), env.bev_config
     )
     assert curve == env.coverage.curve
+
+
+def test_register_envs_on_the_package_is_enough() -> None:
+    import embodia
+
+    gymnasium.register_envs(embodia)
+    assert "embodia/ActiveMappingWaypoint-v0" in gymnasium.registry
