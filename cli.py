@@ -212,6 +212,9 @@ def explore(
         ),
     ] = None,
     steps: StepsOption = 500,
+    env: Annotated[
+        str, typer.Option("--env", help="primitive (move/turn actions) or waypoint (pick a candidate).")
+    ] = "primitive",
     seed: Annotated[int, typer.Option("--seed", help="Episode seed.")] = 0,
     height: Annotated[int, typer.Option(help="Panorama height in pixels.")] = 128,
     width: Annotated[int, typer.Option(help="Panorama width in pixels.")] = 256,
@@ -227,6 +230,7 @@ def explore(
         _check_agent(agent)
         settings = ExploreSettings(
             agent=agent,
+            env=env,
             scene=scene,
             steps=steps,
             seed=seed,
@@ -244,8 +248,9 @@ def explore(
         with Progress(*columns, console=err_console, transient=True) as progress:
             task = progress.add_task(f"{agent} exploring", total=steps, coverage=0.0)
 
-            def advance(step: int, record: dict[str, Any]) -> None:
-                progress.update(task, completed=step, coverage=100 * record.get("coverage_ratio", 0.0))
+            def advance(decision: int, record: dict[str, Any]) -> None:
+                spent = record.get("steps", decision)  # a waypoint spends many primitive steps
+                progress.update(task, completed=spent, coverage=100 * record.get("coverage_ratio", 0.0))
 
             summary = run_exploration(settings, out, resume=resume, on_step=advance)
     console.print(

@@ -1,7 +1,8 @@
 """Exploration runs: an agent drives ``embodia/ActiveMapping-v0`` and the run is recorded.
 
 A run directory holds ``config.yaml`` (written first), ``episodes.jsonl`` (one line per
-primitive step, flushed as it goes), and at the end ``summary.json``, ``bev.png``,
+decision, flushed as it goes: a primitive step, or in the waypoint env a candidate and the
+primitive steps its path spent; ``steps`` in each line counts primitive steps), and at the end ``summary.json``, ``bev.png``,
 ``coverage.png`` and ``episode.mp4`` (panorama and BEV side by side). A killed run resumes:
 the episode is replayed from its seed with the same agent, each replayed step is checked
 against its record, and recording continues where it stopped. Evaluations over a set of
@@ -28,6 +29,7 @@ logger = logging.getLogger(__name__)
 
 MEASURES = ("coverage_m2", "coverage_ratio", "coverage_auc", "path_length", "collisions", "steps")
 FRAME_HEIGHT = 256
+ENV_IDS = {"primitive": "embodia/ActiveMapping-v0", "waypoint": "embodia/ActiveMappingWaypoint-v0"}
 _SEEDS = re.compile(r"^procedural:seeds=(\d+)-(\d+)((?:,[a-z_]+=[^,]+)*)$")
 
 
@@ -37,6 +39,8 @@ class ExploreSettings:
 
     agent: str
     """``frontier``, ``frontier-utility`` or ``random`` (policies.heuristic.AGENTS)."""
+    env: str = "primitive"
+    """``primitive`` (ActiveMapping-v0) or ``waypoint`` (ActiveMappingWaypoint-v0)."""
     scene: str | None = None
     """Scene spec; None draws a procedural house from ``seed``."""
     steps: int = 500
@@ -49,6 +53,8 @@ class ExploreSettings:
     video: bool = True
 
     def __post_init__(self) -> None:
+        if self.env not in ENV_IDS:
+            raise EmbodiaError(f"unknown env {self.env!r}: expected one of {', '.join(ENV_IDS)}")
         if self.steps < 1:
             raise EmbodiaError(f"the step budget must be at least 1, got {self.steps}")
         if self.panorama_height < 8 or self.panorama_width < 16:
@@ -96,7 +102,7 @@ def _make_env(settings: ExploreSettings) -> Any:
     import embodia.envs  # noqa: F401  (registers the ids)
 
     return gymnasium.make(
-        "embodia/ActiveMapping-v0",
+        ENV_IDS[settings.env],
         max_steps=settings.steps,
         rooms=settings.rooms,
         panorama_height=settings.panorama_height,
@@ -180,6 +186,7 @@ def run_exploration(
         with (out / "episodes.jsonl").open("a" if records else "w") as log:
             if video:
                 video.add(observation["rgb"], base)
+            # One record per decision: a primitive step, or a waypoint and the steps it spent.
             for t in range(1, settings.steps + 1):
                 action = agent.act(observation, info)
                 observation, reward, terminated, truncated, info = env.step(action)
@@ -212,9 +219,14 @@ def _step_record(
 ) -> dict[str, Any]:
     from embodia.envs.sim.protocol import ACTIONS
 
+    chosen: dict[str, Any]
+    if "candidate_mask" in observation:  # the waypoint env: the candidate and how it went
+        chosen = {"candidate": int(action), "rejection": info.get("rejection")}
+    else:
+        chosen = {"action": ACTIONS[int(action)]}
     return {
         "step": t,
-        "action": ACTIONS[int(action)],
+        **chosen,
         "pose": [round(float(v), 6) for v in observation["pose"]],
         "reward": round(reward, 6),
         **{k: _plain(info[k]) for k in MEASURES if k in info},
@@ -230,10 +242,10 @@ def _plain(value: Any) -> Any:
 
 
 def _check_replay(saved: dict[str, Any], replayed: dict[str, Any], out: Path) -> None:
-    for key in ("action", "pose", "reward"):
-        if saved.get(key) != replayed[key]:
+    for key in ("action", "candidate", "pose", "reward"):
+        if saved.get(key) != replayed.get(key):
             raise EmbodiaError(
-                f"cannot resume {out}: step {replayed['step']} replays with {key}={replayed[key]!r} "
+                f"cannot resume {out}: step {replayed['step']} replays with {key}={replayed.get(key)!r} "
                 f"but was recorded as {saved.get(key)!r} (the code or the scene changed since)"
             )
 
@@ -244,6 +256,7 @@ def _summarise(
     scene = env.simulator.scene
     return {
         "agent": settings.agent,
+        "env": settings.env,
         "scene": scene.source,
         "seed": settings.seed,
         "budget": settings.steps,

@@ -6,6 +6,10 @@ are free and clear of obstacles, scores every frontier segment by its path cost,
 path with turn-then-forward moves. It replans on a bump (and remembers the blocked cell),
 when it reaches the goal, when the goal stops being a frontier, and every ``replan_every``
 steps so new observations are used.
+
+In the waypoint env (observations carry ``candidate_mask``) the same goal is chosen at each
+decision, and the agent picks the candidate pixel whose floor point is closest to it by
+path cost on the map (one Dijkstra from the goal).
 """
 
 from __future__ import annotations
@@ -78,6 +82,8 @@ class FrontierAgent:
             raise RuntimeError("FrontierAgent.act called before reset(episode)")
         pose = np.asarray(observation["pose"], dtype=np.float64)
         position, yaw = pose[:3], float(pose[3])
+        if "candidate_mask" in observation:
+            return self._choose_candidate(observation, position)
         collisions = int(info.get("collisions", 0))
         if collisions > self._collisions and self._last_action == MOVE_FORWARD:
             self._mark_blocked(position, yaw)
@@ -214,6 +220,43 @@ class FrontierAgent:
             if best is None or score < best[0]:
                 best = (score, int(segment.cells[k, 0]), int(segment.cells[k, 1]))
         return None if best is None else (best[1], best[2])
+
+    def _choose_candidate(self, observation: dict[str, Any], position: NDArray[np.float64]) -> int:
+        from embodia.envs.sim.protocol import Pose
+        from embodia.perception.waypoints import pixel_to_world
+
+        valid = np.flatnonzero(np.asarray(observation["candidate_mask"]) > 0)
+        if len(valid) == 0:
+            return 0  # rejected as "no_candidate" by the env: costs one step, nothing else
+        pose = np.asarray(observation["pose"], dtype=np.float64)
+        panorama = {
+            "rgb": observation["rgb"],
+            "depth": observation["depth"],
+            "semantic": observation["semantic"],
+            "pose": Pose.from_array(pose[:3], float(pose[3])),
+        }
+        assert self._episode is not None
+        sensor_height = self._episode.sim_config.sensor_height
+        points = []
+        for index in valid:
+            row, col = (int(v) for v in observation["candidates"][index])
+            points.append(pixel_to_world(panorama, row, col, sensor_height))  # type: ignore[arg-type]
+        self._plan(position)
+        if self._goal is None:
+            return int(valid[np.argmax([_horizontal(p - position) for p in points])])  # go far
+        bev = self._bev
+        goal_row, goal_col = bev.to_grid(self._goal)
+        traversable = self._traversable(0.0)
+        traversable[int(goal_row), int(goal_col)] = True
+        field = distance_field(traversable, (int(goal_row), int(goal_col)), bev.config.resolution)
+        costs = []
+        for point in points:
+            row, col = bev.to_grid(point)
+            inside = bool(bev.inside(row, col))
+            cost = float(field.cost[int(row), int(col)]) if inside else math.inf
+            # Unreachable on the map: fall back to straight-line distance, ranked after.
+            costs.append(cost if math.isfinite(cost) else 1e6 + _horizontal(point - self._goal))
+        return int(valid[int(np.argmin(costs))])
 
     def _mark_blocked(self, position: NDArray[np.float64], yaw: float) -> None:
         """Remember the cells just ahead as blocked (the map may not show a thin obstacle)."""

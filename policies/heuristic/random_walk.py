@@ -2,6 +2,7 @@
 
 Uniformly random actions mostly spin in place; the bump-and-turn walk is the random
 baseline that actually travels (as in the exploration literature's "random" agents).
+In the waypoint env it picks a uniformly random candidate.
 """
 
 from __future__ import annotations
@@ -33,6 +34,9 @@ class RandomWalkAgent:
         self._collisions = 0
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> int:
+        if "candidate_mask" in observation:  # waypoint env: a uniformly random valid candidate
+            valid = np.flatnonzero(np.asarray(observation["candidate_mask"]) > 0)
+            return int(self._rng.choice(valid)) if len(valid) else 0
         collisions = int(info.get("collisions", 0))
         bumped = collisions > self._collisions
         self._collisions = collisions

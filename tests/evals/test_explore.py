@@ -115,3 +115,20 @@ def test_cli_explore_and_eval(tmp_path: Path) -> None:
     assert "coverage_ratio" in ev.output and "+-" in ev.output
     bad_set = runner.invoke(app, ["eval", "explore", "--agent", "random", "--scenes", "procedural:seeds=9-1"])
     assert bad_set.exit_code == 2
+
+
+def test_waypoint_run_records_candidates_and_resumes(tmp_path: Path) -> None:
+    settings = _settings(env="waypoint", steps=60)
+    whole = run_exploration(settings, tmp_path / "whole")
+    records = [json.loads(line) for line in (tmp_path / "whole" / "episodes.jsonl").read_text().splitlines()]
+    assert all("candidate" in r and "action" not in r for r in records)
+    assert records[-1]["steps"] == whole["steps"] <= 60
+    killed = tmp_path / "killed"
+    run_exploration(settings, killed)
+    lines = (killed / "episodes.jsonl").read_text().splitlines()
+    (killed / "episodes.jsonl").write_text("\n".join(lines[: len(lines) // 2]) + "\n")
+    (killed / "summary.json").unlink()
+    resumed = run_exploration(settings, killed, resume=True)
+    assert resumed["coverage_auc"] == whole["coverage_auc"]
+    with pytest.raises(EmbodiaError, match="unknown env"):
+        _settings(env="continuous")

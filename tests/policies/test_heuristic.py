@@ -67,3 +67,24 @@ def test_distance_field_matches_grid_geometry() -> None:
     blocked = np.zeros_like(free)
     blocked[0, 0] = True
     assert not np.isfinite(distance_field(blocked, (0, 0), 0.05).cost[5, 5])
+
+
+def test_baselines_drive_the_waypoint_env() -> None:
+    results = {}
+    for name in ("frontier", "random"):
+        env = gymnasium.make(
+            "embodia/ActiveMappingWaypoint-v0", max_steps=300, panorama_height=64, panorama_width=128
+        )
+        observation, info = env.reset(seed=0, options={"scene": "procedural:seed=4,rooms=5"})
+        agent = make_agent(name)
+        agent.reset(_EnvView(env.unwrapped), seed=0)
+        while True:
+            action = agent.act(observation, info)
+            assert observation["candidate_mask"][action] or not observation["candidate_mask"].any()
+            observation, _, terminated, truncated, info = env.step(action)
+            if terminated or truncated:
+                break
+        results[name] = info["coverage_auc"]
+        assert info["rejections"] == 0
+        env.close()
+    assert results["frontier"] > results["random"]
