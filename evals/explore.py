@@ -2,8 +2,9 @@
 
 A run directory holds ``config.yaml`` (written first), ``episodes.jsonl`` (one line per
 decision, flushed as it goes: a primitive step, or in the waypoint env a candidate and the
-primitive steps its path spent; ``steps`` in each line counts primitive steps), and at the end ``summary.json``, ``bev.png``,
-``coverage.png`` and ``episode.mp4`` (panorama and BEV side by side). A killed run resumes:
+primitive steps its path spent; ``steps`` in each line counts primitive steps), and at the
+end ``summary.json``, ``bev.png``, ``coverage.png`` and ``episode.mp4`` (panorama and BEV
+side by side). A killed run resumes:
 the episode is replayed from its seed with the same agent, each replayed step is checked
 against its record, and recording continues where it stopped. Evaluations over a set of
 scenes are a run per scene plus a summary of means and standard deviations.
