@@ -251,9 +251,9 @@ class FrontierAgent:
         field = distance_field(traversable, (int(goal_row), int(goal_col)), bev.config.resolution)
         costs = []
         for point in points:
-            row, col = bev.to_grid(point)
-            inside = bool(bev.inside(row, col))
-            cost = float(field.cost[int(row), int(col)]) if inside else math.inf
+            cell_row, cell_col = bev.to_grid(point)
+            inside = bool(bev.inside(cell_row, cell_col))
+            cost = float(field.cost[int(cell_row), int(cell_col)]) if inside else math.inf
             # Unreachable on the map: fall back to straight-line distance, ranked after.
             costs.append(cost if math.isfinite(cost) else 1e6 + _horizontal(point - self._goal))
         return int(valid[int(np.argmin(costs))])
