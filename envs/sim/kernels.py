@@ -215,31 +215,6 @@ def _fill_bands(
                         face_id[r, c] = source[t]
 
 
-@njit(parallel=True, cache=True)
-def _resolve(
-    inv_depth: NDArray[np.float64],
-    face_id: NDArray[np.int64],
-    miss_id: int,
-    face_rgb: NDArray[np.uint8],
-    face_category: NDArray[np.int32],
-    depth: NDArray[np.float32],
-    rgb: NDArray[np.uint8],
-    semantic: NDArray[np.int32],
-) -> None:
-    for r in prange(inv_depth.shape[0]):
-        for c in range(inv_depth.shape[1]):
-            f = face_id[r, c]
-            if f < 0:
-                f = miss_id
-                depth[r, c] = 0.0
-            else:
-                depth[r, c] = 1.0 / inv_depth[r, c]
-            rgb[r, c, 0] = face_rgb[f, 0]
-            rgb[r, c, 1] = face_rgb[f, 1]
-            rgb[r, c, 2] = face_rgb[f, 2]
-            semantic[r, c] = face_category[f]
-
-
 def rasterize_pinhole(
     vertices: NDArray[np.float32],
     faces: NDArray[np.int32],
@@ -271,4 +246,18 @@ def rasterize_pinhole(
     inv_depth = np.zeros((height, width), dtype=np.float64)
     face_id = np.full((height, width), -1, dtype=np.int64)
     _fill_bands(screen, source, count, height, width, inv_depth, face_id)
-    _resolve(inv_depth, face_id, len(faces), face_rgb, face_category, depth, rgb, semantic)
+    # Same shading pass as ray casting: planar depth plays the ray parameter, undrawn = miss.
+    drawn = face_id >= 0
+    t_hit = np.full(height * width, np.inf, dtype=np.float32)
+    np.divide(1.0, inv_depth.reshape(-1), out=t_hit, where=drawn.reshape(-1), casting="unsafe")
+    prim = np.where(drawn, face_id, len(faces)).astype(np.uint32).reshape(-1)
+    shade_hits(
+        t_hit,
+        prim,
+        len(faces),
+        face_rgb,
+        face_category,
+        depth.reshape(-1),
+        rgb.reshape(-1, 3),
+        semantic.reshape(-1),
+    )
