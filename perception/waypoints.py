@@ -313,27 +313,55 @@ def back_project(
         pull = min(simulator.config.agent_radius, reach)
         if reach > 0:
             goal[[0, 2]] -= (goal[[0, 2]] - agent[[0, 2]]) * (pull / reach)
+    return _plan(simulator, goal, config, r, c, hit, above, sees_floor)
+
+
+def plan_to_point(
+    simulator: Simulator, point: ArrayLike, config: WaypointConfig = WaypointConfig()
+) -> Waypoint | WaypointRejection:
+    """An executable plan to a world floor point (e.g. back to a node of an explored tree).
+
+    The returned :class:`Waypoint` has ``row = col = -1``: it does not come from a pixel.
+    """
+    goal = np.asarray(point, dtype=np.float64)
+    if goal.shape != (3,) or not np.all(np.isfinite(goal)):
+        return WaypointRejection("off_map", f"a goal must be one finite 3D point, got {goal.tolist()}")
+    return _plan(simulator, goal, config, -1, -1, goal, 0.0, True)
+
+
+def _plan(
+    simulator: Simulator,
+    goal: NDArray[np.float64],
+    config: WaypointConfig,
+    r: int,
+    c: int,
+    hit: NDArray[np.float64],
+    above: float,
+    sees_floor: bool,
+) -> Waypoint | WaypointRejection:
+    """Snap ``goal`` onto the navigable floor, find the path and its cost in primitive steps."""
+    source = f"pixel ({r}, {c})" if r >= 0 else "the goal"
     where = f"({goal[0]:.2f}, {goal[2]:.2f})"
     target = np.asarray(simulator.snap_point(goal), dtype=np.float64)
     if target.shape != (3,) or not np.all(np.isfinite(target)):
-        return WaypointRejection("off_map", f"pixel ({r}, {c}): no navigable floor near x, z = {where}")
+        return WaypointRejection("off_map", f"{source}: no navigable floor near x, z = {where}")
     offset = _horizontal(target, goal)
     if offset > config.max_snap_distance:
         if sees_floor:
             return WaypointRejection(
                 "unreachable",
-                f"pixel ({r}, {c}) sees floor at x, z = {where} that the agent cannot reach: the "
+                f"{source} sees floor at x, z = {where} that the agent cannot reach: the "
                 f"nearest reachable point is {offset:.2f} m away (limit {config.max_snap_distance:.2f} m)",
             )
         return WaypointRejection(
             "off_map",
-            f"pixel ({r}, {c}) looks at an obstacle {above:.2f} m high; the floor under it at x, z = "
+            f"{source} looks at an obstacle {above:.2f} m high; the floor under it at x, z = "
             f"{where} is {offset:.2f} m from navigable floor (limit {config.max_snap_distance:.2f} m)",
         )
     current = simulator.pose
     path = simulator.shortest_path(current.position, target)
     if not path.found:
-        return WaypointRejection("unreachable", f"pixel ({r}, {c}): no path from the agent to x, z = {where}")
+        return WaypointRejection("unreachable", f"{source}: no path from the agent to x, z = {where}")
     steps, _ = primitive_step_count(
         path.points, current.yaw, simulator.config.forward_step, simulator.config.turn_angle_deg
     )

@@ -23,7 +23,7 @@ from typing import Any, Literal, TypeVar
 import gymnasium
 import numpy as np
 from gymnasium import spaces
-from numpy.typing import NDArray
+from numpy.typing import ArrayLike, NDArray
 from PIL import Image
 
 from embodia.envs.sim.motion import walk_budget
@@ -43,6 +43,7 @@ from embodia.perception.waypoints import (
     back_project,
     choose_candidate,
     draw_candidates,
+    plan_to_point,
     propose_candidates,
 )
 
@@ -209,12 +210,12 @@ class _MappingEnv(gymnasium.Env[Observation, ActT]):
         }
         return info
 
-    def _check_step(self, action: object) -> None:
+    def _check_step(self, action: object, check_action: bool = True) -> None:
         if self._panorama is None:
             raise EmbodiaError("the env has not been reset: call reset() first")
         if self._done:
             raise EmbodiaError("the episode is over (terminated or truncated): call reset() first")
-        if not self.action_space.contains(action):
+        if check_action and not self.action_space.contains(action):
             raise ValueError(f"action {action!r} is not in the action space {self.action_space}")
 
     @property
@@ -472,8 +473,18 @@ class ActiveMappingWaypointEnv(_MappingEnv[Any]):
 
     def step(self, action: WaypointAction) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         self._check_step(action)
+        return self._execute(self._plan(action))
+
+    def step_to_point(self, point: ArrayLike) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
+        """Walk to a world floor point instead of a pixel (e.g. backtracking to a place the
+        panorama does not show); same budget, coverage and rejection rules as :meth:`step`."""
+        self._check_step(None, check_action=False)
+        return self._execute(plan_to_point(self.simulator, point, self.waypoint_config))
+
+    def _execute(
+        self, plan: Waypoint | WaypointRejection
+    ) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
         covered_before = self.coverage.coverage_m2.get_metric()
-        plan = self._plan(action)
         if isinstance(plan, WaypointRejection):
             self.rejections += 1
             self.coverage.update(StepOutcome(self.simulator.pose))

@@ -301,3 +301,23 @@ def test_register_envs_on_the_package_is_enough() -> None:
 
     gymnasium.register_envs(embodia)
     assert "embodia/ActiveMappingWaypoint-v0" in gymnasium.registry
+
+
+def test_step_to_point_walks_with_the_same_accounting_as_a_pixel_action() -> None:
+    env = gymnasium.make(
+        "embodia/ActiveMappingWaypoint-v0", panorama_height=32, panorama_width=64, max_steps=200
+    )
+    env.reset(seed=0, options={"scene": "procedural:seed=1,rooms=3"})
+    base = env.unwrapped
+    start = np.array(base.simulator.pose.position)
+    cells = np.argwhere(base.simulator.topdown(0.05).navigable)
+    goal = base.simulator.topdown(0.05).from_grid(*cells[len(cells) // 3])
+    expected = base.simulator.shortest_path(start, goal)
+    _, _, _, _, info = base.step_to_point(goal)
+    assert info["rejection"] is None and info["reached"]
+    assert np.allclose(base.simulator.pose.position, base.simulator.snap_point(goal), atol=1e-6)
+    assert info["path_length"] == pytest.approx(expected.geodesic_distance, rel=1e-6)
+    assert info["steps"] == info["action_steps"] >= 1
+    _, _, _, _, info = base.step_to_point([np.nan, 0.0, 0.0])
+    assert info["rejection"]["reason"] == "off_map"
+    env.close()
