@@ -189,7 +189,11 @@ def sim_info(
 
 
 AgentOption = Annotated[
-    str, typer.Option("--agent", help="Exploration agent: frontier, frontier-utility or random.")
+    str,
+    typer.Option(
+        "--agent",
+        help="Exploration agent: dfs (the depth-first explorer), frontier, frontier-utility or random.",
+    ),
 ]
 StepsOption = Annotated[int, typer.Option("--steps", help="Step budget in primitive actions.")]
 
@@ -197,14 +201,15 @@ StepsOption = Annotated[int, typer.Option("--steps", help="Step budget in primit
 def _check_agent(agent: str) -> None:
     from embodia.policies.heuristic import AGENTS
 
-    if agent not in AGENTS:
-        raise EmbodiaError(f"unknown agent {agent!r}: expected one of {', '.join(sorted(AGENTS))}")
+    if agent != "dfs" and agent not in AGENTS:
+        names = ", ".join(sorted([*AGENTS, "dfs"]))
+        raise EmbodiaError(f"unknown agent {agent!r}: expected one of {names}")
 
 
 @app.command("explore")
 def explore(
     agent: AgentOption,
-    out: Annotated[Path, typer.Option("--out", help="Run directory, e.g. runs/NAME.")],
+    out: Annotated[Path | None, typer.Option("--out", help="Run directory, e.g. runs/NAME.")] = None,
     scene: Annotated[
         str | None,
         typer.Option(
@@ -213,8 +218,21 @@ def explore(
     ] = None,
     steps: StepsOption = 500,
     env: Annotated[
-        str, typer.Option("--env", help="primitive (move/turn actions) or waypoint (pick a candidate).")
-    ] = "primitive",
+        str,
+        typer.Option(
+            "--env", help="primitive (move/turn) or waypoint (pick a candidate); default per agent."
+        ),
+    ] = "",
+    policy: Annotated[
+        str,
+        typer.Option("--policy", help="dfs: heuristic, or a chat policy spec (openai:URL?model=M, hf:DIR)."),
+    ] = "heuristic",
+    instruction: Annotated[
+        str, typer.Option("--instruction", help='dfs: e.g. "explore the bedroom first".')
+    ] = "",
+    show_graph: Annotated[
+        bool, typer.Option("--show-graph", help="Print the dfs agent's LangGraph structure and exit.")
+    ] = False,
     seed: Annotated[int, typer.Option("--seed", help="Episode seed.")] = 0,
     height: Annotated[int, typer.Option(help="Panorama height in pixels.")] = 128,
     width: Annotated[int, typer.Option(help="Panorama width in pixels.")] = 256,
@@ -226,11 +244,21 @@ def explore(
 
     from embodia.evals.explore import ExploreSettings, run_exploration
 
+    if show_graph:
+        from embodia.agents.explorer import build_explorer_graph
+        from embodia.agents.runtime import graph_diagram
+
+        console.print(graph_diagram(build_explorer_graph().compile()), markup=False, highlight=False)
+        return
     with user_errors():
+        if out is None:
+            raise EmbodiaError("missing --out: the run directory to write into, e.g. --out runs/NAME")
         _check_agent(agent)
         settings = ExploreSettings(
             agent=agent,
             env=env,
+            policy=policy,
+            instruction=instruction,
             scene=scene,
             steps=steps,
             seed=seed,

@@ -40,8 +40,13 @@ class ExploreSettings:
 
     agent: str
     """``frontier``, ``frontier-utility`` or ``random`` (policies.heuristic.AGENTS)."""
-    env: str = "primitive"
-    """``primitive`` (ActiveMapping-v0) or ``waypoint`` (ActiveMappingWaypoint-v0)."""
+    env: str = ""
+    """``primitive`` (ActiveMapping-v0) or ``waypoint`` (ActiveMappingWaypoint-v0); empty
+    picks the agent's own (``waypoint`` for ``dfs``, else ``primitive``)."""
+    policy: str = "heuristic"
+    """``dfs`` only: ``heuristic`` or a chat-policy spec (``openai:...``, ``hf:...``)."""
+    instruction: str = ""
+    """``dfs`` only: a language instruction that steers the exploration."""
     scene: str | None = None
     """Scene spec; None draws a procedural house from ``seed``."""
     steps: int = 500
@@ -54,6 +59,10 @@ class ExploreSettings:
     video: bool = True
 
     def __post_init__(self) -> None:
+        if not self.env:
+            object.__setattr__(self, "env", "waypoint" if self.agent == "dfs" else "primitive")
+        if self.agent == "dfs" and self.env != "waypoint":
+            raise EmbodiaError("the dfs agent picks panorama waypoints: it runs in the waypoint env only")
         if self.env not in ENV_IDS:
             raise EmbodiaError(f"unknown env {self.env!r}: expected one of {', '.join(ENV_IDS)}")
         if self.steps < 1:
@@ -102,8 +111,10 @@ def _make_env(settings: ExploreSettings) -> Any:
 
     import embodia.envs  # noqa: F401  (registers the ids)
 
+    extra: dict[str, Any] = {"action_type": "pixel"} if settings.agent == "dfs" else {}
     return gymnasium.make(
         ENV_IDS[settings.env],
+        **extra,
         max_steps=settings.steps,
         rooms=settings.rooms,
         panorama_height=settings.panorama_height,
@@ -163,6 +174,8 @@ def run_exploration(
     if (out / "summary.json").exists() and resume:
         summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
         return summary
+    if settings.agent == "dfs":
+        return _run_dfs(settings, out, resume=resume, on_step=on_step)
     records = _check_resumable(out, settings, resume)
     if records:
         # Drop a torn last line (killed mid-write) before appending to the log again.
@@ -207,7 +220,7 @@ def run_exploration(
         if video:
             video.close()
         summary = _summarise(settings, base, info, curve, time.perf_counter() - started)
-        _write_pictures(out, base, curve, summary)
+        _write_pictures(out, base, _step_curve(base), summary)
         summary["files"] = sorted(p.name for p in out.iterdir() if p.is_file())
         (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
         return summary
@@ -249,6 +262,127 @@ def _check_replay(saved: dict[str, Any], replayed: dict[str, Any], out: Path) ->
                 f"cannot resume {out}: step {replayed['step']} replays with {key}={replayed.get(key)!r} "
                 f"but was recorded as {saved.get(key)!r} (the code or the scene changed since)"
             )
+
+
+def _step_curve(env: Any) -> list[float]:
+    """Coverage ratio after the reset observation and after every primitive step."""
+    return [float(env.coverage.initial_ratio), *map(float, env.coverage.curve)]
+
+
+def _run_dfs(
+    settings: ExploreSettings,
+    out: Path,
+    *,
+    resume: bool,
+    on_step: Callable[[int, dict[str, Any]], None] | None,
+) -> dict[str, Any]:
+    """The depth-first explorer as a LangGraph run with a SQLite checkpoint per node."""
+    import yaml
+
+    from embodia.agents.explorer import ExplorerContext, build_explorer_graph, replay
+    from embodia.agents.runtime import RunRecorder, run_config, sqlite_checkpointer, stream_run
+
+    checkpoint = out / "checkpoint.sqlite"
+    if (out / "config.yaml").exists():
+        _check_resumable(out, settings, resume)
+    policy = None
+    if settings.policy != "heuristic":
+        from embodia.policies import make_policy
+
+        policy = make_policy(settings.policy)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(
+        yaml.safe_dump({"command": "explore", "settings": asdict(settings)}, sort_keys=False)
+    )
+    env = _make_env(settings)
+    started = time.perf_counter()
+    try:
+        options = {"scene": settings.scene} if settings.scene else None
+        env.reset(seed=settings.seed, options=options)
+        base = env.unwrapped
+        video = _VideoWriter(out / "episode.mp4") if settings.video else None
+        frame = (lambda e: video.add(e._panorama_picture(), e)) if video else None
+        with sqlite_checkpointer(checkpoint) as saver:
+            graph = build_explorer_graph().compile(checkpointer=saver)
+            config = run_config(out.name or "run")
+            saved = graph.get_state(config).values if resume else {}
+            recorder = RunRecorder(out / "episodes.jsonl", keep_decisions=int(saved.get("decision", 0)))
+            context = ExplorerContext(
+                env=base, policy=policy, instruction=settings.instruction, recorder=recorder, on_frame=frame
+            )
+            if frame:
+                frame(base)
+            if saved:
+                replay(context, saved.get("events", []))
+                logger.info("resuming %s at decision %d", out, saved.get("decision", 0))
+
+            def progress(event: dict[str, Any]) -> None:
+                data = event["data"]
+                if on_step is not None and event["type"] == "custom" and data.get("event") == "navigate":
+                    on_step(
+                        int(data["decision"]),
+                        {"steps": data["steps"], "coverage_ratio": data["coverage_ratio"]},
+                    )
+
+            try:
+                state = stream_run(
+                    graph, None if saved else {"decision": 0, "events": []}, config, context, progress
+                )
+            finally:
+                recorder.close()
+        if video:
+            video.close()
+        info = base._info()
+        summary = _summarise(settings, base, info, _step_curve(base), time.perf_counter() - started)
+        summary["decisions"] = int(state.get("decision", 0))
+        summary["policy"] = settings.policy
+        summary["instruction"] = settings.instruction
+        _write_pictures(out, base, _step_curve(base), summary)
+        _write_tree(out, base, state)
+        summary["files"] = sorted(p.name for p in out.iterdir() if p.is_file())
+        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        return summary
+    finally:
+        env.close()
+
+
+def _write_tree(out: Path, env: Any, state: dict[str, Any]) -> None:
+    """``tree.json`` (networkx node-link) and ``tree.png``: the tree drawn over the BEV."""
+    import imageio.v3 as iio
+    from PIL import Image, ImageDraw
+
+    from embodia.agents.explorer import tree_of
+    from embodia.perception.bev_image import bev_image
+
+    tree = tree_of(state)  # type: ignore[arg-type]
+    (out / "tree.json").write_text(json.dumps(state.get("tree", {}), indent=1) + "\n")
+    scale = 4
+    bev = env.bev
+    picture = Image.fromarray(bev_image(bev, scale=scale, crop_to_explored=False, trajectory=bev.trajectory))
+    draw = ImageDraw.Draw(picture)
+
+    def pixel(position: list[float]) -> tuple[float, float]:
+        row, col = bev.to_grid(np.asarray(position, dtype=np.float64))
+        return (float(col) + 0.5) * scale, (float(row) + 0.5) * scale
+
+    where = {}
+    for node, data in tree.nodes(data=True):
+        if data.get("kind") == "waypoint":
+            where[node] = pixel(data["position"])
+        elif data.get("kind") == "region":
+            where[node] = pixel(data["centroid"])
+    for a, b in tree.edges():
+        if a in where and b in where:
+            draw.line([where[a], where[b]], fill=(120, 60, 200), width=2)
+    for node, (x, y) in where.items():
+        data = tree.nodes[node]
+        if data.get("kind") == "region":
+            colour = (40, 160, 60) if data.get("status") == "open" else (200, 60, 60)
+            draw.rectangle([x - 6, y - 6, x + 6, y + 6], fill=colour, outline=(0, 0, 0))
+            draw.text((x + 8, y - 6), str(data.get("region")), fill=(0, 0, 0))
+        else:
+            draw.ellipse([x - 4, y - 4, x + 4, y + 4], fill=(250, 200, 0), outline=(0, 0, 0))
+    iio.imwrite(out / "tree.png", np.asarray(picture))
 
 
 def _summarise(

@@ -1,0 +1,458 @@
+"""Depth-first active mapping over a topological tree (the zero-shot 360-BEV + VLM explorer).
+
+The scene is decomposed into explorable regions (``perception.regions``). Inside the
+current region the agent proposes waypoint candidates in the panorama
+(``perception.waypoints``), a policy picks one (heuristic: information gain and distance;
+a VLM: the panorama with numbered markers, the BEV picture and the instruction), the pixel
+is back-projected and walked to. Every visited waypoint becomes a tree node under its
+region; a region whose informative waypoints are used up is closed and the agent backtracks
+to the deepest open ancestor region. When the tree has no open region left it falls back to
+the nearest frontier of its map, and stops when there is none.
+
+The graph: observe -> map -> regions -> propose -> select -> navigate -> update_tree -> (observe
+| END). State holds only small things (ids, numbers, the tree as node-link JSON and a log of
+the env actions taken), so it checkpoints in about a millisecond; the env, the map, the
+region tracker and the policy are run-scoped dependencies in the runtime context. A killed
+run resumes from its checkpoint: the env is rebuilt by replaying the logged actions (the
+simulator is deterministic), then the graph carries on from its last finished node.
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from dataclasses import dataclass, field
+from typing import Annotated, Any, Literal, TypedDict
+
+import networkx as nx
+import numpy as np
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from numpy.typing import NDArray
+
+from embodia.agents.instructions import instruction_categories
+from embodia.agents.runtime import RunRecorder, emit
+from embodia.perception.regions import Region, RegionTracker
+from embodia.perception.waypoints import WaypointCandidate, draw_candidates, propose_candidates
+
+logger = logging.getLogger(__name__)
+
+ROOT = "root"
+
+
+@dataclass(frozen=True)
+class ExplorerConfig:
+    """How the depth-first explorer decides."""
+
+    min_gain_m2: float = 1.0
+    """A candidate is informative when it would reveal at least this much unknown area."""
+    instruction_bonus_m2: float = 6.0
+    """Score bonus for a candidate inside a region holding what the instruction asks for."""
+    region_bonus_m2: float = 2.0
+    """Score bonus for staying inside the current region (depth first)."""
+    max_region_visits: int = 3
+    """Backtracks into one region before it is closed for good."""
+    max_retries: int = 2
+    """Re-asks of a VLM whose reply could not be parsed."""
+
+
+class ExplorerState(TypedDict, total=False):
+    decision: int
+    events: Annotated[list[dict[str, Any]], operator.add]
+    """Env actions and region-tracker updates in order: what a resume replays."""
+    tree: dict[str, Any]
+    """The topological tree as networkx node-link data."""
+    current_node: str
+    current_region: int
+    candidates: list[dict[str, Any]]
+    choice: dict[str, Any]
+    frontiers: int
+    measures: dict[str, Any]
+    done: bool
+
+
+@dataclass
+class ExplorerContext:
+    """Run-scoped dependencies of one exploration episode."""
+
+    env: Any
+    """The unwrapped ``ActiveMappingWaypointEnv`` (pixel actions)."""
+    policy: Any | None
+    """A chat Policy for VLM selection, or None for the heuristic policy."""
+    instruction: str
+    recorder: RunRecorder | None
+    config: ExplorerConfig = field(default_factory=ExplorerConfig)
+    tracker: RegionTracker = field(default_factory=RegionTracker)
+    regions: list[Region] = field(default_factory=list)
+    labels: NDArray[np.int32] | None = None
+    last_info: dict[str, Any] = field(default_factory=dict)
+    on_frame: Any | None = None
+    """Called with the env after every navigation (video frames)."""
+
+    @property
+    def targets(self) -> frozenset[str]:
+        return instruction_categories(self.instruction, self.env.simulator.categories)
+
+
+# ---------------------------------------------------------------------- tree helpers
+
+
+def _tree(state: ExplorerState) -> nx.DiGraph:
+    data = state.get("tree")
+    if not data:
+        graph = nx.DiGraph()
+        graph.add_node(ROOT, kind="root")
+        return graph
+    return nx.node_link_graph(data, directed=True, edges="edges")
+
+
+def _tree_data(graph: nx.DiGraph) -> dict[str, Any]:
+    data: dict[str, Any] = nx.node_link_data(graph, edges="edges")
+    return data
+
+
+def _region_node(region_id: int) -> str:
+    return f"region-{region_id}"
+
+
+def _label_at(context: ExplorerContext, point: NDArray[np.float64]) -> int:
+    bev = context.env.bev
+    if context.labels is None:
+        return -1
+    row, col = bev.to_grid(point)
+    if not bev.inside(row, col):
+        return -1
+    return int(context.labels[int(row), int(col)])
+
+
+# ---------------------------------------------------------------------- nodes
+
+
+def observe(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+    env = runtime.context.env
+    info = env._info()
+    runtime.context.last_info = info
+    pose = env.simulator.pose
+    emit(
+        {
+            "event": "observe",
+            "decision": state.get("decision", 0),
+            "steps": info["steps"],
+            "coverage_ratio": info["coverage_ratio"],
+            "pose": [*pose.position, pose.yaw],
+        }
+    )
+    return {"measures": {k: info[k] for k in ("coverage_m2", "coverage_ratio", "coverage_auc", "steps")}}
+
+
+def map_update(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+    """The env fused the latest panorama already; here the map's frontiers are counted."""
+    return {"frontiers": len(runtime.context.env.bev.frontiers())}
+
+
+def regions(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+    context = runtime.context
+    context.regions = context.tracker.update(context.env.bev)
+    context.labels = context.tracker.label_image(context.env.bev)
+    position = np.asarray(context.env.simulator.pose.position, dtype=np.float64)
+    here = _label_at(context, position)
+    tree = _tree(state)
+    parent_region = state.get("current_region", -1)
+    parent = (
+        _region_node(parent_region)
+        if parent_region >= 0 and tree.has_node(_region_node(parent_region))
+        else ROOT
+    )
+    for region in context.regions:
+        node = _region_node(region.id)
+        if not tree.has_node(node):
+            # Regions are discovered from the one the agent stands in: they hang below it.
+            tree.add_node(
+                node,
+                kind="region",
+                region=region.id,
+                status="open",
+                visits=0,
+                centroid=[round(float(v), 3) for v in region.centroid],
+            )
+            tree.add_edge(parent, node)
+        tree.nodes[node]["categories"] = [name for name, _ in region.categories]
+        tree.nodes[node]["area_m2"] = round(region.area_m2, 3)
+    current = here if here >= 0 else parent_region
+    return {"events": [{"kind": "update"}], "tree": _tree_data(tree), "current_region": current}
+
+
+def propose(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+    context = runtime.context
+    env = context.env
+    candidates: list[WaypointCandidate] = propose_candidates(
+        env.panorama, env.bev, env.waypoint_config, env.simulator
+    )
+    env.candidates = candidates  # what the env draws and what a VLM is shown
+    listed = []
+    for c in candidates:
+        listed.append(
+            {
+                "index": c.index,
+                "row": c.row,
+                "col": c.col,
+                "point": [round(float(v), 4) for v in c.point],
+                "gain_m2": round(c.gain_m2, 4),
+                "distance": round(c.distance, 4),
+                "region": _label_at(context, c.point),
+            }
+        )
+    return {"candidates": listed}
+
+
+def _region_has_target(context: ExplorerContext, region_id: int) -> bool:
+    targets = context.targets
+    if not targets or region_id < 0:
+        return False
+    for region in context.regions:
+        if region.id == region_id:
+            return any(name in targets for name, _ in region.categories)
+    return False
+
+
+def _heuristic_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] | None:
+    """Best informative candidate: gain - distance, plus depth-first and instruction bonuses."""
+    cfg = context.config
+    current = state.get("current_region", -1)
+    best: tuple[float, dict[str, Any]] | None = None
+    for c in state.get("candidates", []):
+        if c["gain_m2"] < cfg.min_gain_m2:
+            continue
+        score = c["gain_m2"] - context.env.waypoint_config.distance_weight * c["distance"]
+        if c["region"] == current and current >= 0:
+            score += cfg.region_bonus_m2
+        if _region_has_target(context, c["region"]):
+            score += cfg.instruction_bonus_m2
+        if best is None or score > best[0]:
+            best = (score, c)
+    if best is None:
+        return None
+    return {
+        "kind": "pixel",
+        "row": best[1]["row"],
+        "col": best[1]["col"],
+        "index": best[1]["index"],
+        "score": round(best[0], 4),
+        "by": "heuristic",
+    }
+
+
+def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] | None:
+    from embodia.perception.bev_image import bev_image
+    from embodia.policies.parsing import ask, parse_choice
+
+    informative = [c for c in state.get("candidates", []) if c["gain_m2"] >= context.config.min_gain_m2]
+    if not informative:
+        return None
+    env = context.env
+    panorama = draw_candidates(np.asarray(env.panorama["rgb"], dtype=np.uint8), env.candidates)
+    top_down = bev_image(
+        env.bev,
+        frontiers=env.bev.frontiers(),
+        regions=context.regions,
+        agent=env.simulator.pose,
+        trajectory=env.bev.trajectory,
+    )
+    numbers = ", ".join(str(c["index"]) for c in informative)
+    instruction = context.instruction or "map the whole house"
+    messages = [
+        {
+            "role": "system",
+            "content": "You control a robot that maps houses. Reply with the number of "
+            'the waypoint to go to next, as JSON: {"choice": N}.',
+        },
+        {
+            "role": "user",
+            "content": f"Instruction: {instruction}\nImage 1: a 360-degree panorama with "
+            f"numbered waypoints on the floor. Image 2: the map so far (grey unknown, light free, dark "
+            f"walls, cyan frontiers, red the robot). Waypoints that reveal new space: {numbers}. "
+            f"Which waypoint next?",
+        },
+    ]
+    n = len(env.candidates)
+    decision = ask(
+        context.policy,
+        messages,
+        [panorama, top_down],
+        lambda text: parse_choice(text, n),
+        default=max(informative, key=lambda c: c["gain_m2"])["index"],
+        max_retries=context.config.max_retries,
+    )
+    chosen = next((c for c in state["candidates"] if c["index"] == decision.value), informative[0])
+    return {
+        "kind": "pixel",
+        "row": chosen["row"],
+        "col": chosen["col"],
+        "index": chosen["index"],
+        "by": "vlm",
+        "fallback": decision.fallback,
+        "prompt": messages[-1]["content"],
+        "attempts": [
+            {"reply": a.reply, "failure": a.failure, "latency_s": round(a.latency_s, 4)}
+            for a in decision.attempts
+        ],
+    }
+
+
+def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph) -> dict[str, Any] | None:
+    """Close the current region; go to the last waypoint of the deepest open ancestor (or any
+    open region, then the nearest frontier)."""
+    current = state.get("current_region", -1)
+    node = _region_node(current)
+    if tree.has_node(node):
+        tree.nodes[node]["status"] = "closed"
+    open_regions = [
+        n for n, d in tree.nodes(data=True) if d.get("kind") == "region" and d.get("status") == "open"
+    ]
+    if tree.has_node(node):
+        ancestors = [a for a in nx.shortest_path(tree, ROOT, node)[::-1] if a in open_regions]
+    else:
+        ancestors = []
+    order = ancestors + sorted(
+        set(open_regions) - set(ancestors), key=lambda n: -nx.shortest_path_length(tree, ROOT, n)
+    )
+    targets = context.targets
+    if targets:  # the instruction's regions first
+        order.sort(key=lambda n: not any(c in targets for c in tree.nodes[n].get("categories", [])))
+    for region_node in order:
+        data = tree.nodes[region_node]
+        data["visits"] = int(data.get("visits", 0)) + 1
+        if data["visits"] > context.config.max_region_visits:
+            data["status"] = "closed"
+            continue
+        waypoints = [w for w in tree.successors(region_node) if tree.nodes[w].get("kind") == "waypoint"]
+        goal = tree.nodes[waypoints[-1]]["position"] if waypoints else data["centroid"]
+        return {"kind": "point", "point": goal, "by": "backtrack", "to": region_node}
+    frontiers = context.env.bev.frontiers()
+    if frontiers:
+        position = np.asarray(context.env.simulator.pose.position)
+        nearest = min(frontiers, key=lambda f: float(np.hypot(*(f.target - position)[[0, 2]])))
+        return {"kind": "point", "point": [round(float(v), 4) for v in nearest.target], "by": "frontier"}
+    return None
+
+
+def select(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+    context = runtime.context
+    tree = _tree(state)
+    pick = _vlm_pick(state, context) if context.policy is not None else _heuristic_pick(state, context)
+    if pick is None:
+        pick = _backtrack(state, context, tree) or {"kind": "stop", "by": "done"}
+    return {"choice": pick, "tree": _tree_data(tree)}
+
+
+def navigate(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+    context = runtime.context
+    env = context.env
+    choice = state["choice"]
+    if choice["kind"] == "stop":
+        return {"events": [], "done": True}
+    if choice["kind"] == "pixel":
+        event = {"kind": "pixel", "row": int(choice["row"]), "col": int(choice["col"])}
+    else:
+        event = {"kind": "point", "point": [float(v) for v in choice["point"]]}
+    _, reward, terminated, truncated, info = apply_event(env, event)
+    context.last_info = info
+    decision = state.get("decision", 0) + 1
+    if context.recorder is not None:
+        context.recorder.write(
+            {
+                "decision": decision,
+                "choice": {k: v for k, v in choice.items() if k != "attempts"},
+                "attempts": choice.get("attempts", []),
+                "reward": round(float(reward), 6),
+                "rejection": info.get("rejection"),
+                "pose": [round(float(v), 6) for v in (*env.simulator.pose.position, env.simulator.pose.yaw)],
+                **{
+                    k: info[k]
+                    for k in (
+                        "coverage_m2",
+                        "coverage_ratio",
+                        "coverage_auc",
+                        "path_length",
+                        "collisions",
+                        "steps",
+                    )
+                },
+                "region": state.get("current_region", -1),
+            }
+        )
+    if context.on_frame is not None:
+        context.on_frame(env)
+    emit(
+        {
+            "event": "navigate",
+            "decision": decision,
+            "steps": info["steps"],
+            "coverage_ratio": info["coverage_ratio"],
+        }
+    )
+    return {"events": [event], "decision": decision, "done": bool(terminated or truncated)}
+
+
+def update_tree(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+    if state.get("done") and state["choice"]["kind"] == "stop":
+        return {}
+    env = runtime.context.env
+    tree = _tree(state)
+    region = state.get("current_region", -1)
+    parent = _region_node(region) if tree.has_node(_region_node(region)) else ROOT
+    node = f"waypoint-{state['decision']}"
+    position = [round(float(v), 4) for v in env.simulator.pose.position]
+    tree.add_node(
+        node, kind="waypoint", position=position, decision=state["decision"], by=state["choice"].get("by", "")
+    )
+    tree.add_edge(parent, node)
+    return {"tree": _tree_data(tree), "current_node": node}
+
+
+def _continue(state: ExplorerState) -> Literal["observe", "__end__"]:
+    return END if state.get("done") else "observe"
+
+
+def build_explorer_graph() -> StateGraph:
+    builder = StateGraph(ExplorerState, context_schema=ExplorerContext)
+    builder.add_node("observe", observe)
+    builder.add_node("map", map_update)
+    builder.add_node("regions", regions)
+    builder.add_node("propose", propose)
+    builder.add_node("select", select)
+    builder.add_node("navigate", navigate)
+    builder.add_node("update_tree", update_tree)
+    builder.add_edge(START, "observe")
+    builder.add_edge("observe", "map")
+    builder.add_edge("map", "regions")
+    builder.add_edge("regions", "propose")
+    builder.add_edge("propose", "select")
+    builder.add_edge("select", "navigate")
+    builder.add_edge("navigate", "update_tree")
+    builder.add_conditional_edges("update_tree", _continue, ["observe", END])
+    return builder
+
+
+def apply_event(env: Any, event: dict[str, Any]) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+    """Execute one logged env action (the same path for a live run and a resume replay)."""
+    if event["kind"] == "pixel":
+        return env.step(np.array([event["row"], event["col"]], dtype=np.int64))
+    return env.step_to_point(np.asarray(event["point"], dtype=np.float64))
+
+
+def replay(context: ExplorerContext, events: list[dict[str, Any]]) -> None:
+    """Bring a freshly reset env and region tracker to where the logged events left them."""
+    for event in events:
+        if event["kind"] == "update":
+            context.regions = context.tracker.update(context.env.bev)
+            context.labels = context.tracker.label_image(context.env.bev)
+        else:
+            _, _, _, _, info = apply_event(context.env, event)
+            context.last_info = info
+            if context.on_frame is not None:
+                context.on_frame(context.env)
+
+
+def tree_of(state: ExplorerState) -> nx.DiGraph:
+    return _tree(state)

@@ -1,0 +1,112 @@
+"""Building blocks for embodia's LangGraph agents.
+
+- Run-scoped dependencies (env, policy, recorder) travel in LangGraph's runtime *context*
+  (``graph.stream(..., context=...)``; nodes read ``runtime.context``), never in globals
+  and never in the checkpointed state, which stays small (ids, numbers, short lists).
+- Checkpoints go to SQLite keyed by the run id (``thread_id``) after every node
+  (``durability="sync"``), so a killed run resumes from its last finished node.
+- Progress reaches the CLI as ``custom`` stream events (``emit``) next to ``updates``.
+- A :class:`RunRecorder` appends one JSON line per decision and, on resume, drops the lines
+  of decisions the checkpoint does not hold (they will be made again).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+logger = logging.getLogger(__name__)
+
+EventHandler = Callable[[dict[str, Any]], None]
+
+
+def emit(event: dict[str, Any]) -> None:
+    """Send a progress event to whoever streams the graph with ``stream_mode="custom"``."""
+    from langgraph.config import get_stream_writer
+
+    try:
+        writer = get_stream_writer()
+    except RuntimeError:  # called outside a running graph (e.g. from a test)
+        return
+    writer(event)
+
+
+@contextmanager
+def sqlite_checkpointer(path: Path) -> Iterator[Any]:
+    """A LangGraph ``SqliteSaver`` on ``path`` (created if missing), closed afterwards."""
+    from langgraph.checkpoint.sqlite import SqliteSaver
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    connection = sqlite3.connect(str(path), check_same_thread=False)
+    try:
+        yield SqliteSaver(connection)
+    finally:
+        connection.close()
+
+
+def run_config(run_id: str, recursion_limit: int = 100_000) -> dict[str, Any]:
+    """The graph config of a run: its checkpoint thread and a limit fit for long loops."""
+    return {"configurable": {"thread_id": run_id}, "recursion_limit": recursion_limit}
+
+
+def stream_run(
+    graph: Any,
+    graph_input: dict[str, Any] | None,
+    config: dict[str, Any],
+    context: Any,
+    on_event: EventHandler | None = None,
+) -> dict[str, Any]:
+    """Run (``graph_input``) or resume (``None``) a compiled graph to its end.
+
+    Node updates and custom events are passed to ``on_event`` as
+    ``{"type": "updates" | "custom", "data": ...}``; returns the final state values.
+    """
+    for part in graph.stream(
+        graph_input,
+        config,
+        context=context,
+        stream_mode=["updates", "custom"],
+        durability="sync",
+        version="v2",
+    ):
+        if on_event is not None:
+            on_event({"type": part["type"], "data": part["data"]})
+    values: dict[str, Any] = graph.get_state(config).values
+    return values
+
+
+def graph_diagram(graph: Any) -> str:
+    """The graph's structure as Mermaid text (printable, no extra dependencies)."""
+    text: str = graph.get_graph().draw_mermaid()
+    return text
+
+
+class RunRecorder:
+    """Appends decision records to ``episodes.jsonl`` as they happen (flushed each line)."""
+
+    def __init__(self, path: Path, keep_decisions: int | None = None) -> None:
+        self.path = path
+        kept: list[str] = []
+        if keep_decisions is not None and path.exists():
+            for line in path.read_text().splitlines():
+                try:
+                    record = json.loads(line)
+                except json.JSONDecodeError:
+                    break  # a torn last line from a kill
+                if int(record.get("decision", 0)) <= keep_decisions:
+                    kept.append(line)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(line + "\n" for line in kept))
+        self._file = path.open("a")
+
+    def write(self, record: dict[str, Any]) -> None:
+        self._file.write(json.dumps(record) + "\n")
+        self._file.flush()
+
+    def close(self) -> None:
+        self._file.close()
