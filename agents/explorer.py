@@ -260,7 +260,7 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] 
     )
     numbers = ", ".join(str(c["index"]) for c in informative)
     instruction = context.instruction or "map the whole house"
-    messages = [
+    messages: list[Message] = [
         {
             "role": "system",
             "content": "You control a robot that maps houses. Reply with the number of "
@@ -275,6 +275,7 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] 
         },
     ]
     n = len(env.candidates)
+    assert context.policy is not None
     decision = ask(
         context.policy,
         messages,
@@ -411,10 +412,10 @@ def update_tree(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict
 
 
 def _continue(state: ExplorerState) -> Literal["observe", "__end__"]:
-    return END if state.get("done") else "observe"
+    return "__end__" if state.get("done") else "observe"
 
 
-def build_explorer_graph() -> StateGraph:
+def build_explorer_graph() -> StateGraph[ExplorerState, ExplorerContext, ExplorerState, ExplorerState]:
     builder = StateGraph(ExplorerState, context_schema=ExplorerContext)
     builder.add_node("observe", observe)
     builder.add_node("map", map_update)

@@ -305,7 +305,7 @@ def _run_dfs(
         with sqlite_checkpointer(checkpoint) as saver:
             graph = build_explorer_graph().compile(checkpointer=saver)
             config = run_config(out.name or "run")
-            saved = graph.get_state(config).values if resume else {}
+            saved = graph.get_state(config).values if resume else {}  # type: ignore[arg-type]
             recorder = RunRecorder(out / "episodes.jsonl", keep_decisions=int(saved.get("decision", 0)))
             context = ExplorerContext(
                 env=base, policy=policy, instruction=settings.instruction, recorder=recorder, on_frame=frame
