@@ -34,6 +34,7 @@ from embodia.agents.instructions import instruction_categories
 from embodia.agents.runtime import RunRecorder, emit
 from embodia.perception.regions import Region, RegionTracker
 from embodia.perception.waypoints import WaypointCandidate, draw_candidates, propose_candidates
+from embodia.policies.base import Message
 
 logger = logging.getLogger(__name__)
 
