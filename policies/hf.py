@@ -1,0 +1,319 @@
+"""A local ``transformers`` backend: any chat LM or VLM saved in a directory.
+
+The directory's ``config.json`` decides the architecture. A directory with a processor
+(``processor_config.json`` or ``preprocessor_config.json``) whose architecture is an
+image-text-to-text model is loaded as a VLM (``AutoProcessor`` +
+``AutoModelForImageTextToText``); anything else must be a causal LM (``AutoTokenizer`` +
+``AutoModelForCausalLM``). Nothing is ever downloaded (``local_files_only=True``).
+
+Decoding: greedy at temperature 0; above it, one token is drawn per step from
+``softmax(logits / temperature)`` with this policy's seeded ``torch.Generator`` (so a run is
+reproducible from the policy's seed), after the model's own logits processors (e.g. the
+repetition penalty from its ``generation_config``). Reported logprobs are the model's
+distribution, ``log_softmax`` of the raw logits at each step, before any processor or
+temperature, which is what vLLM reports by default too.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from PIL import Image
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    AutoProcessor,
+    AutoTokenizer,
+    LogitsProcessor,
+    LogitsProcessorList,
+    PreTrainedModel,
+    StoppingCriteria,
+    StoppingCriteriaList,
+)
+from transformers.models.auto.modeling_auto import (
+    MODEL_FOR_CAUSAL_LM_MAPPING,
+    MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING,
+)
+
+from embodia.policies.base import Completion, FinishReason, Message, PolicyError, TokenLogprob, check_request
+
+logger = logging.getLogger(__name__)
+
+PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
+DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
+
+
+class _SeededSampler(LogitsProcessor):
+    """Draws the next token from softmax(scores / T) with a given generator.
+
+    ``generate`` samples with the global RNG; doing the draw here (and decoding greedily
+    over the one-hot result) keeps sampling on the policy's own generator.
+    """
+
+    def __init__(self, temperature: float, generator: torch.Generator) -> None:
+        self.temperature = temperature
+        self.generator = generator
+
+    def __call__(self, input_ids: torch.LongTensor, scores: torch.FloatTensor) -> torch.FloatTensor:
+        probabilities = torch.softmax(scores.float() / self.temperature, dim=-1)
+        chosen = torch.multinomial(probabilities, num_samples=1, generator=self.generator)
+        only_chosen = torch.full_like(scores, -float("inf"))
+        only_chosen.scatter_(1, chosen, 0.0)
+        return only_chosen  # type: ignore[return-value]
+
+
+class _StopOnText(StoppingCriteria):
+    """Stops once the decoded completion contains any of the stop strings."""
+
+    def __init__(self, tokenizer: Any, stops: Sequence[str], prompt_length: int) -> None:
+        self.tokenizer = tokenizer
+        self.stops = tuple(stops)
+        self.prompt_length = prompt_length
+
+    def __call__(
+        self, input_ids: torch.LongTensor, scores: torch.FloatTensor, **kwargs: Any
+    ) -> torch.BoolTensor:
+        done = [
+            _first_stop(
+                self.tokenizer.decode(row[self.prompt_length :], skip_special_tokens=True), self.stops
+            )
+            is not None
+            for row in input_ids
+        ]
+        return torch.tensor(done, dtype=torch.bool, device=input_ids.device)  # type: ignore[return-value]
+
+
+def _first_stop(text: str, stops: Sequence[str]) -> int | None:
+    """Index where the earliest stop string starts in ``text``, or None."""
+    found = [index for index in (text.find(stop) for stop in stops) if index >= 0]
+    return min(found) if found else None
+
+
+def _resolve_device(device: str) -> torch.device:
+    try:
+        resolved = torch.device(device)
+    except RuntimeError as error:
+        raise PolicyError(f"unknown torch device {device!r}: {error}") from error
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise PolicyError(f"device {device!r} was asked for, but CUDA is not available to this torch")
+    return resolved
+
+
+class HFPolicy:
+    """A chat LM or VLM from a local directory, run with ``transformers``; see the module docstring."""
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        device: str = "cpu",
+        dtype: str = "float32",
+        max_new_tokens_cap: int = 1024,
+        name: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        self.path = Path(path)
+        self.name = name or f"hf:{self.path}"
+        if max_new_tokens_cap < 1:
+            raise PolicyError(f"max_new_tokens_cap must be at least 1, got {max_new_tokens_cap}")
+        self.max_new_tokens_cap = max_new_tokens_cap
+        if dtype not in DTYPES:
+            raise PolicyError(f"unknown dtype {dtype!r}: {' | '.join(DTYPES)}")
+        self.device = _resolve_device(device)
+
+        if not self.path.is_dir():
+            raise PolicyError(f"model directory {self.path} does not exist")
+        if not (self.path / "config.json").is_file():
+            raise PolicyError(f"{self.path} has no config.json: not a transformers model directory")
+        try:
+            config = AutoConfig.from_pretrained(self.path, local_files_only=True)
+        except (OSError, ValueError, KeyError) as error:
+            raise PolicyError(f"cannot read the model config in {self.path}: {error}") from error
+
+        has_processor = any((self.path / file).is_file() for file in PROCESSOR_FILES)
+        is_image_text = type(config) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
+        is_causal_lm = type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
+        model_class: Any
+        try:
+            if has_processor and is_image_text:
+                self.processor: Any = AutoProcessor.from_pretrained(self.path, local_files_only=True)
+                self.tokenizer: Any = self.processor.tokenizer
+                model_class = AutoModelForImageTextToText
+            elif is_causal_lm:
+                self.processor = None
+                self.tokenizer = AutoTokenizer.from_pretrained(self.path, local_files_only=True)
+                model_class = AutoModelForCausalLM
+            elif is_image_text:
+                raise PolicyError(
+                    f"{self.path} holds a {config.model_type} vision-language model but no processor "
+                    f"config ({' or '.join(PROCESSOR_FILES)})"
+                )
+            else:
+                raise PolicyError(
+                    f"{self.path} holds a {config.model_type} model, which is neither a causal LM "
+                    "nor an image-text-to-text model"
+                )
+        except (OSError, ValueError, ImportError) as error:
+            raise PolicyError(f"cannot load the tokenizer/processor in {self.path}: {error}") from error
+
+        template_owner = self.processor if self.processor is not None else self.tokenizer
+        if not getattr(template_owner, "chat_template", None):
+            raise PolicyError(f"{self.path} has no chat template, so chat messages cannot be formatted")
+        self._template_owner = template_owner
+        self.accepts_images = getattr(self.processor, "image_processor", None) is not None
+
+        try:
+            model = model_class.from_pretrained(self.path, local_files_only=True, dtype=DTYPES[dtype])
+        except (OSError, ValueError) as error:
+            raise PolicyError(f"cannot load the model weights in {self.path}: {error}") from error
+        self.model: PreTrainedModel = model.to(self.device).eval()
+
+        generation_config = self.model.generation_config
+        eos = generation_config.eos_token_id if generation_config is not None else None
+        eos_ids = {eos} if isinstance(eos, int) else set(eos or ())
+        if self.tokenizer.eos_token_id is not None:
+            eos_ids.add(self.tokenizer.eos_token_id)
+        if not eos_ids:
+            raise PolicyError(
+                f"{self.path} declares no end-of-sequence token (generation_config or tokenizer)"
+            )
+        self.eos_token_ids = sorted(eos_ids)
+        pad = generation_config.pad_token_id if generation_config is not None else None
+        self.pad_token_id = pad if pad is not None else self.tokenizer.pad_token_id or self.eos_token_ids[0]
+        self.context_length: int | None = getattr(config.get_text_config(), "max_position_embeddings", None)
+        self._generator = torch.Generator(device=self.device).manual_seed(seed)
+        logger.info(
+            "loaded %s (%s, %s) on %s",
+            self.path,
+            config.model_type,
+            "VLM" if self.accepts_images else "LM",
+            device,
+        )
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        images: Sequence[NDArray[np.uint8]] = (),
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        started = time.perf_counter()
+        check_request(messages, images, max_tokens, temperature, top_logprobs)
+        if images and not self.accepts_images:
+            raise PolicyError(
+                f"{self.name} is a text-only model: it cannot take the {len(images)} image(s) given"
+            )
+        if top_logprobs and not logprobs:
+            raise PolicyError("top_logprobs needs logprobs=True")
+        stops = [s for s in stop if s]
+
+        inputs = self._encode(messages, images)
+        prompt_length = int(inputs["input_ids"].shape[1])
+        max_new_tokens = min(max_tokens, self.max_new_tokens_cap)
+        if self.context_length is not None:
+            room = self.context_length - prompt_length
+            if room < 1:
+                raise PolicyError(
+                    f"the prompt has {prompt_length} tokens, which fills {self.name}'s context of "
+                    f"{self.context_length}"
+                )
+            max_new_tokens = min(max_new_tokens, room)
+        if max_new_tokens < max_tokens:
+            logger.info("max_tokens %d capped to %d for %s", max_tokens, max_new_tokens, self.name)
+
+        logits_processor = LogitsProcessorList()
+        if temperature > 0:
+            logits_processor.append(_SeededSampler(temperature, self._generator))
+        stopping_criteria = StoppingCriteriaList()
+        if stops:
+            stopping_criteria.append(_StopOnText(self.tokenizer, stops, prompt_length))
+        with torch.inference_mode():
+            output = self.model.generate(  # type: ignore[operator]
+                **inputs,
+                max_new_tokens=max_new_tokens,
+                do_sample=False,
+                logits_processor=logits_processor,
+                stopping_criteria=stopping_criteria,
+                eos_token_id=self.eos_token_ids,
+                pad_token_id=self.pad_token_id,
+                return_dict_in_generate=True,
+                output_logits=logprobs,
+            )
+        completion_ids = output.sequences[0, prompt_length:].tolist()
+        text = self.tokenizer.decode(completion_ids, skip_special_tokens=True)
+
+        finish_reason: FinishReason = "length"
+        stop_at = _first_stop(text, stops)
+        if stop_at is not None:
+            text, finish_reason = text[:stop_at], "stop"
+        elif completion_ids and completion_ids[-1] in self.eos_token_ids:
+            finish_reason = "stop"
+
+        tokens = self._token_logprobs(completion_ids, output.logits, top_logprobs) if logprobs else ()
+        return Completion(
+            text=text,
+            finish_reason=finish_reason,
+            prompt_tokens=prompt_length,
+            completion_tokens=len(completion_ids),
+            latency_s=time.perf_counter() - started,
+            tokens=tokens,
+            model=self.name,
+            extra={"completion_token_ids": completion_ids, "max_new_tokens": max_new_tokens},
+        )
+
+    def _encode(self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]]) -> dict[str, Any]:
+        """The chat-templated prompt as model inputs, images attached to the last user message."""
+        if self.processor is None:
+            prompt = self.tokenizer.apply_chat_template(
+                [dict(m) for m in messages], add_generation_prompt=True, tokenize=False
+            )
+            encoded = self.tokenizer(
+                prompt, return_tensors="pt", add_special_tokens=False, return_token_type_ids=False
+            )
+        else:
+            # VLM templates iterate content parts, so every message is given in the part form.
+            last_user = max(i for i, m in enumerate(messages) if m["role"] == "user") if images else -1
+            conversation = []
+            for i, message in enumerate(messages):
+                parts: list[dict[str, str]] = [{"type": "image"} for _ in images] if i == last_user else []
+                parts.append({"type": "text", "text": message["content"]})
+                conversation.append({"role": message["role"], "content": parts})
+            prompt = self.processor.apply_chat_template(
+                conversation, add_generation_prompt=True, tokenize=False
+            )
+            pil_images = [Image.fromarray(np.ascontiguousarray(image)) for image in images]
+            encoded = self.processor(
+                text=[prompt], images=pil_images or None, return_tensors="pt", add_special_tokens=False
+            )
+        return {key: value.to(self.device) for key, value in encoded.items()}
+
+    def _token_logprobs(
+        self, completion_ids: list[int], step_logits: Sequence[torch.Tensor], top_logprobs: int
+    ) -> tuple[TokenLogprob, ...]:
+        tokens = []
+        for token_id, logits in zip(completion_ids, step_logits, strict=True):
+            distribution = torch.log_softmax(logits[0].float(), dim=-1)
+            top: tuple[tuple[str, float], ...] = ()
+            if top_logprobs:
+                values, indices = torch.topk(distribution, k=min(top_logprobs, distribution.shape[-1]))
+                top = tuple(
+                    (self.tokenizer.decode([int(i)]), float(v)) for v, i in zip(values, indices, strict=True)
+                )
+            tokens.append(
+                TokenLogprob(
+                    token=self.tokenizer.decode([token_id]), logprob=float(distribution[token_id]), top=top
+                )
+            )
+        return tuple(tokens)

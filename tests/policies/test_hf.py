@@ -1,0 +1,251 @@
+"""The transformers backend end to end on the tiny random-weight models from tinymodels.py."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from tinymodels import BUILD_MARKER, build_tiny_chat_lm, build_tiny_vlm, train_tokenizer
+from transformers import AutoConfig, AutoProcessor, AutoTokenizer, CLIPVisionConfig
+
+from embodia.policies.base import Message, Policy, PolicyError
+from embodia.policies.hf import HFPolicy
+
+MESSAGES: list[Message] = [
+    {"role": "system", "content": "You are a helpful assistant."},
+    {"role": "user", "content": "Which waypoint leads to the kitchen? Answer with a number."},
+]
+
+
+@pytest.fixture(scope="session")
+def tiny_chat_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_chat_lm(tmp_path_factory.mktemp("tiny-chat-lm"))
+
+
+@pytest.fixture(scope="session")
+def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm"))
+
+
+@pytest.fixture(scope="session")
+def chat_lm(tiny_chat_lm_dir: Path) -> HFPolicy:
+    return HFPolicy(tiny_chat_lm_dir)
+
+
+@pytest.fixture(scope="session")
+def vlm(tiny_vlm_dir: Path) -> HFPolicy:
+    return HFPolicy(tiny_vlm_dir)
+
+
+def _image(seed: int, height: int = 64, width: int = 128) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (height, width, 3), dtype=np.uint8)
+
+
+# --- the kit ---------------------------------------------------------------------------------
+
+
+def test_tokenizer_is_a_small_chatml_bpe(tmp_path: Path) -> None:
+    tokenizer = train_tokenizer(tmp_path)
+    assert 1000 <= len(tokenizer) <= 2000
+    assert tokenizer.eos_token == "<|im_end|>"
+    prompt = tokenizer.apply_chat_template(
+        [{"role": "user", "content": "Go to the kitchen."}], add_generation_prompt=True, tokenize=False
+    )
+    assert prompt == "<|im_start|>user\nGo to the kitchen.<|im_end|>\n<|im_start|>assistant\n"
+    # Learned merges: a corpus word is one token, and special tokens are never split.
+    assert tokenizer.tokenize(" kitchen") == ["Ġkitchen"]
+    ids = tokenizer.encode("<|im_start|><|image_pad|>", add_special_tokens=False)
+    assert ids == tokenizer.convert_tokens_to_ids(["<|im_start|>", "<|image_pad|>"])
+    reloaded = AutoTokenizer.from_pretrained(tmp_path, local_files_only=True)
+    assert reloaded.encode("Answer: 42") == tokenizer.encode("Answer: 42")
+
+
+def test_chat_lm_config_fits_vllm_cpu_and_the_tokenizer(tiny_chat_lm_dir: Path) -> None:
+    config = AutoConfig.from_pretrained(tiny_chat_lm_dir, local_files_only=True)
+    assert config.model_type == "qwen2"
+    assert config.hidden_size // config.num_attention_heads in (32, 64, 128)  # vLLM CPU attention
+    assert config.vocab_size == len(AutoTokenizer.from_pretrained(tiny_chat_lm_dir, local_files_only=True))
+    assert (tiny_chat_lm_dir / "generation_config.json").is_file()
+
+
+def test_vlm_directory_has_a_pil_processor(tiny_vlm_dir: Path) -> None:
+    processor = AutoProcessor.from_pretrained(tiny_vlm_dir, local_files_only=True)
+    assert type(processor.image_processor).__name__.endswith("Pil")  # no torchvision anywhere
+    text = processor.apply_chat_template(
+        [{"role": "user", "content": [{"type": "image"}, {"type": "text", "text": "Where?"}]}],
+        add_generation_prompt=True,
+        tokenize=False,
+    )
+    encoded = processor(text=[text], images=[_image(0)], return_tensors="pt")
+    image_token_id = AutoConfig.from_pretrained(tiny_vlm_dir, local_files_only=True).image_token_id
+    assert int((encoded["input_ids"] == image_token_id).sum()) == 16  # 4x4 patches of the 56x56 resize
+
+
+def test_building_twice_is_a_no_op(tmp_path: Path) -> None:
+    directory = build_tiny_chat_lm(tmp_path / "lm")
+    weights = directory / "model.safetensors"
+    before = weights.stat().st_mtime_ns
+    assert build_tiny_chat_lm(directory) == directory
+    assert weights.stat().st_mtime_ns == before
+    assert json.loads((directory / BUILD_MARKER).read_text())["kind"] == "chat_lm"
+
+
+def test_an_interrupted_build_is_redone(tmp_path: Path) -> None:
+    directory = tmp_path / "lm"
+    directory.mkdir()
+    (directory / "config.json").write_text("{}")  # what a crash before the marker leaves
+    build_tiny_chat_lm(directory)
+    assert AutoConfig.from_pretrained(directory, local_files_only=True).model_type == "qwen2"
+
+
+# --- text LM ---------------------------------------------------------------------------------
+
+
+def test_completion_has_text_counts_and_timing(chat_lm: HFPolicy) -> None:
+    assert isinstance(chat_lm, Policy)
+    completion = chat_lm.complete(MESSAGES, max_tokens=12)
+    encoded = chat_lm.tokenizer.apply_chat_template(
+        MESSAGES, add_generation_prompt=True, tokenize=True, return_dict=True
+    )
+    assert completion.prompt_tokens == len(encoded["input_ids"])
+    assert 1 <= completion.completion_tokens <= 12
+    assert completion.text
+    assert completion.latency_s > 0
+    assert completion.model == chat_lm.name
+    assert completion.tokens == ()  # logprobs were not asked for
+
+
+def test_greedy_is_deterministic(chat_lm: HFPolicy) -> None:
+    first = chat_lm.complete(MESSAGES, max_tokens=16)
+    second = chat_lm.complete(MESSAGES, max_tokens=16)
+    assert first.text == second.text
+    assert first.extra["completion_token_ids"] == second.extra["completion_token_ids"]
+
+
+def test_logprobs_match_a_plain_forward_pass(chat_lm: HFPolicy) -> None:
+    completion = chat_lm.complete(MESSAGES, max_tokens=10, logprobs=True, top_logprobs=5)
+    completion_ids = completion.extra["completion_token_ids"]
+    assert isinstance(completion_ids, list)
+    assert len(completion.tokens) == completion.completion_tokens == len(completion_ids)
+
+    encoded = chat_lm.tokenizer.apply_chat_template(
+        MESSAGES, add_generation_prompt=True, tokenize=True, return_dict=True, return_tensors="pt"
+    )
+    prompt_ids = encoded["input_ids"]
+    full = torch.cat([prompt_ids, torch.tensor([completion_ids])], dim=1)
+    with torch.no_grad():
+        logits = chat_lm.model(input_ids=full).logits[0]
+    start = prompt_ids.shape[1] - 1  # logits at position p predict token p + 1
+    recomputed = torch.log_softmax(logits[start : start + len(completion_ids)], dim=-1)
+    for step, (token, token_id) in enumerate(zip(completion.tokens, completion_ids, strict=True)):
+        assert token.logprob <= 0
+        assert token.logprob == pytest.approx(float(recomputed[step, token_id]), abs=1e-4)
+        assert token.token == chat_lm.tokenizer.decode([token_id])
+        assert len(token.top) == 5
+        top_values = [value for _, value in token.top]
+        assert top_values == sorted(top_values, reverse=True)
+        assert top_values[0] == pytest.approx(float(recomputed[step].max()), abs=1e-4)
+        assert token.logprob == pytest.approx(top_values[0], abs=1e-6)  # greedy takes the argmax
+
+
+def test_max_tokens_ends_with_length(chat_lm: HFPolicy) -> None:
+    completion = chat_lm.complete(MESSAGES, max_tokens=5)
+    assert completion.completion_tokens == 5
+    assert completion.finish_reason == "length"
+
+
+def test_stop_sequence_trims_the_text(chat_lm: HFPolicy) -> None:
+    full = chat_lm.complete(MESSAGES, max_tokens=24).text
+    # A printable 3-character piece from the middle of the greedy output.
+    start = next(
+        i for i in range(8, len(full) - 3) if full[i : i + 3].isascii() and full[i : i + 3].isprintable()
+    )
+    stop = full[start : start + 3]
+    stopped = chat_lm.complete(MESSAGES, max_tokens=24, stop=[stop, "never appears \u2603"])
+    assert stopped.finish_reason == "stop"
+    assert stopped.text == full[: full.index(stop)]
+    assert stopped.completion_tokens < 24
+
+
+def test_sampling_follows_the_policy_seed(tiny_chat_lm_dir: Path, chat_lm: HFPolicy) -> None:
+    first, second = HFPolicy(tiny_chat_lm_dir, seed=7), HFPolicy(tiny_chat_lm_dir, seed=7)
+    samples = [first.complete(MESSAGES, max_tokens=16, temperature=1.0).text for _ in range(2)]
+    assert samples[0] != samples[1]  # the generator advances between calls
+    assert second.complete(MESSAGES, max_tokens=16, temperature=1.0).text == samples[0]
+    assert samples[0] != chat_lm.complete(MESSAGES, max_tokens=16).text
+
+
+def test_request_errors(chat_lm: HFPolicy) -> None:
+    with pytest.raises(PolicyError, match="text-only"):
+        chat_lm.complete(MESSAGES, [_image(0)])
+    with pytest.raises(PolicyError, match="top_logprobs needs logprobs"):
+        chat_lm.complete(MESSAGES, top_logprobs=3)
+    with pytest.raises(PolicyError, match="max_tokens"):
+        chat_lm.complete(MESSAGES, max_tokens=0)
+
+
+def test_prompt_longer_than_the_context_is_an_error(chat_lm: HFPolicy) -> None:
+    long_prompt: list[Message] = [{"role": "user", "content": " kitchen" * 1100}]
+    with pytest.raises(PolicyError, match="context of 1024"):
+        chat_lm.complete(long_prompt)
+
+
+# --- VLM -------------------------------------------------------------------------------------
+
+
+def test_vlm_completes_with_an_image(vlm: HFPolicy) -> None:
+    with_image = vlm.complete(MESSAGES, [_image(0)], max_tokens=6, logprobs=True)
+    text_only = vlm.complete(MESSAGES, max_tokens=6)
+    assert with_image.completion_tokens == len(with_image.tokens) == 6
+    assert with_image.text
+    # The image is expanded into 16 placeholder tokens (plus the vision start/end markers).
+    assert with_image.prompt_tokens == text_only.prompt_tokens + 16 + 2
+    two_images = vlm.complete(MESSAGES, [_image(0), _image(1)], max_tokens=1)
+    assert two_images.prompt_tokens == text_only.prompt_tokens + 2 * (16 + 2)
+
+
+def test_the_image_changes_the_output_distribution(vlm: HFPolicy) -> None:
+    first, second = (
+        vlm.complete(MESSAGES, [_image(seed)], max_tokens=1, logprobs=True, top_logprobs=5).tokens[0]
+        for seed in (1, 2)
+    )
+    same_again = vlm.complete(MESSAGES, [_image(1)], max_tokens=1, logprobs=True, top_logprobs=5).tokens[0]
+    assert same_again == first
+    assert max(abs(a[1] - b[1]) for a, b in zip(first.top, second.top, strict=True)) > 1e-3
+
+
+def test_vlm_rejects_a_bad_image_array(vlm: HFPolicy) -> None:
+    with pytest.raises(PolicyError, match="image 1"):
+        vlm.complete(MESSAGES, [_image(0), np.zeros((32, 32), dtype=np.uint8)])
+    with pytest.raises(PolicyError, match="uint8"):
+        vlm.complete(MESSAGES, [_image(0).astype(np.float32)])
+
+
+# --- loading errors --------------------------------------------------------------------------
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(PolicyError, match="does not exist"):
+        HFPolicy(tmp_path / "no-such-model")
+
+
+def test_directory_without_config(tmp_path: Path) -> None:
+    (tmp_path / "weights.bin").write_bytes(b"\0")
+    with pytest.raises(PolicyError, match="no config.json"):
+        HFPolicy(tmp_path)
+
+
+def test_directory_of_a_model_that_cannot_chat(tmp_path: Path) -> None:
+    CLIPVisionConfig().save_pretrained(tmp_path)
+    with pytest.raises(PolicyError, match="neither a causal LM"):
+        HFPolicy(tmp_path)
+
+
+def test_bad_options(tiny_chat_lm_dir: Path) -> None:
+    with pytest.raises(PolicyError, match="unknown dtype"):
+        HFPolicy(tiny_chat_lm_dir, dtype="float8")
+    with pytest.raises(PolicyError, match="unknown torch device"):
+        HFPolicy(tiny_chat_lm_dir, device="toaster")
