@@ -157,6 +157,16 @@ def test_max_tokens_ends_with_length(chat_lm: HFPolicy) -> None:
     assert completion.finish_reason == "length"
 
 
+def test_an_end_of_sequence_token_ends_with_stop(tiny_chat_lm_dir: Path, chat_lm: HFPolicy) -> None:
+    greedy_ids = chat_lm.complete(MESSAGES, max_tokens=8).extra["completion_token_ids"]
+    assert isinstance(greedy_ids, list)
+    policy = HFPolicy(tiny_chat_lm_dir)
+    policy.eos_token_ids = [greedy_ids[3]]  # pretend the fourth greedy token ends the sequence
+    completion = policy.complete(MESSAGES, max_tokens=8)
+    assert completion.finish_reason == "stop"
+    assert completion.extra["completion_token_ids"] == greedy_ids[: greedy_ids.index(greedy_ids[3]) + 1]
+
+
 def test_stop_sequence_trims_the_text(chat_lm: HFPolicy) -> None:
     full = chat_lm.complete(MESSAGES, max_tokens=24).text
     # A printable 3-character piece from the middle of the greedy output.
