@@ -1,1 +1,26 @@
-"""Policy protocol, VLM backends and training recipes."""
+"""Policy protocol, VLM backends and training recipes.
+
+Importing this package stays light (no torch, transformers, openai or vllm): backends are
+imported when :func:`make_policy` or their own module is used.
+"""
+
+from embodia.policies.base import Completion, Message, Policy, PolicyError, TokenLogprob
+from embodia.policies.parsing import Decision, ParseFailure, ask, parse_choice, parse_label
+from embodia.policies.scripted import ScriptedPolicy
+from embodia.policies.spec import make_policy, parse_policy_spec
+
+__all__ = [
+    "Completion",
+    "Decision",
+    "Message",
+    "ParseFailure",
+    "Policy",
+    "PolicyError",
+    "ScriptedPolicy",
+    "TokenLogprob",
+    "ask",
+    "make_policy",
+    "parse_choice",
+    "parse_label",
+    "parse_policy_spec",
+]

@@ -1,0 +1,341 @@
+"""A policy behind any OpenAI-compatible chat server, over the ``openai`` SDK (vLLM is the reference).
+
+Requests and responses go through two pure functions, :func:`build_chat_request` and
+:func:`completion_from_response`, so both are tested without a server. Details that follow
+vLLM's OpenAI-compatible server:
+
+- images are PNG ``data:`` URLs in ``image_url`` parts appended to the last user message;
+- the token limit is sent as ``max_completion_tokens`` (vLLM deprecates ``max_tokens``);
+- vLLM-only fields (``top_k``, ``structured_outputs``, ``chat_template_kwargs``,
+  ``return_token_ids``, ...) travel in ``extra_body``;
+- vLLM's ``reasoning`` (formerly ``reasoning_content``), ``stop_reason`` and token ids land
+  in :attr:`Completion.extra`.
+
+The SDK retries connection errors, timeouts, 408/409/429 and 5xx with exponential backoff
+(0.5 s doubling, jittered) up to ``max_retries`` times; what still fails becomes a
+:class:`PolicyError` that names the server and the cause.
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import time
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import numpy as np
+import openai
+from numpy.typing import NDArray
+from openai.types.chat import ChatCompletion
+from PIL import Image
+
+from embodia.policies.base import Completion, FinishReason, Message, PolicyError, TokenLogprob, check_request
+
+logger = logging.getLogger(__name__)
+
+_FINISH_REASONS: dict[str, FinishReason] = {
+    "stop": "stop",
+    "tool_calls": "stop",
+    "function_call": "stop",
+    "length": "length",
+}
+
+
+def image_data_url(image: NDArray[np.uint8]) -> str:
+    """An (H, W, 3) uint8 RGB image as a lossless ``data:image/png;base64,...`` URL."""
+    buffer = io.BytesIO()
+    Image.fromarray(np.ascontiguousarray(image)).save(buffer, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def build_chat_request(
+    messages: Sequence[Message],
+    images: Sequence[NDArray[np.uint8]] = (),
+    *,
+    model: str,
+    max_tokens: int = 256,
+    temperature: float = 0.0,
+    logprobs: bool = False,
+    top_logprobs: int = 0,
+    stop: Sequence[str] = (),
+    extra_body: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for ``client.chat.completions.create``.
+
+    Images become ``image_url`` parts after the text of the last user message. ``logprobs``
+    and ``top_logprobs`` are sent only when asked for (``top_logprobs > 0`` implies
+    ``logprobs``); ``stop`` and ``extra_body`` only when non-empty.
+    """
+    check_request(messages, images, max_tokens, temperature, top_logprobs)
+    wire: list[dict[str, Any]] = [{"role": m["role"], "content": m["content"]} for m in messages]
+    if images:
+        last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
+        parts: list[dict[str, Any]] = [{"type": "text", "text": messages[last_user]["content"]}]
+        parts += [{"type": "image_url", "image_url": {"url": image_data_url(image)}} for image in images]
+        wire[last_user]["content"] = parts
+    request: dict[str, Any] = {
+        "model": model,
+        "messages": wire,
+        "max_completion_tokens": max_tokens,
+        "temperature": temperature,
+    }
+    if logprobs or top_logprobs:
+        request["logprobs"] = True
+        if top_logprobs:
+            request["top_logprobs"] = top_logprobs
+    if stop:
+        request["stop"] = list(stop)
+    if extra_body:
+        request["extra_body"] = dict(extra_body)
+    return request
+
+
+def parse_chat_body(body: str, source: str) -> ChatCompletion:
+    """A chat completion from the raw response text; PolicyError when it is not one."""
+    try:
+        data = json.loads(body)
+    except json.JSONDecodeError:
+        raise PolicyError(f"malformed reply from {source}: not JSON: {_one_line(body, 80)!r}") from None
+    if not isinstance(data, dict):
+        raise PolicyError(f"malformed reply from {source}: expected a JSON object, got {type(data).__name__}")
+    choices = data.get("choices")
+    if not isinstance(choices, list) or not choices:
+        raise PolicyError(f"malformed reply from {source}: no choices in {_one_line(body, 80)!r}")
+    if not isinstance(choices[0], dict) or not isinstance(choices[0].get("message"), dict):
+        raise PolicyError(f"malformed reply from {source}: choice 0 has no message")
+    # construct, not validate: vLLM adds fields and finish reasons the OpenAI schema lacks
+    return ChatCompletion.model_construct(**data)
+
+
+def completion_from_response(
+    response: ChatCompletion, latency_s: float, *, source: str = "the policy server"
+) -> Completion:
+    """Our :class:`Completion` from the first choice of a chat completion."""
+    if not response.choices:
+        raise PolicyError(f"malformed reply from {source}: no choices")
+    choice = response.choices[0]
+    content = choice.message.content
+    if content is not None and not isinstance(content, str):
+        raise PolicyError(
+            f"malformed reply from {source}: message content is {type(content).__name__}, not text"
+        )
+    raw_finish = str(choice.finish_reason) if choice.finish_reason is not None else None
+    finish_reason = _FINISH_REASONS.get(raw_finish or "", "error")
+    tokens: tuple[TokenLogprob, ...] = ()
+    if choice.logprobs is not None and choice.logprobs.content:
+        tokens = tuple(
+            TokenLogprob(
+                token=t.token,
+                logprob=float(t.logprob),
+                top=tuple((alt.token, float(alt.logprob)) for alt in (t.top_logprobs or ())),
+            )
+            for t in choice.logprobs.content
+        )
+    usage = response.usage
+    extra: dict[str, object] = {}
+    message_extra = choice.message.model_extra or {}
+    reasoning = message_extra.get("reasoning") or message_extra.get("reasoning_content")
+    if reasoning:
+        extra["reasoning"] = reasoning
+    for key, value in (choice.model_extra or {}).items():
+        if key in ("stop_reason", "token_ids") and value is not None:
+            extra[key] = value
+    prompt_token_ids = (response.model_extra or {}).get("prompt_token_ids")
+    if prompt_token_ids is not None:
+        extra["prompt_token_ids"] = prompt_token_ids
+    if raw_finish not in ("stop", "length"):
+        extra["finish_reason"] = raw_finish
+    if response.id:
+        extra["id"] = response.id
+    return Completion(
+        text=content or "",
+        finish_reason=finish_reason,
+        prompt_tokens=int(usage.prompt_tokens) if usage is not None else 0,
+        completion_tokens=int(usage.completion_tokens) if usage is not None else len(tokens),
+        latency_s=latency_s,
+        tokens=tokens,
+        model=str(response.model or ""),
+        extra=extra,
+    )
+
+
+def _one_line(text: str, limit: int = 300) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 3] + "..."
+
+
+def _server_message(error: openai.APIStatusError) -> str:
+    """The message a server put in its error body (OpenAI and vLLM shapes), else the SDK's."""
+    body = error.body
+    if isinstance(body, dict):
+        inner = body.get("error", body)
+        if isinstance(inner, dict) and isinstance(inner.get("message"), str):
+            return _one_line(inner["message"])
+        if isinstance(inner, str):
+            return _one_line(inner)
+        if isinstance(body.get("message"), str):
+            return _one_line(body["message"])
+    if isinstance(body, str) and body.strip():
+        return _one_line(body)
+    return _one_line(error.message)
+
+
+def _connection_cause(error: BaseException) -> str:
+    """What went wrong under an APIConnectionError, in a few words ("connection refused")."""
+    seen: set[int] = set()
+    cause: BaseException | None = error
+    deepest = error
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if isinstance(cause, ConnectionRefusedError) or "refused" in str(cause).lower():
+            return "connection refused"
+        deepest = cause
+        cause = cause.__cause__ or cause.__context__
+    text = _one_line(str(deepest)) or type(deepest).__name__
+    return text
+
+
+def policy_error_from_openai(
+    error: openai.OpenAIError, base_url: str, *, timeout_s: float, retries: int
+) -> PolicyError:
+    """One clear line for an SDK error, naming the server."""
+    after = f" (after {retries} {'retry' if retries == 1 else 'retries'})" if retries else ""
+    if isinstance(error, openai.APITimeoutError):
+        return PolicyError(f"the policy server at {base_url} did not answer within {timeout_s:g} s{after}")
+    if isinstance(error, openai.APIConnectionError):
+        return PolicyError(f"cannot reach the policy server at {base_url}: {_connection_cause(error)}{after}")
+    if isinstance(error, openai.APIStatusError):
+        status = error.status_code
+        if status >= 500:
+            return PolicyError(
+                f"the policy server at {base_url} failed with HTTP {status}{after}: {_server_message(error)}"
+            )
+        return PolicyError(
+            f"the policy server at {base_url} rejected the request (HTTP {status}): {_server_message(error)}"
+        )
+    if isinstance(error, openai.APIResponseValidationError):
+        return PolicyError(f"malformed reply from {base_url}: {_one_line(error.message)}")
+    return PolicyError(f"the policy server at {base_url} failed: {_one_line(str(error))}")
+
+
+class OpenAICompatPolicy:
+    """Chat completions from an OpenAI-compatible server (``vllm serve``, or any other).
+
+    Nothing is contacted until the first call; :meth:`wait_until_ready` polls ``/models``
+    for servers that are still starting.
+    """
+
+    def __init__(
+        self,
+        base_url: str,
+        model: str,
+        *,
+        api_key: str = "EMPTY",
+        timeout_s: float = 60.0,
+        max_retries: int = 2,
+        extra_body: Mapping[str, Any] | None = None,
+        name: str | None = None,
+    ):
+        if not base_url.startswith(("http://", "https://")):
+            raise PolicyError(f"the policy server URL must start with http:// or https://, got {base_url!r}")
+        if not model:
+            raise PolicyError("OpenAICompatPolicy needs the served model name")
+        if not timeout_s > 0:
+            raise PolicyError(f"timeout_s must be > 0, got {timeout_s}")
+        if max_retries < 0:
+            raise PolicyError(f"max_retries must be >= 0, got {max_retries}")
+        self.base_url = base_url.rstrip("/")
+        self.model = model
+        self.timeout_s = float(timeout_s)
+        self.max_retries = int(max_retries)
+        self.extra_body = dict(extra_body or {})
+        self.name = name or f"openai:{self.base_url}?model={model}"
+        # the client only opens connections when a request is made
+        self._client = openai.OpenAI(
+            base_url=self.base_url, api_key=api_key, timeout=self.timeout_s, max_retries=self.max_retries
+        )
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        images: Sequence[NDArray[np.uint8]] = (),
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        request = build_chat_request(
+            messages,
+            images,
+            model=self.model,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            logprobs=logprobs,
+            top_logprobs=top_logprobs,
+            stop=stop,
+            extra_body=self.extra_body,
+        )
+        started = time.perf_counter()
+        try:
+            raw = self._client.chat.completions.with_raw_response.create(**request)
+            body = raw.text
+        except openai.OpenAIError as error:
+            raise policy_error_from_openai(
+                error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
+            ) from error
+        latency = time.perf_counter() - started
+        response = parse_chat_body(body, self.base_url)
+        return completion_from_response(response, latency, source=self.base_url)
+
+    def models(self) -> list[str]:
+        """The model names the server serves (``GET /models``)."""
+        try:
+            page = self._client.models.list()
+        except openai.OpenAIError as error:
+            raise policy_error_from_openai(
+                error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
+            ) from error
+        return [m.id for m in page.data]
+
+    def wait_until_ready(self, timeout_s: float = 120.0, poll_s: float = 0.5) -> list[str]:
+        """Poll ``GET /models`` until the server answers and serves this model; returns its models.
+
+        Connection errors, timeouts and 5xx mean "still starting"; any other HTTP error, or a
+        server that answers without this model, raises at once.
+        """
+        deadline = time.monotonic() + timeout_s
+        last_problem = "no answer yet"
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise PolicyError(
+                    f"the policy server at {self.base_url} was not ready within {timeout_s:g} s: "
+                    f"{last_problem}"
+                )
+            client = self._client.with_options(
+                max_retries=0, timeout=max(0.1, min(self.timeout_s, remaining))
+            )
+            try:
+                served = [m.id for m in client.models.list().data]
+            except (openai.APIConnectionError, openai.InternalServerError) as error:
+                last_problem = str(
+                    policy_error_from_openai(error, self.base_url, timeout_s=remaining, retries=0)
+                )
+                time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
+                continue
+            except openai.OpenAIError as error:
+                raise policy_error_from_openai(
+                    error, self.base_url, timeout_s=self.timeout_s, retries=0
+                ) from error
+            if self.model not in served:
+                raise PolicyError(
+                    f"the policy server at {self.base_url} serves {', '.join(served) or 'no models'}, "
+                    f"not {self.model!r}"
+                )
+            logger.info("policy server at %s is ready (%s)", self.base_url, ", ".join(served))
+            return served

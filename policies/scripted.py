@@ -1,0 +1,190 @@
+"""A policy that replays scripted replies, for tests and for replaying recorded runs.
+
+Each scripted output is either a reply string or a dict::
+
+    {"text": "...", "finish_reason": "stop" | "length" | "error",
+     "tokens": [{"token": "3", "logprob": -0.1, "top": [["3", -0.1], ["4", -2.5]]}, ...]}
+    {"error": "server went away"}          # this call raises PolicyError(message)
+
+The policy keeps the backend contract where it is cheap to: ``stop`` strings cut the text
+(finish reason ``stop``), a reply longer than ``max_tokens`` whitespace tokens is cut to it
+(finish reason ``length``), token logprobs come back only when ``logprobs`` is asked, with at
+most ``top_logprobs`` alternatives (as scripted, not cut with the text). Token counts are
+whitespace-split words.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import cast
+
+import numpy as np
+from numpy.typing import NDArray
+
+from embodia.policies.base import Completion, FinishReason, Message, PolicyError, TokenLogprob, check_request
+
+_FINISH_REASONS: tuple[FinishReason, ...] = ("stop", "length", "error")
+
+
+@dataclass(frozen=True)
+class ScriptedRequest:
+    """One call the scripted policy received, kept so tests can check prompts and images."""
+
+    messages: tuple[Message, ...]
+    images: tuple[NDArray[np.uint8], ...]
+    max_tokens: int
+    temperature: float
+    logprobs: bool
+    top_logprobs: int
+    stop: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Scripted:
+    text: str
+    finish_reason: FinishReason
+    tokens: tuple[TokenLogprob, ...]
+    error: str | None = None
+
+
+def _parse_output(index: int, output: object) -> _Scripted:
+    where = f"scripted output {index}"
+    if isinstance(output, str):
+        return _Scripted(output, "stop", ())
+    if not isinstance(output, Mapping):
+        raise PolicyError(f"{where} must be a string or an object, got {type(output).__name__}")
+    unknown = set(output) - {"text", "finish_reason", "tokens", "error"}
+    if unknown:
+        raise PolicyError(f"{where} has unknown fields {sorted(unknown)}")
+    if "error" in output:
+        if not isinstance(output["error"], str):
+            raise PolicyError(f"{where}: 'error' must be a string message")
+        return _Scripted("", "error", (), error=output["error"])
+    text = output.get("text")
+    if not isinstance(text, str):
+        raise PolicyError(f"{where} needs a string 'text'")
+    finish_reason = output.get("finish_reason", "stop")
+    if finish_reason not in _FINISH_REASONS:
+        raise PolicyError(
+            f"{where}: finish_reason must be one of {', '.join(_FINISH_REASONS)}, got {finish_reason!r}"
+        )
+    tokens = tuple(_parse_token(f"{where} token {i}", t) for i, t in enumerate(output.get("tokens", ())))
+    return _Scripted(text, cast(FinishReason, finish_reason), tokens)
+
+
+def _parse_token(where: str, token: object) -> TokenLogprob:
+    if not isinstance(token, Mapping) or not isinstance(token.get("token"), str):
+        raise PolicyError(f"{where} must be an object with a string 'token'")
+    try:
+        logprob = float(token["logprob"])
+        top = tuple((str(alt), float(lp)) for alt, lp in token.get("top", ()))
+    except (KeyError, TypeError, ValueError) as error:
+        raise PolicyError(f"{where} needs a numeric 'logprob' and 'top' as [token, logprob] pairs") from error
+    return TokenLogprob(token["token"], logprob, top)
+
+
+class ScriptedPolicy:
+    """Replays ``outputs`` in order, one per ``complete`` call (cycling when ``loop``)."""
+
+    def __init__(
+        self, outputs: Sequence[str | Mapping[str, object]], *, name: str = "scripted", loop: bool = False
+    ):
+        if isinstance(outputs, str):
+            raise PolicyError("ScriptedPolicy takes a sequence of outputs, not a single string")
+        self._outputs = [_parse_output(i, output) for i, output in enumerate(outputs)]
+        if loop and not self._outputs:
+            raise PolicyError("a looping scripted policy needs at least one output")
+        self.name = name
+        self.loop = loop
+        self.requests: list[ScriptedRequest] = []
+        """Every request received, in order (including those that raised)."""
+
+    @classmethod
+    def from_jsonl(cls, path: str | Path, *, name: str | None = None, loop: bool = False) -> ScriptedPolicy:
+        """Outputs from a JSON-lines file: one JSON string or output object a line (blank lines skipped)."""
+        file = Path(path).expanduser()
+        if not file.is_file():
+            raise PolicyError(f"scripted outputs file not found: {file}")
+        outputs: list[str | Mapping[str, object]] = []
+        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+            if not line.strip():
+                continue
+            try:
+                value = json.loads(line)
+            except json.JSONDecodeError as error:
+                raise PolicyError(f"{file}:{number}: not JSON ({error.msg})") from error
+            if not isinstance(value, str | dict):
+                raise PolicyError(
+                    f"{file}:{number}: expected a JSON string or object, got {type(value).__name__}"
+                )
+            outputs.append(value)
+        return cls(outputs, name=name or f"scripted:{file}", loop=loop)
+
+    @property
+    def calls(self) -> int:
+        return len(self.requests)
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        images: Sequence[NDArray[np.uint8]] = (),
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        started = time.perf_counter()
+        check_request(messages, images, max_tokens, temperature, top_logprobs)
+        self.requests.append(
+            ScriptedRequest(
+                tuple(messages), tuple(images), max_tokens, temperature, logprobs, top_logprobs, tuple(stop)
+            )
+        )
+        index = self.calls - 1
+        if index >= len(self._outputs) and not self.loop:
+            raise PolicyError(f"scripted policy ran out of outputs after {len(self._outputs)} calls")
+        scripted = self._outputs[index % len(self._outputs)]
+        if scripted.error is not None:
+            raise PolicyError(scripted.error)
+        text, finish_reason = scripted.text, scripted.finish_reason
+        cuts = [text.find(s) for s in stop if s and s in text]
+        if cuts:
+            text, finish_reason = text[: min(cuts)], "stop"
+        words = text.split()
+        if len(words) > max_tokens:
+            text, finish_reason = _first_words(text, max_tokens), "length"
+            words = words[:max_tokens]
+        tokens: tuple[TokenLogprob, ...] = ()
+        if logprobs or top_logprobs:
+            tokens = tuple(TokenLogprob(t.token, t.logprob, t.top[:top_logprobs]) for t in scripted.tokens)
+        return Completion(
+            text=text,
+            finish_reason=finish_reason,
+            prompt_tokens=sum(len(m["content"].split()) for m in messages),
+            completion_tokens=len(words),
+            latency_s=time.perf_counter() - started,
+            tokens=tokens,
+            model=self.name,
+        )
+
+
+def _first_words(text: str, n: int) -> str:
+    """``text`` up to the end of its ``n``-th whitespace-separated word."""
+    count = 0
+    in_word = False
+    for i, c in enumerate(text):
+        if c.isspace():
+            if in_word:
+                count += 1
+                if count == n:
+                    return text[:i]
+            in_word = False
+        else:
+            in_word = True
+    return text
