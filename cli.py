@@ -245,10 +245,13 @@ def explore(
     from embodia.evals.explore import ExploreSettings, run_exploration
 
     if show_graph:
-        from embodia.agents.explorer import build_explorer_graph
+        from embodia.agents.explorer import build_decision_graph, build_explorer_graph
         from embodia.agents.runtime import graph_diagram
 
+        console.print("%% the episode: one decision after another", markup=False, highlight=False)
         console.print(graph_diagram(build_explorer_graph().compile()), markup=False, highlight=False)
+        console.print("%% one decision (the `decision` node)", markup=False, highlight=False)
+        console.print(graph_diagram(build_decision_graph().compile()), markup=False, highlight=False)
         return
     with user_errors():
         if out is None:

@@ -9,9 +9,10 @@ region; a region whose informative waypoints are used up is closed and the agent
 to the deepest open ancestor region. When the tree has no open region left it falls back to
 the nearest frontier of its map, and stops when there is none.
 
-The graph: observe -> map -> regions -> propose -> select -> navigate -> update_tree -> (observe
-| END). State holds only small things (ids, numbers, the tree as node-link JSON and a log of
-the env actions taken), so it checkpoints in about a millisecond; the env, the map, the
+The graph: each decision is observe -> map -> regions -> propose -> select -> navigate ->
+update_tree, then the next decision or END. State holds only small things (ids, numbers, the
+tree as node-link JSON and a log of the env actions taken), so it checkpoints in about a
+millisecond; the env, the map, the
 region tracker and the policy are run-scoped dependencies in the runtime context. A killed
 run resumes from its checkpoint: the env is rebuilt by replaying the logged actions (the
 simulator is deterministic), then the graph carries on from its last finished node.
@@ -20,9 +21,8 @@ simulator is deterministic), then the graph carries on from its last finished no
 from __future__ import annotations
 
 import logging
-import operator
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypedDict
+from typing import Any, Literal, TypedDict
 
 import networkx as nx
 import numpy as np
@@ -59,8 +59,9 @@ class ExplorerConfig:
 
 class ExplorerState(TypedDict, total=False):
     decision: int
-    events: Annotated[list[dict[str, Any]], operator.add]
-    """Env actions and region-tracker updates in order: what a resume replays."""
+    events: list[dict[str, Any]]
+    """Env actions and region-tracker updates in order: what a resume replays. Nodes return
+    the whole list (no reducer), so a decision's subgraph hands it back unchanged in shape."""
     tree: dict[str, Any]
     """The topological tree as networkx node-link data."""
     current_node: str
@@ -180,7 +181,8 @@ def regions(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str
         tree.nodes[node]["categories"] = [name for name, _ in region.categories]
         tree.nodes[node]["area_m2"] = round(region.area_m2, 3)
     current = here if here >= 0 else parent_region
-    return {"events": [{"kind": "update"}], "tree": _tree_data(tree), "current_region": current}
+    events = [*state.get("events", []), {"kind": "update"}]
+    return {"events": events, "tree": _tree_data(tree), "current_region": current}
 
 
 def propose(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
@@ -352,7 +354,7 @@ def navigate(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[st
     env = context.env
     choice = state["choice"]
     if choice["kind"] == "stop":
-        return {"events": [], "done": True}
+        return {"done": True}
     if choice["kind"] == "pixel":
         event = {"kind": "pixel", "row": int(choice["row"]), "col": int(choice["col"])}
     else:
@@ -393,7 +395,11 @@ def navigate(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[st
             "coverage_ratio": info["coverage_ratio"],
         }
     )
-    return {"events": [event], "decision": decision, "done": bool(terminated or truncated)}
+    return {
+        "events": [*state.get("events", []), event],
+        "decision": decision,
+        "done": bool(terminated or truncated),
+    }
 
 
 def update_tree(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
@@ -412,27 +418,39 @@ def update_tree(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict
     return {"tree": _tree_data(tree), "current_node": node}
 
 
-def _continue(state: ExplorerState) -> Literal["observe", "__end__"]:
-    return "__end__" if state.get("done") else "observe"
+def _continue(state: ExplorerState) -> Literal["decision", "__end__"]:
+    return "__end__" if state.get("done") else "decision"
+
+
+def build_decision_graph() -> StateGraph[ExplorerState, ExplorerContext, ExplorerState, ExplorerState]:
+    """One decision: observe -> map -> regions -> propose -> select -> navigate -> update_tree."""
+    step = StateGraph(ExplorerState, context_schema=ExplorerContext)
+    chain = [
+        ("observe", observe),
+        ("map", map_update),
+        ("regions", regions),
+        ("propose", propose),
+        ("select", select),
+        ("navigate", navigate),
+        ("update_tree", update_tree),
+    ]
+    for name, node in chain:
+        step.add_node(name, node)
+    step.add_edge(START, chain[0][0])
+    for (a, _), (b, _) in zip(chain, chain[1:], strict=False):
+        step.add_edge(a, b)
+    step.add_edge(chain[-1][0], END)
+    return step
 
 
 def build_explorer_graph() -> StateGraph[ExplorerState, ExplorerContext, ExplorerState, ExplorerState]:
+    """Decisions in a loop until done. A decision runs as a subgraph that does not checkpoint
+    its inner steps; the loop checkpoints once per decision, so the runtime's cost per
+    decision is one SQLite write."""
     builder = StateGraph(ExplorerState, context_schema=ExplorerContext)
-    builder.add_node("observe", observe)
-    builder.add_node("map", map_update)
-    builder.add_node("regions", regions)
-    builder.add_node("propose", propose)
-    builder.add_node("select", select)
-    builder.add_node("navigate", navigate)
-    builder.add_node("update_tree", update_tree)
-    builder.add_edge(START, "observe")
-    builder.add_edge("observe", "map")
-    builder.add_edge("map", "regions")
-    builder.add_edge("regions", "propose")
-    builder.add_edge("propose", "select")
-    builder.add_edge("select", "navigate")
-    builder.add_edge("navigate", "update_tree")
-    builder.add_conditional_edges("update_tree", _continue, ["observe", END])
+    builder.add_node("decision", build_decision_graph().compile(checkpointer=False))
+    builder.add_edge(START, "decision")
+    builder.add_conditional_edges("decision", _continue, ["decision", END])
     return builder
 
 

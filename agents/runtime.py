@@ -4,7 +4,8 @@
   (``graph.stream(..., context=...)``; nodes read ``runtime.context``), never in globals
   and never in the checkpointed state, which stays small (ids, numbers, short lists).
 - Checkpoints go to SQLite keyed by the run id (``thread_id``) after every node
-  (``durability="sync"``), so a killed run resumes from its last finished node.
+  (``durability="async"``: written while the next step runs), so a killed run resumes from
+  its last saved step (at worst one step earlier; the agents replay deterministically).
 - Progress reaches the CLI as ``custom`` stream events (``emit``) next to ``updates``.
 - A :class:`RunRecorder` appends one JSON line per decision and, on resume, drops the lines
   of decisions the checkpoint does not hold (they will be made again).
@@ -71,7 +72,8 @@ def stream_run(
         config,
         context=context,
         stream_mode=["updates", "custom"],
-        durability="sync",
+        durability="async",
+        subgraphs=True,
         version="v2",
     ):
         if on_event is not None:

@@ -1,0 +1,115 @@
+"""The depth-first explorer: graph shape, tree bookkeeping, instructions, VLM path, crash-safe resume."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import networkx as nx
+import pytest
+
+from embodia.agents.explorer import build_decision_graph, build_explorer_graph
+from embodia.agents.instructions import instruction_categories
+from embodia.envs.sim import CATEGORIES
+from embodia.evals.explore import ExploreSettings, run_exploration
+
+SCENE = "procedural:seed=3,rooms=3"
+MEASURES = ("coverage_m2", "coverage_ratio", "coverage_auc", "path_length", "collisions", "steps")
+
+
+def _settings(**overrides: object) -> ExploreSettings:
+    base = dict(agent="dfs", scene=SCENE, steps=150, panorama_height=48, panorama_width=96, video=False)
+    base.update(overrides)
+    return ExploreSettings(**base)  # type: ignore[arg-type]
+
+
+def _decisions(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+
+
+def test_graph_has_the_decision_chain() -> None:
+    inner = build_decision_graph().compile().get_graph()
+    edges = {(e.source, e.target) for e in inner.edges}
+    chain = [
+        "__start__",
+        "observe",
+        "map",
+        "regions",
+        "propose",
+        "select",
+        "navigate",
+        "update_tree",
+        "__end__",
+    ]
+    assert set(zip(chain, chain[1:], strict=False)) <= edges
+    outer = build_explorer_graph().compile().get_graph()
+    assert {(e.source, e.target) for e in outer.edges} >= {("decision", "decision"), ("decision", "__end__")}
+
+
+def test_run_writes_tree_and_decisions(tmp_path: Path) -> None:
+    summary = run_exploration(_settings(), tmp_path)
+    for name in ("tree.json", "tree.png", "bev.png", "coverage.png", "episodes.jsonl", "summary.json"):
+        assert (tmp_path / name).stat().st_size > 0, name
+    tree = nx.node_link_graph(json.loads((tmp_path / "tree.json").read_text()), directed=True, edges="edges")
+    assert nx.is_tree(tree)
+    waypoints = [n for n, d in tree.nodes(data=True) if d.get("kind") == "waypoint"]
+    assert len(waypoints) == summary["decisions"] == len(_decisions(tmp_path))
+    for node in waypoints:  # every visited waypoint hangs under a region (or the root)
+        (parent,) = tree.predecessors(node)
+        assert tree.nodes[parent]["kind"] in ("region", "root")
+    assert summary["coverage_ratio"] > 0.6
+    records = _decisions(tmp_path)
+    assert all(r["choice"]["by"] in ("heuristic", "backtrack", "frontier") for r in records)
+    assert records[-1]["steps"] == summary["steps"]
+
+
+def test_instruction_names_the_categories_to_seek() -> None:
+    assert instruction_categories("explore the bedroom first", CATEGORIES) == {"bed"}
+    assert instruction_categories("find the kitchen and map it", CATEGORIES) == {"counter", "refrigerator"}
+    assert instruction_categories("go back to the room with the sofa", CATEGORIES) == {"sofa"}
+    assert instruction_categories("map everything", CATEGORIES) == frozenset()
+
+
+def test_vlm_policy_is_asked_and_bad_replies_are_re_asked(tmp_path: Path) -> None:
+    replies = tmp_path / "replies.jsonl"
+    lines = ["I am not sure.", '{"choice": 1}', "Answer: 0", '```json\n{"choice": 2}\n```']
+    replies.write_text("".join(json.dumps({"text": t}) + "\n" for t in lines))
+    out = tmp_path / "run"
+    run_exploration(_settings(steps=40, policy=f"scripted:{replies}?loop=true"), out)
+    records = [r for r in _decisions(out) if r["choice"]["by"] == "vlm"]
+    assert records, "the scripted VLM was never asked"
+    first = records[0]
+    assert [a["failure"] is None for a in first["attempts"]] == [False, True]  # re-asked once
+    assert "Instruction:" in first["choice"]["prompt"]
+
+
+def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
+    whole = run_exploration(_settings(), tmp_path / "whole")
+    killed = tmp_path / "killed"
+    code = (
+        "import sys; from pathlib import Path;"
+        "from embodia.evals.explore import ExploreSettings, run_exploration;"
+        f"run_exploration(ExploreSettings(agent='dfs', scene={SCENE!r}, steps=150, panorama_height=48, "
+        "panorama_width=96, video=False), Path(sys.argv[1]))"
+    )
+    process = subprocess.Popen([sys.executable, "-c", code, str(killed)], env={**os.environ})
+    deadline = time.monotonic() + 120
+    log = killed / "episodes.jsonl"
+    while time.monotonic() < deadline:
+        if log.exists() and len(log.read_text().splitlines()) >= 4:
+            break
+        if process.poll() is not None:
+            pytest.fail("the run ended before it could be killed")
+        time.sleep(0.02)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (killed / "summary.json").exists()
+    resumed = run_exploration(_settings(), killed, resume=True)
+    assert _decisions(killed) == _decisions(tmp_path / "whole")
+    for key in (*MEASURES, "decisions"):
+        assert resumed[key] == whole[key], key
