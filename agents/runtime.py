@@ -67,18 +67,22 @@ def stream_run(
     Node updates and custom events are passed to ``on_event`` as
     ``{"type": "updates" | "custom", "data": ...}``; returns the final state values.
     """
+    values: dict[str, Any] = {}
     for part in graph.stream(
         graph_input,
         config,
         context=context,
-        stream_mode=["updates", "custom"],
+        stream_mode=["values", "updates", "custom"],
         durability="async",
         subgraphs=True,
         version="v2",
     ):
+        if part["type"] == "values":
+            if not part["ns"]:  # the outer graph's state (subgraphs report their own)
+                values = part["data"]
+            continue
         if on_event is not None:
             on_event({"type": part["type"], "data": part["data"]})
-    values: dict[str, Any] = graph.get_state(config).values
     return values
 
 
