@@ -30,8 +30,8 @@ DEMO_SCENE := procedural:seed=0,rooms=5
 
 demo: system-libs $(VENV)/.installed
 	rm -rf runs/demo
-	$(BIN)/embodia explore --agent frontier --scene $(DEMO_SCENE) --steps 500 \
-	  --height 256 --width 512 --out runs/demo
+	$(BIN)/embodia explore --agent dfs --policy heuristic --instruction "explore the bedroom first" \
+	  --scene $(DEMO_SCENE) --steps 500 --height 256 --width 512 --out runs/demo
 	$(BIN)/embodia sim render --scene $(DEMO_SCENE) --out runs/demo/scene
 
 test: system-libs $(VENV)/.installed
