@@ -450,7 +450,7 @@ def recompute_coverage(
 
     The panorama is re-rendered and integrated at every observed pose, in order, into a
     fresh map, and coverage is measured against the ground truth at the first pose, as the
-    tracker of the original run did. The simulator is left at the last pose.
+    tracker of the original run did. The agent stays at the first pose.
     """
     if not trajectory:
         raise ValueError("recompute_coverage needs a trajectory with at least the reset pose")
@@ -465,12 +465,7 @@ def recompute_coverage(
     topdown = simulator.topdown(resolution)
 
     def observe(pose: Pose) -> BEVMap:
-        placed = simulator.reset(scene, pose)
-        if not np.allclose(placed.array, pose.array, atol=1e-9, rtol=0.0) or placed.yaw != pose.yaw:
-            raise EmbodiaError(
-                f"cannot replay pose {pose.as_dict()}: the simulator placed the agent at {placed.as_dict()}"
-            )
-        bev.integrate(simulator.panorama(height, width))
+        bev.integrate(simulator.panorama_at(pose, height, width))
         return bev
 
     tracker.reset(topdown, first.pose, observe(first.pose) if first.observed else None)

@@ -347,6 +347,17 @@ class HabitatSimulator:
         depth = cube_depth_to_radial_range(_depth(obs["depth"]), height, width)
         return Panorama(rgb=obs["rgb"], depth=depth, semantic=obs["semantic"], pose=self.pose)
 
+    def panorama_at(self, pose: Pose, height: int = 512, width: int = 1024) -> Panorama:
+        """The panorama seen from ``pose``: the agent is placed there for the render and put
+        back (habitat renders from the agent's state)."""
+        here = self.pose
+        self._place(np.asarray(pose.position, dtype=np.float64), pose.yaw)
+        try:
+            view = self.panorama(height, width)
+        finally:
+            self._place(np.asarray(here.position, dtype=np.float64), here.yaw)
+        return Panorama(rgb=view["rgb"], depth=view["depth"], semantic=view["semantic"], pose=pose)
+
     def pinhole(self, height: int = 256, width: int = 256, hfov_deg: float = 90.0) -> PinholeFrame:
         """Perspective RGB, planar depth (m, 0 = miss) and category ids along the heading."""
         height, width = _resolution(height, width)

@@ -339,6 +339,7 @@ class ActiveMappingWaypointEnv(_MappingEnv[Any]):
         *,
         action_type: ActionType = "index",
         waypoint_config: WaypointConfig | None = None,
+        observe_while_walking: bool = True,
         panorama_height: int = 128,
         panorama_width: int = 256,
         bev_size: int = 128,
@@ -368,6 +369,7 @@ class ActiveMappingWaypointEnv(_MappingEnv[Any]):
         if action_type not in ("index", "pixel"):
             raise ValueError(f"action_type must be 'index' or 'pixel', got {action_type!r}")
         self.action_type: ActionType = action_type
+        self.observe_while_walking = bool(observe_while_walking)
         self.waypoint_config = waypoint_config or WaypointConfig(sensor_height=self.sim_config.sensor_height)
         if not math.isclose(self.waypoint_config.sensor_height, self.sim_config.sensor_height):
             raise ValueError(
@@ -462,8 +464,17 @@ class ActiveMappingWaypointEnv(_MappingEnv[Any]):
                 waypoint.path.points, start.yaw, config.forward_step, config.turn_angle_deg, k
             )
             pose = Pose.from_array(position, yaw)
-            self.bev.record_pose(pose)
-            self.coverage.update(StepOutcome(pose, distance=distance - travelled))
+            moved = distance > travelled
+            if self.observe_while_walking and moved:
+                # The camera keeps recording while the agent walks (a turn in place shows
+                # the same 360-degree panorama, so only moves add a view).
+                self.bev.integrate(
+                    self.simulator.panorama_at(pose, self.panorama_height, self.panorama_width)
+                )
+                self.coverage.update(StepOutcome(pose, distance=distance - travelled, bev=self.bev))
+            else:
+                self.bev.record_pose(pose)
+                self.coverage.update(StepOutcome(pose, distance=distance - travelled))
             travelled = distance
         self._observe()
         self.coverage.update(

@@ -33,6 +33,7 @@ def check_simulator(sim: Simulator, scene: SceneSpec, start_pose: Pose | None = 
     _check(sim.is_navigable(pose.position), "the start pose must be navigable")
     _check(sim.categories[:1] == ["void"], "categories[0] must be 'void'")
     check_panorama(sim)
+    check_panorama_at(sim)
     check_pinhole_matches_panorama(sim)
     check_turns_roll_panorama(sim)
     check_actions(sim)
@@ -42,6 +43,23 @@ def check_simulator(sim: Simulator, scene: SceneSpec, start_pose: Pose | None = 
         np.allclose(sim.pose.position, pose.position, atol=1e-6),
         "reset(scene, pose) must restore the pose",
     )
+
+
+def check_panorama_at(sim: Simulator, height: int = 32, width: int = 64) -> None:
+    """``panorama_at`` renders what ``panorama`` would at that pose, and leaves the agent."""
+    here = sim.pose
+    same = sim.panorama_at(here, height, width)
+    _check(
+        np.array_equal(same["depth"], sim.panorama(height, width)["depth"]),
+        "panorama_at(sim.pose) must equal panorama()",
+    )
+    turned = Pose(here.position, here.yaw + math.pi / 2)
+    view = sim.panorama_at(turned, height, width)
+    _check(sim.pose == here, "panorama_at must not move the agent")
+    _check(view["pose"] == turned, "panorama_at carries the pose it was rendered at")
+    back = np.roll(view["depth"], -(width // 4), axis=1)
+    close = np.abs(back - same["depth"]) < 0.01 + 0.01 * same["depth"]
+    _check(float(close.mean()) > 0.97, "panorama_at a quarter turn left rolls the panorama by W/4")
 
 
 def check_panorama(sim: Simulator, height: int = 64, width: int = 128) -> None:

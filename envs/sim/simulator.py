@@ -173,6 +173,13 @@ class EmbeddedSimulator:
         frame = self.renderer.panorama(self._sensor(), self.pose.yaw, height, width)
         return Panorama(rgb=frame.rgb, depth=frame.depth, semantic=frame.semantic, pose=self.pose)
 
+    def panorama_at(self, pose: Pose, height: int = 512, width: int = 1024) -> Panorama:
+        """The panorama seen from ``pose``; the agent stays where it is."""
+        frame = self.renderer.panorama(
+            pose.sensor_position(self.config.sensor_height), pose.yaw, height, width
+        )
+        return Panorama(rgb=frame.rgb, depth=frame.depth, semantic=frame.semantic, pose=pose)
+
     def pinhole(self, height: int = 256, width: int = 256, hfov_deg: float = 90.0) -> PinholeFrame:
         """Perspective RGB, planar depth (m, 0 = miss) and category ids along the heading."""
         frame = self.renderer.pinhole(self._sensor(), self.pose.yaw, height, width, hfov_deg)

@@ -215,7 +215,7 @@ def _plans(env: ActiveMappingWaypointEnv) -> list[Waypoint]:
 
 
 def test_a_goto_spends_its_path_steps_and_observes_only_at_its_end():
-    env = _waypoint_env(max_steps=200)
+    env = _waypoint_env(max_steps=200, observe_while_walking=False)
     obs, info = env.reset(options={"start_pose": CORRIDOR_START})
     assert obs["candidate_mask"].sum() == len(env.candidates) > 0
     plans = _plans(env)
@@ -232,6 +232,21 @@ def test_a_goto_spends_its_path_steps_and_observes_only_at_its_end():
     assert info["path_length"] == pytest.approx(plan.path.geodesic_distance)
     assert env.coverage.distance_curve[-1] == pytest.approx(plan.path.geodesic_distance)
     assert not terminated and not truncated
+
+
+def test_a_goto_observes_while_walking_by_default():
+    env = _waypoint_env(max_steps=200)
+    env.reset(options={"start_pose": CORRIDOR_START})
+    plans = _plans(env)
+    index = int(np.argmax([p.steps for p in plans]))
+    c0 = env.coverage.initial_ratio
+    _, _, _, _, info = env.step(index)
+    curve = env.coverage.curve
+    assert len(curve) == info["steps"] == plans[index].steps
+    assert all(b >= a for a, b in zip([c0, *curve], curve, strict=False))  # coverage never drops
+    assert curve[len(curve) // 2] > c0  # seen on the way, not only at the end
+    observed = [step for step in env.coverage.trajectory[1:] if step.observed]
+    assert len(observed) > 1
 
 
 def test_a_goto_longer_than_the_budget_stops_at_the_budget():
