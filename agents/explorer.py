@@ -21,6 +21,7 @@ simulator is deterministic), then the graph carries on from its last finished no
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
@@ -422,8 +423,16 @@ def _continue(state: ExplorerState) -> Literal["decision", "__end__"]:
     return "__end__" if state.get("done") else "decision"
 
 
-def build_decision_graph() -> StateGraph[ExplorerState, ExplorerContext, ExplorerState, ExplorerState]:
-    """One decision: observe -> map -> regions -> propose -> select -> navigate -> update_tree."""
+DECISION_NODES = ("observe", "map", "regions", "propose", "select", "navigate", "update_tree")
+
+
+def build_decision_graph(
+    wrap: Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]] | None = None,
+) -> StateGraph[ExplorerState, ExplorerContext, ExplorerState, ExplorerState]:
+    """One decision: observe -> map -> regions -> propose -> select -> navigate -> update_tree.
+
+    ``wrap`` decorates every node (the benchmark times the nodes' own work with it).
+    """
     step = StateGraph(ExplorerState, context_schema=ExplorerContext)
     chain = [
         ("observe", observe),
@@ -435,7 +444,7 @@ def build_decision_graph() -> StateGraph[ExplorerState, ExplorerContext, Explore
         ("update_tree", update_tree),
     ]
     for name, node in chain:
-        step.add_node(name, node)
+        step.add_node(name, wrap(node) if wrap else node)
     step.add_edge(START, chain[0][0])
     for (a, _), (b, _) in zip(chain, chain[1:], strict=False):
         step.add_edge(a, b)
@@ -443,12 +452,14 @@ def build_decision_graph() -> StateGraph[ExplorerState, ExplorerContext, Explore
     return step
 
 
-def build_explorer_graph() -> StateGraph[ExplorerState, ExplorerContext, ExplorerState, ExplorerState]:
+def build_explorer_graph(
+    wrap: Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]] | None = None,
+) -> StateGraph[ExplorerState, ExplorerContext, ExplorerState, ExplorerState]:
     """Decisions in a loop until done. A decision runs as a subgraph that does not checkpoint
     its inner steps; the loop checkpoints once per decision, so the runtime's cost per
     decision is one SQLite write."""
     builder = StateGraph(ExplorerState, context_schema=ExplorerContext)
-    builder.add_node("decision", build_decision_graph().compile(checkpointer=False))
+    builder.add_node("decision", build_decision_graph(wrap).compile(checkpointer=False))
     builder.add_edge(START, "decision")
     builder.add_conditional_edges("decision", _continue, ["decision", END])
     return builder

@@ -67,20 +67,21 @@ def stream_run(
     Node updates and custom events are passed to ``on_event`` as
     ``{"type": "updates" | "custom", "data": ...}``; returns the final state values.
     """
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = dict(graph_input or {})
+    if graph_input is None and getattr(graph, "checkpointer", None):
+        values = dict(graph.get_state(config).values)
     for part in graph.stream(
         graph_input,
         config,
         context=context,
-        stream_mode=["values", "updates", "custom"],
+        stream_mode=["updates", "custom"],
         durability="async",
-        subgraphs=True,
         version="v2",
     ):
-        if part["type"] == "values":
-            if not part["ns"]:  # the outer graph's state (subgraphs report their own)
-                values = part["data"]
-            continue
+        if part["type"] == "updates":
+            for update in part["data"].values():
+                if isinstance(update, dict):
+                    values.update(update)  # the agents' state has no reducers: last write wins
         if on_event is not None:
             on_event({"type": part["type"], "data": part["data"]})
     return values
