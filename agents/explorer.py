@@ -324,18 +324,30 @@ def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph)
     targets = context.targets
     if targets:  # the instruction's regions first
         order.sort(key=lambda n: not any(c in targets for c in tree.nodes[n].get("categories", [])))
+    by_id = {region.id: region for region in context.regions}
+    position = np.asarray(context.env.simulator.pose.position, dtype=np.float64)
     for region_node in order:
         data = tree.nodes[region_node]
         data["visits"] = int(data.get("visits", 0)) + 1
-        if data["visits"] > context.config.max_region_visits:
+        region = by_id.get(int(data["region"]))
+        # Only a region that still borders unknown space is worth walking back to; go to
+        # its nearest frontier (not just its last waypoint) so the walk reveals something.
+        targets = [] if region is None else [f.target for f in region.frontiers]
+        far = [t for t in targets if float(np.hypot(*(t - position)[[0, 2]])) > 0.5]
+        if data["visits"] > context.config.max_region_visits or not far:
             data["status"] = "closed"
             continue
-        waypoints = [w for w in tree.successors(region_node) if tree.nodes[w].get("kind") == "waypoint"]
-        goal = tree.nodes[waypoints[-1]]["position"] if waypoints else data["centroid"]
-        return {"kind": "point", "point": goal, "by": "backtrack", "to": region_node}
-    frontiers = context.env.bev.frontiers()
+        goal = min(far, key=lambda t: float(np.hypot(*(t - position)[[0, 2]])))
+        return {
+            "kind": "point",
+            "point": [round(float(v), 4) for v in goal],
+            "by": "backtrack",
+            "to": region_node,
+        }
+    frontiers = [
+        f for f in context.env.bev.frontiers() if float(np.hypot(*(f.target - position)[[0, 2]])) > 0.5
+    ]
     if frontiers:
-        position = np.asarray(context.env.simulator.pose.position)
         nearest = min(frontiers, key=lambda f: float(np.hypot(*(f.target - position)[[0, 2]])))
         return {"kind": "point", "point": [round(float(v), 4) for v in nearest.target], "by": "frontier"}
     return None
