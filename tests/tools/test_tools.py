@@ -1,0 +1,73 @@
+"""Tool calls from model output: validation errors go back to the model and are counted."""
+
+from __future__ import annotations
+
+import gymnasium
+import pytest
+
+import embodia.envs  # noqa: F401
+from embodia.tools.base import Tool, ToolBox
+from embodia.tools.exploration import exploration_tools
+
+
+def _box() -> ToolBox:
+    add = Tool(
+        "add",
+        "Add two integers.",
+        {
+            "type": "object",
+            "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "maximum": 10}},
+            "required": ["a", "b"],
+            "additionalProperties": False,
+        },
+        lambda a, b: a + b,
+    )
+    return ToolBox([add])
+
+
+@pytest.mark.parametrize(
+    ("text", "error"),
+    [
+        ('{"tool": "add", "arguments": {"a": 1}}', "'b' is a required property"),
+        ('{"tool": "add", "arguments": {"a": "one", "b": 2}}', "invalid a: 'one' is not of type 'integer'"),
+        (
+            '{"tool": "add", "arguments": {"a": 1, "b": 99}}',
+            "invalid b: 99 is greater than the maximum of 10",
+        ),
+        ('{"tool": "add", "arguments": {"a": 1, "b": 2, "c": 3}}', "Additional properties are not allowed"),
+        ('{"tool": "mul", "arguments": {}}', "unknown tool 'mul'"),
+        ("I would add them.", "no tool call found"),
+        ('{"tool": "add", "arguments": {"a": 1, "b": 2', "no tool call found"),
+    ],
+)
+def test_bad_calls_become_counted_messages(text: str, error: str) -> None:
+    box = _box()
+    result = box.call_from_text(text)
+    assert not result.ok and error in (result.error or "")
+    assert box.errors == 1 and box.calls == 1
+    assert "failed" in result.message()
+
+
+def test_a_good_call_in_prose_and_fences_runs() -> None:
+    box = _box()
+    result = box.call_from_text(
+        '<think>sum?</think> Sure:\n```json\n{"tool": "add", "arguments": {"a": 2, "b": 3}}\n```'
+    )
+    assert result.ok and result.value == 5 and box.errors == 0
+    assert box.schemas()[0]["function"]["parameters"]["required"] == ["a", "b"]
+
+
+def test_exploration_tools_drive_the_waypoint_env() -> None:
+    env = gymnasium.make(
+        "embodia/ActiveMappingWaypoint-v0", panorama_height=48, panorama_width=96, max_steps=100
+    )
+    env.reset(seed=0, options={"scene": "procedural:seed=1,rooms=3"})
+    box = exploration_tools(env.unwrapped)
+    before = box.call("describe_map", "{}")
+    assert before.ok and before.value["steps_left"] == 100
+    moved = box.call("goto_waypoint", {"index": 0})
+    assert moved.ok and moved.value["steps_left"] < 100
+    wrong = box.call("goto_waypoint", {"index": 99})
+    assert not wrong.ok and "not on the image" in (wrong.error or "")
+    assert box.errors == 1
+    env.close()
