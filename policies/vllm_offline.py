@@ -1,0 +1,197 @@
+"""A policy that runs a model in-process with vLLM's offline ``vllm.LLM`` (the ``[vllm]`` extra).
+
+vLLM pins exact torch and transformers versions, so it lives in its own environment
+(``make test-vllm`` builds ``.venv-vllm``); this module imports it only when a policy is made
+and turns a missing install into a :class:`PolicyError`. Messages are rendered by vLLM with
+the model's chat template (``LLM.chat``); images travel as the same ``image_url`` PNG parts
+the OpenAI-compatible backend sends, so both backends see one request shape.
+
+Sampling follows the server's defaults where vLLM's offline defaults differ:
+``SamplingParams.max_tokens`` defaults to 16 offline, so it is always set, and the model's
+``generation_config.json`` is ignored (``generation_config="vllm"``), so a request means the
+same thing here as against ``vllm serve --generation-config vllm``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from embodia.policies.base import Completion, FinishReason, Message, PolicyError, TokenLogprob
+from embodia.policies.openai_compat import build_chat_request
+
+logger = logging.getLogger(__name__)
+
+_FINISH_REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length"}
+
+
+def _import_vllm() -> Any:
+    # import_module, not `import vllm`: the main environment (and its type checker) has no vllm.
+    try:
+        return importlib.import_module("vllm")
+    except ImportError as error:
+        raise PolicyError(
+            f"the vllm backend needs vLLM, which is not importable here ({error}); install the "
+            "[vllm] extra in its own environment (make test-vllm builds .venv-vllm)"
+        ) from error
+
+
+def token_logprobs(
+    token_ids: Sequence[int], positions: Sequence[Mapping[int, Any] | None], top_logprobs: int
+) -> tuple[TokenLogprob, ...]:
+    """Our per-token logprobs from vLLM's ``{token_id: Logprob}`` per generated position.
+
+    vLLM returns the ``top_logprobs`` most likely tokens plus the sampled one when it is not
+    among them; ``top`` keeps only the former, best first, as the OpenAI server does.
+    """
+    if len(token_ids) != len(positions):
+        raise PolicyError(
+            f"vLLM returned logprobs for {len(positions)} positions but {len(token_ids)} tokens"
+        )
+    tokens = []
+    for index, (token_id, position) in enumerate(zip(token_ids, positions, strict=True)):
+        if not position or token_id not in position:
+            raise PolicyError(f"vLLM returned no logprob for generated token {index} (id {token_id})")
+        chosen = position[token_id]
+        ranked = sorted(position.values(), key=lambda entry: -float(entry.logprob))
+        top = tuple(
+            (str(entry.decoded_token), float(entry.logprob))
+            for entry in ranked
+            if entry.rank is None or entry.rank <= top_logprobs
+        )[:top_logprobs]
+        tokens.append(TokenLogprob(token=str(chosen.decoded_token), logprob=float(chosen.logprob), top=top))
+    return tuple(tokens)
+
+
+class VLLMOfflinePolicy:
+    """Chat completions from a local model directory through ``vllm.LLM.chat``.
+
+    The model loads when the policy is made (tens of seconds on CPU). Calls are serialised:
+    one ``LLM`` runs one batch at a time.
+    """
+
+    def __init__(
+        self,
+        path: Path | str,
+        *,
+        max_model_len: int = 512,
+        dtype: str = "float32",
+        name: str | None = None,
+        seed: int = 0,
+        gpu_memory_utilization: float = 0.1,
+        max_logprobs: int = 20,
+    ) -> None:
+        self.path = Path(path)
+        if not (self.path / "config.json").is_file():
+            raise PolicyError(f"no model directory at {self.path} (config.json is missing)")
+        if max_model_len < 1:
+            raise PolicyError(f"max_model_len must be at least 1, got {max_model_len}")
+        self.name = name or f"vllm:{self.path}"
+        self.seed = int(seed)
+        self.max_model_len = int(max_model_len)
+        self.max_logprobs = int(max_logprobs)
+        vllm = _import_vllm()
+        self._sampling_params_type = vllm.SamplingParams
+        started = time.perf_counter()
+        try:
+            self._llm = vllm.LLM(
+                model=str(self.path),
+                dtype=dtype,
+                max_model_len=self.max_model_len,
+                seed=self.seed,
+                gpu_memory_utilization=gpu_memory_utilization,
+                max_logprobs=self.max_logprobs,
+                generation_config="vllm",
+            )
+        except Exception as error:  # vLLM raises many types while building an engine
+            raise PolicyError(f"vLLM could not load the model at {self.path}: {error}") from error
+        logger.info("vLLM loaded %s in %.1f s", self.path, time.perf_counter() - started)
+        self._lock = threading.Lock()
+        self._closed = False
+
+    def close(self) -> None:
+        """Stop vLLM's engine processes now rather than at interpreter exit; idempotent."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            # LLM has no public shutdown in 0.32; its engine client owns the processes.
+            engine_core = getattr(getattr(self._llm, "llm_engine", None), "engine_core", None)
+            if engine_core is not None:
+                engine_core.shutdown()
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        images: Sequence[NDArray[np.uint8]] = (),
+        *,
+        max_tokens: int = 256,
+        temperature: float = 0.0,
+        logprobs: bool = False,
+        top_logprobs: int = 0,
+        stop: Sequence[str] = (),
+    ) -> Completion:
+        # The same wire messages (and validation) as the OpenAI-compatible backend.
+        request = build_chat_request(
+            messages,
+            images,
+            model=self.name,
+            max_tokens=max_tokens,
+            temperature=temperature,
+            logprobs=logprobs,
+            top_logprobs=top_logprobs,
+            stop=stop,
+        )
+        if top_logprobs > self.max_logprobs:
+            raise PolicyError(
+                f"top_logprobs {top_logprobs} exceeds this policy's max_logprobs {self.max_logprobs}"
+            )
+        want_logprobs = logprobs or top_logprobs > 0
+        sampling = self._sampling_params_type(
+            max_tokens=max_tokens,
+            temperature=temperature,
+            logprobs=top_logprobs if want_logprobs else None,
+            stop=list(stop) or None,
+            seed=self.seed,
+        )
+        started = time.perf_counter()
+        with self._lock:
+            if self._closed:
+                raise PolicyError(f"the vllm policy for {self.path} was closed")
+            try:
+                outputs = self._llm.chat(request["messages"], sampling, use_tqdm=False)
+            except Exception as error:  # prompt too long, bad template, engine failure
+                raise PolicyError(f"vLLM failed on {self.path}: {error}") from error
+        latency = time.perf_counter() - started
+        if len(outputs) != 1 or not outputs[0].outputs:
+            raise PolicyError(f"vLLM returned {len(outputs)} results for one conversation")
+        result = outputs[0]
+        output = result.outputs[0]
+        token_ids = list(output.token_ids)
+        tokens: tuple[TokenLogprob, ...] = ()
+        if want_logprobs:
+            tokens = token_logprobs(token_ids, list(output.logprobs or ()), top_logprobs)
+        raw_finish = str(output.finish_reason) if output.finish_reason is not None else None
+        extra: dict[str, object] = {"token_ids": token_ids}
+        if output.stop_reason is not None:
+            extra["stop_reason"] = output.stop_reason
+        if raw_finish not in _FINISH_REASONS:
+            extra["finish_reason"] = raw_finish
+        return Completion(
+            text=output.text,
+            finish_reason=_FINISH_REASONS.get(raw_finish or "", "error"),
+            prompt_tokens=len(result.prompt_token_ids or ()),
+            completion_tokens=len(token_ids),
+            latency_s=latency,
+            tokens=tokens,
+            model=self.name,
+            extra=extra,
+        )

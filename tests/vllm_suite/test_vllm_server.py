@@ -1,0 +1,240 @@
+"""The OpenAI-compatible policy against a real vLLM server (CPU build) serving the tiny chat LM.
+
+Nothing here is faked: the server is ``python -m vllm.entrypoints.openai.api_server`` in a
+subprocess on 127.0.0.1, and numbers are checked against the same model run by transformers.
+The tiny model's random weights make greedy decoding repeat one token, so tests that need
+varied text sample with a fixed per-request ``seed`` (vLLM's ``extra_body`` field), which is
+as reproducible as greedy decoding.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import pytest
+from vllm_suite.checks import (
+    chat,
+    load_reference_model,
+    load_tokenizer,
+    prompt_ids,
+    reference_logprobs,
+    stop_inside,
+)
+from vllm_suite.server import VLLMServer, skip_reason
+
+from embodia.policies.base import Completion, Message, PolicyError
+from embodia.policies.openai_compat import OpenAICompatPolicy
+
+pytestmark = [pytest.mark.vllm, pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]
+
+SERVED_NAME = "tiny-chat"
+SEED = 1234
+
+
+@pytest.fixture(scope="module")
+def server(tiny_chat_model: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterator[VLLMServer]:
+    log = tmp_path_factory.mktemp("vllm-server") / "server.log"
+    vllm_server = VLLMServer(tiny_chat_model, log, served_model_name=SERVED_NAME)
+    vllm_server.start()
+    yield vllm_server
+    vllm_server.stop()
+
+
+@pytest.fixture(scope="module")
+def tokenizer(tiny_chat_model: Path) -> Any:
+    return load_tokenizer(tiny_chat_model)
+
+
+@pytest.fixture(scope="module")
+def reference_model(tiny_chat_model: Path) -> Any:
+    return load_reference_model(tiny_chat_model)
+
+
+def policy(server: VLLMServer, **extra_body: Any) -> OpenAICompatPolicy:
+    # return_token_ids: vLLM adds the prompt's and the completion's token ids to the reply.
+    return OpenAICompatPolicy(
+        server.base_url,
+        SERVED_NAME,
+        timeout_s=60.0,
+        max_retries=1,
+        extra_body={"return_token_ids": True, **extra_body},
+    )
+
+
+def test_server_lists_the_tiny_model(server: VLLMServer) -> None:
+    assert policy(server).wait_until_ready(timeout_s=30) == [SERVED_NAME]
+
+
+def test_completion_text_and_token_counts_match_the_tokenizer(server: VLLMServer, tokenizer: Any) -> None:
+    messages = chat("Go to the kitchen and look for the table.")
+    result = policy(server, seed=SEED).complete(messages, max_tokens=20, temperature=1.0)
+    expected_prompt = prompt_ids(tokenizer, messages)
+    assert result.extra["prompt_token_ids"] == expected_prompt
+    assert result.prompt_tokens == len(expected_prompt)
+    completion_ids = result.extra["token_ids"]
+    assert isinstance(completion_ids, list)
+    assert result.completion_tokens == len(completion_ids)
+    assert 1 <= result.completion_tokens <= 20
+    # the model never emits <|im_end|> under this seed, so the limit ends the reply
+    assert result.finish_reason == "length"
+    assert result.completion_tokens == 20
+    assert result.text == tokenizer.decode(completion_ids, skip_special_tokens=True)
+    assert result.text.strip(), "sampling from the tiny model gave an empty reply"
+    assert result.model == SERVED_NAME
+    assert 0 < result.latency_s < 30
+
+
+def test_greedy_and_seeded_decoding_are_reproducible(server: VLLMServer) -> None:
+    messages = chat("Which waypoint leads to the bedroom?")
+    greedy = policy(server)
+    first = greedy.complete(messages, max_tokens=12, temperature=0.0, logprobs=True)
+    second = greedy.complete(messages, max_tokens=12, temperature=0.0, logprobs=True)
+    assert first.text == second.text
+    assert [t.token for t in first.tokens] == [t.token for t in second.tokens]
+    assert [t.logprob for t in first.tokens] == pytest.approx([t.logprob for t in second.tokens], abs=1e-5)
+
+    seeded = [
+        policy(server, seed=seed).complete(messages, max_tokens=24, temperature=1.0) for seed in (1, 1, 2)
+    ]
+    assert seeded[0].text == seeded[1].text
+    assert seeded[0].text != seeded[2].text, "two seeds sampled the same 24 tokens"
+
+
+@pytest.mark.parametrize("temperature", [0.0, 1.0])
+def test_logprobs_match_transformers_and_top_logprobs_are_ranked(
+    server: VLLMServer, reference_model: Any, tokenizer: Any, temperature: float
+) -> None:
+    top_k = 5
+    result = policy(server, seed=SEED).complete(
+        chat("The red sofa is in the"),
+        max_tokens=10,
+        temperature=temperature,
+        logprobs=True,
+        top_logprobs=top_k,
+    )
+    completion_ids = result.extra["token_ids"]
+    prompt_ids = result.extra["prompt_token_ids"]
+    assert isinstance(completion_ids, list) and isinstance(prompt_ids, list)
+    assert len(result.tokens) == result.completion_tokens == len(completion_ids) == 10
+    expected = reference_logprobs(reference_model, prompt_ids, completion_ids)
+    for position, (token, token_id) in enumerate(zip(result.tokens, completion_ids, strict=True)):
+        decoded = tokenizer.decode([token_id])
+        if "\ufffd" not in decoded:  # a token holding part of a UTF-8 character has no text alone
+            assert token.token == decoded
+        # vLLM reports raw logprobs (before temperature), which is what transformers computes
+        assert token.logprob == pytest.approx(float(expected[position, token_id]), abs=2e-3)
+        assert len(token.top) == top_k
+        best = expected[position].topk(top_k)
+        best_values = [float(v) for v in best.values]
+        if temperature == 0.0:  # greedy picks the argmax, and top_logprobs are the k best
+            assert token_id == int(best.indices[0])
+            assert token.top[0] == (token.token, pytest.approx(token.logprob, abs=1e-5))
+            assert [v for _, v in token.top] == pytest.approx(best_values, abs=2e-3)
+        else:
+            # vLLM's server lists the sampled token first, then the best others (docs/vllm.md)
+            others = list(token.top)
+            others.remove((token.token, pytest.approx(token.logprob, abs=1e-5)))  # ValueError if absent
+            other_values = [v for _, v in others]
+            assert other_values == sorted(other_values, reverse=True)
+            best_others = [
+                float(v) for v, i in zip(*expected[position].topk(top_k + 1), strict=True) if i != token_id
+            ]
+            assert other_values == pytest.approx(best_others[: len(others)], abs=2e-3)
+        assert sum(math.exp(v) for _, v in token.top) <= 1.0 + 1e-4
+
+
+def test_stop_sequences_end_the_reply_before_the_stop_string(server: VLLMServer) -> None:
+    messages = chat("Explore the office first, then turn left.")
+    seeded = policy(server, seed=SEED)
+    full = seeded.complete(messages, max_tokens=48, temperature=1.0)
+    assert full.finish_reason == "length"
+    stop, start = stop_inside(full.text)
+    stopped = seeded.complete(messages, max_tokens=48, temperature=1.0, stop=[stop])
+    assert stopped.text == full.text[:start]
+    assert stopped.finish_reason == "stop"
+    assert stopped.extra["stop_reason"] == stop
+    assert stopped.completion_tokens < full.completion_tokens
+    # of two stop strings the earlier one in the text wins
+    later, _ = stop_inside(full.text[start + 3 :])
+    both = seeded.complete(messages, max_tokens=48, temperature=1.0, stop=[later, stop])
+    assert both.text == full.text[:start]
+
+
+def test_eight_concurrent_requests_get_the_answers_of_sequential_ones(server: VLLMServer) -> None:
+    client = policy(server, seed=SEED)
+    client.complete(chat("warm up"), max_tokens=4)
+    prompts = [
+        chat(f"Go to the {room} and look for the lamp.")
+        for room in ("kitchen", "garage", "office", "hallway")
+    ]
+    # each prompt both greedy and sampled: 8 requests, 8 known answers
+    requests = [(p, temperature) for p in prompts for temperature in (0.0, 1.0)]
+    alone = [client.complete(p, max_tokens=16, temperature=t).text for p, t in requests]
+    assert len(set(alone)) == len(requests), "different requests should give different replies"
+    start_together = threading.Barrier(len(requests))
+
+    def send(request: tuple[list[Message], float]) -> Completion:
+        messages, temperature = request
+        start_together.wait(timeout=30)
+        return client.complete(messages, max_tokens=16, temperature=temperature)
+
+    with ThreadPoolExecutor(max_workers=len(requests)) as pool:
+        results = list(pool.map(send, requests))
+    for i, result in enumerate(results):
+        assert result.text == alone[i], f"request {i} got another reply than when sent alone"
+        assert result.completion_tokens == 16
+
+
+def test_a_killed_server_is_a_clear_error_and_a_restarted_one_answers_again(server: VLLMServer) -> None:
+    # Small timeout and one retry: a dead server must not hang the caller.
+    fragile = OpenAICompatPolicy(
+        server.base_url, SERVED_NAME, timeout_s=5.0, max_retries=1, extra_body={"ignore_eos": True}
+    )
+    messages = chat("Explore the bedroom first.")
+    before = fragile.complete(messages, max_tokens=8, temperature=0.0)
+
+    outcomes: list[BaseException] = []
+
+    def keep_generating() -> None:
+        # 480 tokens take about a second: send them back to back so one is always in flight.
+        try:
+            for _ in range(120):
+                fragile.complete(messages, max_tokens=480, temperature=0.0)
+        except BaseException as error:  # recorded for the assertions below
+            outcomes.append(error)
+
+    threads = [threading.Thread(target=keep_generating) for _ in range(2)]
+    for thread in threads:
+        thread.start()
+    deadline = time.monotonic() + 30
+    while server.running_requests() < 1:
+        assert time.monotonic() < deadline, "the long requests never started generating"
+        time.sleep(0.02)
+    killed_at = time.monotonic()
+    server.kill()
+    for thread in threads:
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "a request in flight hung after the server was killed"
+    in_flight_failed_after = time.monotonic() - killed_at
+    assert len(outcomes) == 2, "a sender finished all its requests: the kill came too late"
+    for failure in outcomes:
+        assert isinstance(failure, PolicyError), f"{type(failure).__name__}: {failure}"
+        assert server.base_url in str(failure)
+    assert in_flight_failed_after < 15
+
+    started = time.monotonic()
+    with pytest.raises(PolicyError, match=r"cannot reach the policy server at .*connection refused"):
+        fragile.complete(messages, max_tokens=8, temperature=0.0)
+    assert time.monotonic() - started < 10, "a refused connection took too long to report"
+
+    server.start()
+    assert fragile.wait_until_ready(timeout_s=60) == [SERVED_NAME]
+    after = fragile.complete(messages, max_tokens=8, temperature=0.0)
+    assert after.text == before.text
+    assert after.completion_tokens == 8
