@@ -2,9 +2,9 @@
 
 Nothing here is faked: the server is ``python -m vllm.entrypoints.openai.api_server`` in a
 subprocess on 127.0.0.1, and numbers are checked against the same model run by transformers.
-The tiny model's random weights make greedy decoding repeat one token, so tests that need
-varied text sample with a fixed per-request ``seed`` (vLLM's ``extra_body`` field), which is
-as reproducible as greedy decoding.
+Besides greedy decoding, tests sample at temperature 1 with a fixed per-request ``seed``
+(vLLM's ``extra_body`` field): as reproducible as greedy, and every token position is a
+different draw, which is what stop strings and logprob ranks need.
 """
 
 from __future__ import annotations
@@ -57,13 +57,14 @@ def reference_model(tiny_chat_model: Path) -> Any:
 
 
 def policy(server: VLLMServer, **extra_body: Any) -> OpenAICompatPolicy:
-    # return_token_ids: vLLM adds the prompt's and the completion's token ids to the reply.
+    # return_token_ids: vLLM adds the prompt's and the completion's token ids to the reply;
+    # ignore_eos: replies run to max_tokens whatever the random weights make of <|im_end|>.
     return OpenAICompatPolicy(
         server.base_url,
         SERVED_NAME,
         timeout_s=60.0,
         max_retries=1,
-        extra_body={"return_token_ids": True, **extra_body},
+        extra_body={"return_token_ids": True, "ignore_eos": True, **extra_body},
     )
 
 
@@ -80,8 +81,6 @@ def test_completion_text_and_token_counts_match_the_tokenizer(server: VLLMServer
     completion_ids = result.extra["token_ids"]
     assert isinstance(completion_ids, list)
     assert result.completion_tokens == len(completion_ids)
-    assert 1 <= result.completion_tokens <= 20
-    # the model never emits <|im_end|> under this seed, so the limit ends the reply
     assert result.finish_reason == "length"
     assert result.completion_tokens == 20
     assert result.text == tokenizer.decode(completion_ids, skip_special_tokens=True)
@@ -194,17 +193,18 @@ def test_eight_concurrent_requests_get_the_answers_of_sequential_ones(server: VL
 def test_a_killed_server_is_a_clear_error_and_a_restarted_one_answers_again(server: VLLMServer) -> None:
     # Small timeout and one retry: a dead server must not hang the caller.
     fragile = OpenAICompatPolicy(
-        server.base_url, SERVED_NAME, timeout_s=5.0, max_retries=1, extra_body={"ignore_eos": True}
+        server.base_url, SERVED_NAME, timeout_s=10.0, max_retries=1, extra_body={"ignore_eos": True}
     )
     messages = chat("Explore the bedroom first.")
     before = fragile.complete(messages, max_tokens=8, temperature=0.0)
 
     outcomes: list[BaseException] = []
+    give_up = threading.Event()
 
     def keep_generating() -> None:
         # 480 tokens take about a second: send them back to back so one is always in flight.
         try:
-            for _ in range(120):
+            while not give_up.is_set():
                 fragile.complete(messages, max_tokens=480, temperature=0.0)
         except BaseException as error:  # recorded for the assertions below
             outcomes.append(error)
@@ -212,20 +212,23 @@ def test_a_killed_server_is_a_clear_error_and_a_restarted_one_answers_again(serv
     threads = [threading.Thread(target=keep_generating) for _ in range(2)]
     for thread in threads:
         thread.start()
-    deadline = time.monotonic() + 30
-    while server.running_requests() < 1:
-        assert time.monotonic() < deadline, "the long requests never started generating"
-        time.sleep(0.02)
-    killed_at = time.monotonic()
-    server.kill()
-    for thread in threads:
-        thread.join(timeout=30)
-        assert not thread.is_alive(), "a request in flight hung after the server was killed"
-    in_flight_failed_after = time.monotonic() - killed_at
-    assert len(outcomes) == 2, "a sender finished all its requests: the kill came too late"
+    try:
+        deadline = time.monotonic() + 30
+        while server.running_requests() < 1:
+            assert time.monotonic() < deadline, "the long requests never started generating"
+            time.sleep(0.02)
+        killed_at = time.monotonic()
+        server.kill()
+        for thread in threads:
+            thread.join(timeout=30)
+            assert not thread.is_alive(), "a request in flight hung after the server was killed"
+        in_flight_failed_after = time.monotonic() - killed_at
+    finally:
+        give_up.set()
+    assert len(outcomes) == 2
     for failure in outcomes:
         assert isinstance(failure, PolicyError), f"{type(failure).__name__}: {failure}"
-        assert server.base_url in str(failure)
+        assert f"cannot reach the policy server at {server.base_url}" in str(failure)
     assert in_flight_failed_after < 15
 
     started = time.monotonic()
