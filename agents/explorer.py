@@ -332,8 +332,8 @@ def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph)
         region = by_id.get(int(data["region"]))
         # Only a region that still borders unknown space is worth walking back to; go to
         # its nearest frontier (not just its last waypoint) so the walk reveals something.
-        targets = [] if region is None else [f.target for f in region.frontiers]
-        far = [t for t in targets if float(np.hypot(*(t - position)[[0, 2]])) > 0.5]
+        frontier_points = [] if region is None else [f.target for f in region.frontiers]
+        far = [t for t in frontier_points if float(np.hypot(*(t - position)[[0, 2]])) > 0.5]
         if data["visits"] > context.config.max_region_visits or not far:
             data["status"] = "closed"
             continue

@@ -72,8 +72,11 @@ class ToolBox:
         logger.info("tool call rejected (%s): %s", tool, error)
         return ToolResult(tool=tool, ok=False, error=error)
 
-    def call(self, name: str, arguments: str | dict[str, Any] | None) -> ToolResult:
-        """Validate ``arguments`` (a JSON object or its text) and run tool ``name``."""
+    def call(self, name: str, arguments: object) -> ToolResult:
+        """Validate ``arguments`` (a JSON object or its text) and run tool ``name``.
+
+        ``arguments`` comes straight from model output, so any JSON value may arrive here.
+        """
         from jsonschema import Draft202012Validator
 
         self.calls += 1
@@ -88,7 +91,7 @@ class ToolBox:
             parsed = extract_json(arguments) if arguments.strip() else {}
             if isinstance(parsed, ParseFailure):
                 return self._fail(name, f"arguments are not JSON: {parsed.reason}")
-            arguments = parsed  # type: ignore[assignment]
+            arguments = parsed
         if not isinstance(arguments, dict):
             return self._fail(name, f"arguments must be a JSON object, got {type(arguments).__name__}")
         problems = sorted(
@@ -114,7 +117,7 @@ class ToolBox:
         request = extract_json(strip_thinking(text))
         if isinstance(request, ParseFailure):
             return self._fail("?", f"no tool call found: {request.reason}")
-        if not isinstance(request, dict) or not isinstance(request.get("tool"), str):
+        if not isinstance(request, dict) or not isinstance(name := request.get("tool"), str):
             return self._fail("?", 'a tool call is a JSON object {"tool": NAME, "arguments": {...}}')
         self.calls -= 1  # counted once, by call()
-        return self.call(request["tool"], request.get("arguments", {}))
+        return self.call(name, request.get("arguments", {}))
