@@ -304,13 +304,11 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] 
     }
 
 
-def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph) -> dict[str, Any] | None:
-    """Close the current region; go to the last waypoint of the deepest open ancestor (or any
-    open region, then the nearest frontier)."""
-    current = state.get("current_region", -1)
-    node = _region_node(current)
-    if tree.has_node(node):
-        tree.nodes[node]["status"] = "closed"
+def backtrack_order(tree: nx.DiGraph, node: str, targets: frozenset[str]) -> list[str]:
+    """The open regions to walk back to, best first: the open ancestors of ``node`` from the
+    deepest up, then the other open regions deepest first, ties in the tree's insertion order
+    (never set order, which follows the per-process string hash and would make a resumed run
+    diverge from the original); regions holding an instruction's categories go first."""
     open_regions = [
         n for n, d in tree.nodes(data=True) if d.get("kind") == "region" and d.get("status") == "open"
     ]
@@ -318,12 +316,21 @@ def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph)
         ancestors = [a for a in nx.shortest_path(tree, ROOT, node)[::-1] if a in open_regions]
     else:
         ancestors = []
-    order = ancestors + sorted(
-        set(open_regions) - set(ancestors), key=lambda n: -nx.shortest_path_length(tree, ROOT, n)
-    )
-    targets = context.targets
-    if targets:  # the instruction's regions first
+    others = [n for n in open_regions if n not in ancestors]
+    order = ancestors + sorted(others, key=lambda n: -nx.shortest_path_length(tree, ROOT, n))
+    if targets:
         order.sort(key=lambda n: not any(c in targets for c in tree.nodes[n].get("categories", [])))
+    return order
+
+
+def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph) -> dict[str, Any] | None:
+    """Close the current region; go to the last waypoint of the deepest open ancestor (or any
+    open region, then the nearest frontier)."""
+    current = state.get("current_region", -1)
+    node = _region_node(current)
+    if tree.has_node(node):
+        tree.nodes[node]["status"] = "closed"
+    order = backtrack_order(tree, node, context.targets)
     by_id = {region.id: region for region in context.regions}
     position = np.asarray(context.env.simulator.pose.position, dtype=np.float64)
     for region_node in order:

@@ -13,7 +13,7 @@ from pathlib import Path
 import networkx as nx
 import pytest
 
-from embodia.agents.explorer import build_decision_graph, build_explorer_graph
+from embodia.agents.explorer import ROOT, backtrack_order, build_decision_graph, build_explorer_graph
 from embodia.agents.instructions import instruction_categories
 from embodia.envs.sim import CATEGORIES
 from embodia.evals.explore import ExploreSettings, run_exploration
@@ -75,6 +75,29 @@ def test_instruction_names_the_categories_to_seek() -> None:
     assert instruction_categories("map everything", CATEGORIES) == frozenset()
 
 
+def test_backtrack_order_is_deepest_first_with_ties_in_tree_order() -> None:
+    # root -> r0 -> r1 -> r2 (current, closed); eight open siblings hang under the root, and
+    # one more under r0. Ties must keep insertion order in every process whatever the hash.
+    tree = nx.DiGraph()
+    tree.add_node(ROOT, kind="root")
+
+    def region(name: str, parent: str, status: str = "open", categories: tuple[str, ...] = ()) -> None:
+        tree.add_node(name, kind="region", status=status, categories=list(categories))
+        tree.add_edge(parent, name)
+
+    region("region-0", ROOT)
+    region("region-1", "region-0", status="closed")
+    region("region-2", "region-1", status="closed")
+    siblings = [f"region-{i}" for i in (17, 3, 11, 5, 13, 7, 9, 15)]
+    for name in siblings:
+        region(name, ROOT, categories=("bed",) if name == "region-13" else ())
+    region("region-20", "region-0")
+    order = backtrack_order(tree, "region-2", frozenset())
+    assert order == ["region-0", "region-20", *siblings]
+    steered = backtrack_order(tree, "region-2", frozenset({"bed"}))
+    assert steered == ["region-13", "region-0", "region-20", *[s for s in siblings if s != "region-13"]]
+
+
 def test_vlm_policy_is_asked_and_bad_replies_are_re_asked(tmp_path: Path) -> None:
     replies = tmp_path / "replies.jsonl"
     lines = ["I am not sure.", '{"choice": 1}', "Answer: 0", '```json\n{"choice": 2}\n```']
@@ -97,7 +120,11 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
         f"run_exploration(ExploreSettings(agent='dfs', scene={SCENE!r}, steps=150, panorama_height=48, "
         "panorama_width=96, video=False), Path(sys.argv[1]))"
     )
-    process = subprocess.Popen([sys.executable, "-c", code, str(killed)], env={**os.environ})
+    # A hash seed of its own, so nothing the run decides may follow set or dict-of-str order.
+    hash_seed = "1" if os.environ.get("PYTHONHASHSEED") != "1" else "2"
+    process = subprocess.Popen(
+        [sys.executable, "-c", code, str(killed)], env={**os.environ, "PYTHONHASHSEED": hash_seed}
+    )
     deadline = time.monotonic() + 120
     log = killed / "episodes.jsonl"
     while time.monotonic() < deadline:
