@@ -275,20 +275,44 @@ def explore(
             MofNCompleteColumn(),
             TextColumn("coverage {task.fields[coverage]:5.1f}%"),
             TimeRemainingColumn(),
+            TextColumn("{task.fields[reply]}", markup=False),
         )
         with Progress(*columns, console=err_console, transient=True) as progress:
-            task = progress.add_task(f"{agent} exploring", total=steps, coverage=0.0)
+            task = progress.add_task(f"{agent} exploring", total=steps, coverage=0.0, reply="")
+            reply: list[str] = []
 
             def advance(decision: int, record: dict[str, Any]) -> None:
                 spent = record.get("steps", decision)  # a waypoint spends many primitive steps
                 progress.update(task, completed=spent, coverage=100 * record.get("coverage_ratio", 0.0))
 
-            summary = run_exploration(settings, out, resume=resume, on_step=advance)
+            def show(event: dict[str, Any]) -> None:
+                # The VLM's reply as it streams in, then one line per decision above the bar.
+                if event.get("event") == "token":
+                    reply.append(str(event["text"]))
+                    tail = " ".join("".join(reply).split())[-60:]
+                    progress.update(task, reply=f"vlm: {tail}")
+                elif event.get("event") == "select":
+                    reply.clear()
+                    replies = " | ".join(" ".join(str(r).split())[:80] for r in event["replies"])
+                    how = "fallback to best gain" if event["fallback"] else f"waypoint {event['index']}"
+                    progress.console.print(
+                        f"decision {event['decision']}: {how} <- {replies}", markup=False, highlight=False
+                    )
+                    progress.update(task, reply="")
+
+            summary = run_exploration(settings, out, resume=resume, on_step=advance, on_event=show)
     console.print(
         f"{summary['agent']} on {summary['scene']}: coverage {100 * summary['coverage_ratio']:.1f}% "
         f"({summary['coverage_m2']:.1f} of {summary['explorable_m2']:.1f} m2), "
         f"AUC {100 * summary['coverage_auc']:.1f}%, {summary['steps']} steps; wrote [bold]{out}[/]"
     )
+    if vlm := summary.get("vlm"):
+        console.print(
+            f"vlm: {vlm['decisions']} decisions ({vlm['fallbacks']} fell back), {vlm['replies']} replies "
+            f"({vlm['failed_replies']} unusable), {vlm['tool_calls']} tool calls "
+            f"({vlm['tool_errors']} invalid)",
+            highlight=False,
+        )
 
 
 @eval_app.command("explore")

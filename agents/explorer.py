@@ -247,8 +247,13 @@ def _heuristic_pick(state: ExplorerState, context: ExplorerContext) -> dict[str,
 
 
 def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] | None:
+    """Ask the VLM, which answers by calling a tool: ``goto_waypoint`` ends the decision (the
+    navigate node walks there), ``describe_map`` is answered and the model asked again. A plain
+    "Answer: 3" or ``{"choice": 3}`` reply counts as ``goto_waypoint(3)``. A call that fails
+    validation goes back to the model as the re-ask message, and is counted."""
     from embodia.perception.bev_image import bev_image
-    from embodia.policies.parsing import ask, parse_choice
+    from embodia.policies.parsing import FollowUp, ParseFailure, ask, parse_choice
+    from embodia.tools.exploration import exploration_tools
 
     informative = [c for c in state.get("candidates", []) if c["gain_m2"] >= context.config.min_gain_m2]
     if not informative:
@@ -262,13 +267,30 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] 
         agent=env.simulator.pose,
         trajectory=env.bev.trajectory,
     )
+    tools = exploration_tools(env, context.regions, walk=lambda c: {"walking_to": c.index})
+    n = len(env.candidates)
+
+    def parse(text: str) -> int | ParseFailure | FollowUp:
+        request = tools.parse_call(text)
+        if isinstance(request, ParseFailure):
+            index = parse_choice(text, n)
+            if isinstance(index, ParseFailure):
+                return ParseFailure(f"{request.reason}, and {index.reason}")
+            request = ("goto_waypoint", {"index": index})
+        result = tools.call(*request)
+        if not result.ok:
+            return ParseFailure(result.message())
+        if result.tool == "goto_waypoint":
+            return int(result.value["walking_to"])
+        return FollowUp(result.message())
+
     numbers = ", ".join(str(c["index"]) for c in informative)
     instruction = context.instruction or "map the whole house"
     messages: list[Message] = [
         {
             "role": "system",
-            "content": "You control a robot that maps houses. Reply with the number of "
-            'the waypoint to go to next, as JSON: {"choice": N}.',
+            "content": "You control a robot that maps houses. Act by calling one tool per reply, "
+            'written as JSON: {"tool": NAME, "arguments": {...}}. Tools:\n' + tools.prompt(),
         },
         {
             "role": "user",
@@ -278,17 +300,33 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] 
             f"Which waypoint next?",
         },
     ]
-    n = len(env.candidates)
     assert context.policy is not None
+    number = state.get("decision", 0) + 1
+
+    def stream(attempt: int, piece: str) -> None:
+        emit({"event": "token", "decision": number, "attempt": attempt, "text": piece})
+
     decision = ask(
         context.policy,
         messages,
         [panorama, top_down],
-        lambda text: parse_choice(text, n),
+        parse,
         default=max(informative, key=lambda c: c["gain_m2"])["index"],
         max_retries=context.config.max_retries,
+        format_hint='one tool call, e.g. {"tool": "goto_waypoint", "arguments": {"index": N}}',
+        on_text=stream,
     )
     chosen = next((c for c in state["candidates"] if c["index"] == decision.value), informative[0])
+    emit(
+        {
+            "event": "select",
+            "decision": number,
+            "index": chosen["index"],
+            "fallback": decision.fallback,
+            "replies": [a.reply for a in decision.attempts],
+            "tool_errors": tools.errors,
+        }
+    )
     return {
         "kind": "pixel",
         "row": chosen["row"],
@@ -297,8 +335,15 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] 
         "by": "vlm",
         "fallback": decision.fallback,
         "prompt": messages[-1]["content"],
+        "tool_calls": tools.calls,
+        "tool_errors": tools.errors,
         "attempts": [
-            {"reply": a.reply, "failure": a.failure, "latency_s": round(a.latency_s, 4)}
+            {
+                "reply": a.reply,
+                "failure": a.failure,
+                "tool_result": a.follow_up,
+                "latency_s": round(a.latency_s, 4),
+            }
             for a in decision.attempts
         ],
     }

@@ -64,8 +64,9 @@ def stream_run(
 ) -> dict[str, Any]:
     """Run (``graph_input``) or resume (``None``) a compiled graph to its end.
 
-    Node updates and custom events are passed to ``on_event`` as
-    ``{"type": "updates" | "custom", "data": ...}``; returns the final state values.
+    Node updates and custom events, subgraphs' included, are passed to ``on_event`` as
+    ``{"type": "updates" | "custom", "ns": (...), "data": ...}`` (``ns`` is empty for the
+    graph's own nodes); returns the final state values.
     """
     values: dict[str, Any] = dict(graph_input or {})
     if graph_input is None and getattr(graph, "checkpointer", None):
@@ -75,15 +76,18 @@ def stream_run(
         config,
         context=context,
         stream_mode=["updates", "custom"],
+        # Nodes emit their events from inside subgraphs, which LangGraph only forwards when asked.
+        subgraphs=True,
         durability="async",
         version="v2",
     ):
-        if part["type"] == "updates":
+        namespace = tuple(part.get("ns", ()))
+        if part["type"] == "updates" and not namespace:
             for update in part["data"].values():
                 if isinstance(update, dict):
                     values.update(update)  # the agents' state has no reducers: last write wins
         if on_event is not None:
-            on_event({"type": part["type"], "data": part["data"]})
+            on_event({"type": part["type"], "ns": namespace, "data": part["data"]})
     return values
 
 

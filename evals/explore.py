@@ -164,8 +164,14 @@ def run_exploration(
     *,
     resume: bool = False,
     on_step: Callable[[int, dict[str, Any]], None] | None = None,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    """Run (or resume) one recorded exploration episode; returns its summary."""
+    """Run (or resume) one recorded exploration episode; returns its summary.
+
+    ``on_step(decision, record)`` follows the progress; ``on_event`` gets the dfs agent's
+    custom stream events as they happen (``token``: a piece of a VLM reply, ``select``: the
+    waypoint it chose, ``navigate``, ``observe``).
+    """
     import yaml
 
     from embodia.policies.heuristic import make_agent
@@ -175,7 +181,7 @@ def run_exploration(
         summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
         return summary
     if settings.agent == "dfs":
-        return _run_dfs(settings, out, resume=resume, on_step=on_step)
+        return _run_dfs(settings, out, resume=resume, on_step=on_step, on_event=on_event)
     records = _check_resumable(out, settings, resume)
     if records:
         # Drop a torn last line (killed mid-write) before appending to the log again.
@@ -275,6 +281,7 @@ def _run_dfs(
     *,
     resume: bool,
     on_step: Callable[[int, dict[str, Any]], None] | None,
+    on_event: Callable[[dict[str, Any]], None] | None,
 ) -> dict[str, Any]:
     """The depth-first explorer as a LangGraph run with a SQLite checkpoint per node."""
     import yaml
@@ -318,6 +325,8 @@ def _run_dfs(
 
             def progress(event: dict[str, Any]) -> None:
                 data = event["data"]
+                if on_event is not None and event["type"] == "custom":
+                    on_event(data)
                 if on_step is not None and event["type"] == "custom" and data.get("event") == "navigate":
                     on_step(
                         int(data["decision"]),
@@ -337,6 +346,8 @@ def _run_dfs(
         summary["decisions"] = int(state.get("decision", 0))
         summary["policy"] = settings.policy
         summary["instruction"] = settings.instruction
+        if policy is not None:
+            summary["vlm"] = vlm_counts(_read_records(out / "episodes.jsonl"))
         _write_pictures(out, base, _step_curve(base), summary)
         _write_tree(out, base, state)
         summary["files"] = sorted(p.name for p in out.iterdir() if p.is_file())
@@ -344,6 +355,21 @@ def _run_dfs(
         return summary
     finally:
         env.close()
+
+
+def vlm_counts(records: Sequence[dict[str, Any]]) -> dict[str, int]:
+    """How the VLM did over an episode's decision records: decisions it made, those that fell
+    back to the best-gain waypoint, its replies and the ones that could not be used, its tool
+    calls and the calls that failed validation."""
+    asked = [r for r in records if r.get("choice", {}).get("by") == "vlm"]
+    return {
+        "decisions": len(asked),
+        "fallbacks": sum(bool(r["choice"].get("fallback")) for r in asked),
+        "replies": sum(len(r.get("attempts", [])) for r in asked),
+        "failed_replies": sum(1 for r in asked for a in r.get("attempts", []) if a.get("failure")),
+        "tool_calls": sum(int(r["choice"].get("tool_calls", 0)) for r in asked),
+        "tool_errors": sum(int(r["choice"].get("tool_errors", 0)) for r in asked),
+    }
 
 
 def _write_tree(out: Path, env: Any, state: dict[str, Any]) -> None:

@@ -5,13 +5,14 @@ imported when :func:`make_policy` or their own module is used.
 """
 
 from embodia.policies.base import Completion, Message, Policy, PolicyError, TokenLogprob
-from embodia.policies.parsing import Decision, ParseFailure, ask, parse_choice, parse_label
+from embodia.policies.parsing import Decision, FollowUp, ParseFailure, ask, parse_choice, parse_label
 from embodia.policies.scripted import ScriptedPolicy
 from embodia.policies.spec import make_policy, parse_policy_spec
 
 __all__ = [
     "Completion",
     "Decision",
+    "FollowUp",
     "Message",
     "ParseFailure",
     "Policy",

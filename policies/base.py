@@ -9,7 +9,7 @@ question) are built on ``complete`` by the agents, with parsing in :mod:`.parsin
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypedDict, runtime_checkable
 
@@ -75,7 +75,56 @@ class Policy(Protocol):
         logprobs: bool = False,
         top_logprobs: int = 0,
         stop: Sequence[str] = (),
-    ) -> Completion: ...
+        on_text: Callable[[str], None] | None = None,
+    ) -> Completion:
+        """One chat completion. ``on_text``, when given, is called with each new piece of the
+        reply as it is generated (never past a stop string); the pieces join to ``text``."""
+        ...
+
+
+class TextStream:
+    """Hands a reply to ``on_text`` piece by piece as it grows, never past a stop string.
+
+    Text that could be the start of a stop string is held back until it is known not to be
+    one, so the pieces sent always join to the reply with its stop cut off.
+    """
+
+    def __init__(self, on_text: Callable[[str], None], stops: Sequence[str] = ()) -> None:
+        self.on_text = on_text
+        self.stops = [s for s in stops if s]
+        self.text = ""
+        self.sent = 0
+        self.stopped = False
+
+    def feed(self, piece: str) -> None:
+        if self.stopped or not piece:
+            return
+        self.text += piece
+        longest = max((len(s) for s in self.stops), default=0)
+        window = max(0, self.sent - longest)
+        cuts = [i for i in (self.text.find(s, window) for s in self.stops) if i >= 0]
+        if cuts:
+            self._send(min(cuts))
+            self.stopped = True
+            return
+        hold = 0
+        for stop in self.stops:
+            for size in range(min(len(stop) - 1, len(self.text)), hold, -1):
+                if self.text.endswith(stop[:size]):
+                    hold = size
+                    break
+        self._send(len(self.text) - hold)
+
+    def close(self) -> None:
+        """The reply ended without a stop string: send what was held back."""
+        if not self.stopped:
+            self._send(len(self.text))
+        self.stopped = True
+
+    def _send(self, end: int) -> None:
+        if end > self.sent:
+            self.on_text(self.text[self.sent : end])
+            self.sent = end
 
 
 def check_request(

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -37,13 +37,22 @@ from transformers import (
     PreTrainedModel,
     StoppingCriteria,
     StoppingCriteriaList,
+    TextStreamer,
 )
 from transformers.models.auto.modeling_auto import (
     MODEL_FOR_CAUSAL_LM_MAPPING,
     MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING,
 )
 
-from embodia.policies.base import Completion, FinishReason, Message, PolicyError, TokenLogprob, check_request
+from embodia.policies.base import (
+    Completion,
+    FinishReason,
+    Message,
+    PolicyError,
+    TextStream,
+    TokenLogprob,
+    check_request,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -68,6 +77,20 @@ class _SeededSampler(LogitsProcessor):
         only_chosen = torch.full_like(scores, -float("inf"))
         only_chosen.scatter_(1, chosen, 0.0)
         return only_chosen  # type: ignore[return-value]
+
+
+class _Streamer(TextStreamer):
+    """Decoded text of the completion as ``generate`` produces it, into a :class:`TextStream`
+    (which cuts at stop strings, as the returned text is cut)."""
+
+    def __init__(self, tokenizer: Any, stream: TextStream) -> None:
+        super().__init__(tokenizer, skip_prompt=True, skip_special_tokens=True)
+        self.stream = stream
+
+    def on_finalized_text(self, text: str, stream_end: bool = False) -> None:
+        self.stream.feed(text)
+        if stream_end:
+            self.stream.close()
 
 
 class _StopOnText(StoppingCriteria):
@@ -208,6 +231,7 @@ class HFPolicy:
         logprobs: bool = False,
         top_logprobs: int = 0,
         stop: Sequence[str] = (),
+        on_text: Callable[[str], None] | None = None,
     ) -> Completion:
         started = time.perf_counter()
         check_request(messages, images, max_tokens, temperature, top_logprobs)
@@ -250,6 +274,7 @@ class HFPolicy:
                 pad_token_id=self.pad_token_id,
                 return_dict_in_generate=True,
                 output_logits=logprobs,
+                streamer=None if on_text is None else _Streamer(self.tokenizer, TextStream(on_text, stops)),
             )
         completion_ids = output.sequences[0, prompt_length:].tolist()
         text = self.tokenizer.decode(completion_ids, skip_special_tokens=True)

@@ -23,18 +23,22 @@ import io
 import json
 import logging
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
+import httpx2
 import numpy as np
 import openai
 from numpy.typing import NDArray
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from PIL import Image
 
 from embodia.policies.base import Completion, FinishReason, Message, PolicyError, TokenLogprob, check_request
 
 logger = logging.getLogger(__name__)
+
+MAX_TOP_LOGPROBS = 20
+"""The most ``top_logprobs`` the OpenAI API (and vLLM's default ``--max-logprobs``) allows."""
 
 _FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop",
@@ -110,10 +114,80 @@ def parse_chat_body(body: str, source: str) -> ChatCompletion:
     return ChatCompletion.model_construct(**data)
 
 
+def collect_stream(chunks: Iterable[ChatCompletionChunk], on_text: Callable[[str], None]) -> ChatCompletion:
+    """The chat completion a stream of chunks adds up to (choice 0), handing each piece of
+    content to ``on_text`` as it arrives. The usage comes from the last chunk when the request
+    asked for ``stream_options={"include_usage": True}``."""
+    content: list[str] = []
+    reasoning: list[str] = []
+    items: list[Any] = []
+    token_ids: list[int] = []
+    finish: str | None = None
+    stop_reason: object = None
+    usage: Any = None
+    ids = {"id": "", "model": ""}
+    prompt_token_ids: object = None
+    seen = False
+    for chunk in chunks:
+        ids["id"] = ids["id"] or str(chunk.id or "")
+        ids["model"] = ids["model"] or str(chunk.model or "")
+        if chunk.usage is not None:
+            usage = chunk.usage
+        if (chunk.model_extra or {}).get("prompt_token_ids") is not None:
+            prompt_token_ids = (chunk.model_extra or {})["prompt_token_ids"]
+        for choice in chunk.choices or ():
+            if choice.index != 0:
+                continue
+            seen = True
+            delta = choice.delta
+            if delta is not None and delta.content:
+                content.append(delta.content)
+                on_text(delta.content)
+            delta_extra = (delta.model_extra if delta is not None else None) or {}
+            if piece := delta_extra.get("reasoning") or delta_extra.get("reasoning_content"):
+                reasoning.append(str(piece))
+            if choice.logprobs is not None and choice.logprobs.content:
+                items.extend(choice.logprobs.content)
+            choice_extra = choice.model_extra or {}
+            token_ids.extend(choice_extra.get("token_ids") or ())
+            if choice_extra.get("stop_reason") is not None:
+                stop_reason = choice_extra["stop_reason"]
+            if choice.finish_reason is not None:
+                finish = str(choice.finish_reason)
+    if not seen:
+        raise PolicyError("the stream ended without a single choice")
+    message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+    if reasoning:
+        message["reasoning"] = "".join(reasoning)
+    assembled: dict[str, Any] = {
+        "index": 0,
+        "message": message,
+        "finish_reason": finish,
+        "logprobs": {"content": items} if items else None,
+    }
+    if token_ids:
+        assembled["token_ids"] = token_ids
+    if stop_reason is not None:
+        assembled["stop_reason"] = stop_reason
+    data: dict[str, Any] = {**ids, "object": "chat.completion", "created": 0, "choices": [assembled]}
+    data["usage"] = usage
+    if prompt_token_ids is not None:
+        data["prompt_token_ids"] = prompt_token_ids
+    return ChatCompletion.model_construct(**data)
+
+
 def completion_from_response(
-    response: ChatCompletion, latency_s: float, *, source: str = "the policy server"
+    response: ChatCompletion,
+    latency_s: float,
+    *,
+    source: str = "the policy server",
+    top_logprobs: int | None = None,
 ) -> Completion:
-    """Our :class:`Completion` from the first choice of a chat completion."""
+    """Our :class:`Completion` from the first choice of a chat completion.
+
+    With ``top_logprobs`` each position's alternatives are sorted best first and cut to that
+    many (the request may have asked for one more: see :class:`OpenAICompatPolicy`).
+    """
     if not response.choices:
         raise PolicyError(f"malformed reply from {source}: no choices")
     choice = response.choices[0]
@@ -130,7 +204,9 @@ def completion_from_response(
             TokenLogprob(
                 token=t.token,
                 logprob=float(t.logprob),
-                top=tuple((alt.token, float(alt.logprob)) for alt in (t.top_logprobs or ())),
+                top=_ranked(
+                    ((alt.token, float(alt.logprob)) for alt in (t.top_logprobs or ())), top_logprobs
+                ),
             )
             for t in choice.logprobs.content
         )
@@ -160,6 +236,13 @@ def completion_from_response(
         model=str(response.model or ""),
         extra=extra,
     )
+
+
+def _ranked(alternatives: Iterable[tuple[str, float]], keep: int | None) -> tuple[tuple[str, float], ...]:
+    listed = list(alternatives)
+    if keep is None:
+        return tuple(listed)
+    return tuple(sorted(listed, key=lambda alt: -alt[1])[:keep])
 
 
 def _one_line(text: str, limit: int = 300) -> str:
@@ -268,7 +351,12 @@ class OpenAICompatPolicy:
         logprobs: bool = False,
         top_logprobs: int = 0,
         stop: Sequence[str] = (),
+        on_text: Callable[[str], None] | None = None,
     ) -> Completion:
+        # vLLM 0.32's server lists the sampled token first among the top logprobs, so at
+        # temperature > 0 the k-th best goes missing when it was not sampled; one more than
+        # asked, ranked and cut, is the true top k (docs/vllm.md).
+        asked = top_logprobs + 1 if temperature > 0 and 0 < top_logprobs < MAX_TOP_LOGPROBS else top_logprobs
         request = build_chat_request(
             messages,
             images,
@@ -276,21 +364,43 @@ class OpenAICompatPolicy:
             max_tokens=max_tokens,
             temperature=temperature,
             logprobs=logprobs,
-            top_logprobs=top_logprobs,
+            top_logprobs=asked,
             stop=stop,
             extra_body=self.extra_body,
         )
         started = time.perf_counter()
         try:
-            raw = self._client.chat.completions.with_raw_response.create(**request)
-            body = raw.text
+            if on_text is None:
+                raw = self._client.chat.completions.with_raw_response.create(**request)
+            else:
+                stream = self._client.chat.completions.create(
+                    **request, stream=True, stream_options={"include_usage": True}
+                )
         except openai.OpenAIError as error:
             raise policy_error_from_openai(
                 error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
             ) from error
+        if on_text is None:
+            response = parse_chat_body(raw.text, self.base_url)
+        else:
+            response = self._read_stream(stream, on_text)
         latency = time.perf_counter() - started
-        response = parse_chat_body(body, self.base_url)
-        return completion_from_response(response, latency, source=self.base_url)
+        return completion_from_response(
+            response, latency, source=self.base_url, top_logprobs=top_logprobs if top_logprobs else None
+        )
+
+    def _read_stream(self, stream: Any, on_text: Callable[[str], None]) -> ChatCompletion:
+        # The reply has begun: a failure now is the server going away mid-reply (the SDK wraps
+        # some read errors as APIConnectionError and lets others through) or a garbled event.
+        try:
+            with stream:
+                return collect_stream(stream, on_text)
+        except (openai.APIConnectionError, httpx2.HTTPError) as error:
+            cause = _one_line(str(error)) or type(error).__name__
+            raise PolicyError(f"the reply stream from {self.base_url} broke off: {cause}") from error
+        except (ValueError, openai.APIError) as error:  # undecodable JSON in an event, an error event
+            cause = _one_line(str(error))
+            raise PolicyError(f"malformed reply stream from {self.base_url}: {cause}") from error
 
     def models(self) -> list[str]:
         """The model names the server serves (``GET /models``)."""

@@ -25,6 +25,7 @@ Rules :func:`parse_choice` follows (the tests hold a table of real-looking repli
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import re
@@ -537,6 +538,16 @@ class AskRecord:
     failure: str | None
     """Why the reply could not be used (a parse failure or a backend error), None if it could."""
     latency_s: float
+    follow_up: str | None = None
+    """What was sent back when the reply was a step towards an answer (a tool's result)."""
+
+
+@dataclass(frozen=True)
+class FollowUp:
+    """A reply that is not the answer yet but asks for something (a tool call whose result the
+    model needs): ``message`` goes back to it and it is asked again, without using a re-ask."""
+
+    message: str
 
 
 @dataclass(frozen=True)
@@ -552,10 +563,12 @@ def ask(
     policy: Policy,
     messages: Sequence[Message],
     images: Sequence[NDArray[np.uint8]] = (),
-    parse: Callable[[str], T | ParseFailure] | None = None,
+    parse: Callable[[str], T | ParseFailure | FollowUp] | None = None,
     *,
     default: T,
     max_retries: int = 2,
+    max_follow_ups: int = 3,
+    on_text: Callable[[int, str], None] | None = None,
     max_tokens: int = 256,
     temperature: float = 0.0,
     format_hint: str = "the answer in the format asked for above",
@@ -567,25 +580,57 @@ def ask(
     <format_hint> only."). A backend :class:`PolicyError` (server down, malformed response)
     counts as a failed attempt and the same conversation is sent again; it never propagates.
     Images go with every attempt (attached, as always, to the last user message).
+
+    ``parse`` may also return a :class:`FollowUp` (the model called an information tool): its
+    message goes back as a user message and the model is asked again; up to ``max_follow_ups``
+    of these are free, further ones count as failed attempts.
+
+    ``on_text(attempt, piece)`` streams each reply as the backend generates it.
     """
     if parse is None:
         raise TypeError("ask() needs a parse function: parse(text) -> value | ParseFailure")
     if max_retries < 0:
         raise ValueError(f"max_retries must be >= 0, got {max_retries}")
+    if max_follow_ups < 0:
+        raise ValueError(f"max_follow_ups must be >= 0, got {max_follow_ups}")
     conversation: list[Message] = list(messages)
     attempts: list[AskRecord] = []
-    for attempt in range(max_retries + 1):
+    failures = follow_ups = 0
+    while failures <= max_retries:
+        attempt = len(attempts)
         prompt_chars = sum(len(m["content"]) for m in conversation)
         started = time.perf_counter()
         try:
-            completion = policy.complete(conversation, images, max_tokens=max_tokens, temperature=temperature)
+            completion = policy.complete(
+                conversation,
+                images,
+                max_tokens=max_tokens,
+                temperature=temperature,
+                on_text=None if on_text is None else functools.partial(on_text, attempt),
+            )
         except PolicyError as error:
             latency = time.perf_counter() - started
             attempts.append(AskRecord(attempt, prompt_chars, "", None, f"policy error: {error}", latency))
             logger.warning("%s attempt %d failed: %s", policy.name, attempt, error)
+            failures += 1
             continue
         result = parse(completion.text)
+        if isinstance(result, FollowUp) and follow_ups < max_follow_ups:
+            follow_ups += 1
+            attempts.append(
+                AskRecord(
+                    attempt, prompt_chars, completion.text, None, None, completion.latency_s, result.message
+                )
+            )
+            conversation += [
+                {"role": "assistant", "content": completion.text},
+                {"role": "user", "content": f"{result.message}\nNow reply with {format_hint}."},
+            ]
+            continue
+        if isinstance(result, FollowUp):
+            result = ParseFailure(f"{max_follow_ups} tool results were given already; an answer is needed")
         if isinstance(result, ParseFailure):
+            failures += 1
             attempts.append(
                 AskRecord(attempt, prompt_chars, completion.text, None, result.reason, completion.latency_s)
             )

@@ -16,8 +16,9 @@ whitespace-split words.
 from __future__ import annotations
 
 import json
+import re
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -138,6 +139,7 @@ class ScriptedPolicy:
         logprobs: bool = False,
         top_logprobs: int = 0,
         stop: Sequence[str] = (),
+        on_text: Callable[[str], None] | None = None,
     ) -> Completion:
         started = time.perf_counter()
         check_request(messages, images, max_tokens, temperature, top_logprobs)
@@ -163,6 +165,9 @@ class ScriptedPolicy:
         tokens: tuple[TokenLogprob, ...] = ()
         if logprobs or top_logprobs:
             tokens = tuple(TokenLogprob(t.token, t.logprob, t.top[:top_logprobs]) for t in scripted.tokens)
+        if on_text is not None:  # word by word, each with the whitespace before it
+            for piece in re.findall(r"\s*\S+|\s+\Z", text):
+                on_text(piece)
         return Completion(
             text=text,
             finish_reason=finish_reason,

@@ -18,7 +18,7 @@ import importlib
 import logging
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -138,6 +138,7 @@ class VLLMOfflinePolicy:
         logprobs: bool = False,
         top_logprobs: int = 0,
         stop: Sequence[str] = (),
+        on_text: Callable[[str], None] | None = None,
     ) -> Completion:
         # The same wire messages (and validation) as the OpenAI-compatible backend.
         request = build_chat_request(
@@ -185,6 +186,8 @@ class VLLMOfflinePolicy:
             extra["stop_reason"] = output.stop_reason
         if raw_finish not in _FINISH_REASONS:
             extra["finish_reason"] = raw_finish
+        if on_text is not None and output.text:  # LLM.chat returns whole replies: one piece
+            on_text(output.text)
         return Completion(
             text=output.text,
             finish_reason=_FINISH_REASONS.get(raw_finish or "", "error"),

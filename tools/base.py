@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from embodia.errors import EmbodiaError
+from embodia.policies.parsing import ParseFailure
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +87,7 @@ class ToolBox:
         if arguments is None:
             arguments = {}
         if isinstance(arguments, str):
-            from embodia.policies.parsing import ParseFailure, extract_json
+            from embodia.policies.parsing import extract_json
 
             parsed = extract_json(arguments) if arguments.strip() else {}
             if isinstance(parsed, ParseFailure):
@@ -109,15 +110,31 @@ class ToolBox:
             return self._fail(name, f"{type(exc).__name__}: {exc}")
         return ToolResult(tool=name, ok=True, value=value)
 
-    def call_from_text(self, text: str) -> ToolResult:
-        """A call written by a model: ``{"tool": NAME, "arguments": {...}}`` somewhere in ``text``."""
-        from embodia.policies.parsing import ParseFailure, extract_json, strip_thinking
+    def prompt(self) -> str:
+        """The tools as text, for a model prompted to write calls as JSON in its reply."""
+        lines = []
+        for tool in self.tools.values():
+            properties = tool.parameters.get("properties", {})
+            args = ", ".join(f"{k}: {v.get('type', 'any')}" for k, v in properties.items())
+            lines.append(f"- {tool.name}({args}): {tool.description}")
+        return "\n".join(lines)
 
-        self.calls += 1
+    @staticmethod
+    def parse_call(text: str) -> tuple[str, object] | ParseFailure:
+        """The ``{"tool": NAME, "arguments": {...}}`` a model wrote somewhere in ``text``."""
+        from embodia.policies.parsing import extract_json, strip_thinking
+
         request = extract_json(strip_thinking(text))
         if isinstance(request, ParseFailure):
-            return self._fail("?", f"no tool call found: {request.reason}")
+            return ParseFailure(f"no tool call found: {request.reason}")
         if not isinstance(request, dict) or not isinstance(name := request.get("tool"), str):
-            return self._fail("?", 'a tool call is a JSON object {"tool": NAME, "arguments": {...}}')
-        self.calls -= 1  # counted once, by call()
-        return self.call(name, request.get("arguments", {}))
+            return ParseFailure('a tool call is a JSON object {"tool": NAME, "arguments": {...}}')
+        return name, request.get("arguments", {})
+
+    def call_from_text(self, text: str) -> ToolResult:
+        """Parse the call a model wrote in ``text`` and run it."""
+        request = self.parse_call(text)
+        if isinstance(request, ParseFailure):
+            self.calls += 1
+            return self._fail("?", request.reason)
+        return self.call(*request)

@@ -2,14 +2,25 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 from embodia.perception.regions import Region
+from embodia.perception.waypoints import WaypointCandidate
 from embodia.tools.base import Tool, ToolBox
 
 
-def exploration_tools(env: Any, regions: list[Region] | None = None) -> ToolBox:
-    """Tools over an ``ActiveMappingWaypointEnv`` (unwrapped): ``goto_waypoint``, ``describe_map``."""
+def exploration_tools(
+    env: Any,
+    regions: list[Region] | None = None,
+    *,
+    walk: Callable[[WaypointCandidate], dict[str, Any]] | None = None,
+) -> ToolBox:
+    """Tools over an ``ActiveMappingWaypointEnv`` (unwrapped): ``goto_waypoint``, ``describe_map``.
+
+    ``walk`` replaces what ``goto_waypoint`` does with a valid waypoint (by default: walk the env
+    there). An agent graph that walks in a node of its own passes one that records the choice.
+    """
 
     def goto_waypoint(index: int) -> dict[str, Any]:
         candidates = env.candidates
@@ -18,6 +29,8 @@ def exploration_tools(env: Any, regions: list[Region] | None = None) -> ToolBox:
                 f"waypoint {index} is not on the image (numbers shown: 0..{len(candidates) - 1})"
             )
         c = candidates[index]
+        if walk is not None:
+            return walk(c)
         _, reward, terminated, truncated, info = env.step_to_point(c.point)
         return {
             "reached": bool(info["reached"]),

@@ -111,6 +111,55 @@ def test_vlm_policy_is_asked_and_bad_replies_are_re_asked(tmp_path: Path) -> Non
     assert "Instruction:" in first["choice"]["prompt"]
 
 
+def test_vlm_acts_through_tools_and_its_replies_stream(tmp_path: Path) -> None:
+    replies = tmp_path / "replies.jsonl"
+    lines = [
+        '{"tool": "describe_map"}',  # information: answered, and asked again for free
+        '{"tool": "goto_waypoint", "arguments": {"index": "two"}}',  # invalid: re-asked
+        'Sure. {"tool": "goto_waypoint", "arguments": {"index": 0}}',
+    ]
+    replies.write_text("".join(json.dumps({"text": t}) + "\n" for t in lines))
+    out = tmp_path / "run"
+    events: list[dict] = []
+    summary = run_exploration(
+        _settings(steps=40, policy=f"scripted:{replies}?loop=true"), out, on_event=events.append
+    )
+    records = [r for r in _decisions(out) if r["choice"]["by"] == "vlm"]
+    assert records, "the scripted VLM was never asked"
+    first = records[0]
+    assert [a["reply"] for a in first["attempts"]] == lines
+    described, invalid, valid = first["attempts"]
+    assert described["failure"] is None and "coverage_percent" in described["tool_result"]
+    assert "index" in invalid["failure"] and invalid["tool_result"] is None
+    assert valid["failure"] is None and not first["choice"]["fallback"]
+    assert first["choice"]["index"] == 0
+    assert (first["choice"]["tool_calls"], first["choice"]["tool_errors"]) == (3, 1)
+    # The tokens of each reply reach the caller as they stream, and add up to the reply.
+    tokens = [e for e in events if e["event"] == "token" and e["decision"] == first["decision"]]
+    for attempt, line in enumerate(lines):
+        assert "".join(e["text"] for e in tokens if e["attempt"] == attempt) == line
+    # Events from inside the decision subgraph reach the caller: one navigate per record.
+    navigated = [e["decision"] for e in events if e["event"] == "navigate"]
+    assert navigated == [r["decision"] for r in _decisions(out)]
+    selects = [e for e in events if e["event"] == "select"]
+    assert selects[0] == {
+        "event": "select",
+        "decision": first["decision"],
+        "index": 0,
+        "fallback": False,
+        "replies": lines,
+        "tool_errors": 1,
+    }
+    assert summary["vlm"] == {
+        "decisions": len(records),
+        "fallbacks": 0,
+        "replies": 3 * len(records),
+        "failed_replies": len(records),
+        "tool_calls": 3 * len(records),
+        "tool_errors": len(records),
+    }
+
+
 def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
     whole = run_exploration(_settings(), tmp_path / "whole")
     killed = tmp_path / "killed"

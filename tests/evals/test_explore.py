@@ -132,3 +132,35 @@ def test_waypoint_run_records_candidates_and_resumes(tmp_path: Path) -> None:
     assert resumed["coverage_auc"] == whole["coverage_auc"]
     with pytest.raises(EmbodiaError, match="unknown env"):
         _settings(env="continuous")
+
+
+def test_cli_explore_shows_the_vlm_decisions(tmp_path: Path) -> None:
+    replies = tmp_path / "replies.jsonl"
+    replies.write_text(json.dumps({"text": '{"tool": "goto_waypoint", "arguments": {"index": 1}}'}) + "\n")
+    out = tmp_path / "vlm"
+    result = CliRunner().invoke(
+        app,
+        [
+            "explore",
+            "--agent",
+            "dfs",
+            "--policy",
+            f"scripted:{replies}?loop=true",
+            "--scene",
+            SCENE,
+            "--steps",
+            "30",
+            "--out",
+            str(out),
+            "--height",
+            "32",
+            "--width",
+            "64",
+            "--no-video",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    vlm = json.loads((out / "summary.json").read_text())["vlm"]
+    assert vlm["decisions"] >= 1 and vlm["tool_errors"] == 0
+    assert 'decision 1: waypoint 1 <- {"tool": "goto_waypoint", "arguments": {"index": 1}}' in result.output
+    assert f"vlm: {vlm['decisions']} decisions (0 fell back)" in result.output

@@ -167,17 +167,32 @@ def test_an_end_of_sequence_token_ends_with_stop(tiny_chat_lm_dir: Path, chat_lm
     assert completion.extra["completion_token_ids"] == greedy_ids[: greedy_ids.index(greedy_ids[3]) + 1]
 
 
+def _middle_piece(text: str) -> str:
+    """A printable 3-character piece from the middle of a greedy output, to use as a stop."""
+    start = next(
+        i for i in range(8, len(text) - 3) if text[i : i + 3].isascii() and text[i : i + 3].isprintable()
+    )
+    return text[start : start + 3]
+
+
 def test_stop_sequence_trims_the_text(chat_lm: HFPolicy) -> None:
     full = chat_lm.complete(MESSAGES, max_tokens=24).text
-    # A printable 3-character piece from the middle of the greedy output.
-    start = next(
-        i for i in range(8, len(full) - 3) if full[i : i + 3].isascii() and full[i : i + 3].isprintable()
-    )
-    stop = full[start : start + 3]
+    stop = _middle_piece(full)
     stopped = chat_lm.complete(MESSAGES, max_tokens=24, stop=[stop, "never appears \u2603"])
     assert stopped.finish_reason == "stop"
     assert stopped.text == full[: full.index(stop)]
     assert stopped.completion_tokens < 24
+
+
+def test_streamed_pieces_join_to_the_text(chat_lm: HFPolicy) -> None:
+    pieces: list[str] = []
+    full = chat_lm.complete(MESSAGES, max_tokens=24, on_text=pieces.append)
+    assert len(pieces) > 1 and "".join(pieces) == full.text
+    assert full.text == chat_lm.complete(MESSAGES, max_tokens=24).text  # streaming changes nothing
+    stop = _middle_piece(full.text)
+    pieces.clear()
+    stopped = chat_lm.complete(MESSAGES, max_tokens=24, stop=[stop], on_text=pieces.append)
+    assert "".join(pieces) == stopped.text == full.text[: full.text.index(stop)]
 
 
 def test_sampling_follows_the_policy_seed(tiny_chat_lm_dir: Path, chat_lm: HFPolicy) -> None:

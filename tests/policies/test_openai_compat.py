@@ -18,13 +18,14 @@ import httpx2
 import numpy as np
 import openai
 import pytest
-from openai.types.chat import ChatCompletion
+from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from PIL import Image
 
 from embodia.policies.base import Message, Policy, PolicyError, TokenLogprob
 from embodia.policies.openai_compat import (
     OpenAICompatPolicy,
     build_chat_request,
+    collect_stream,
     completion_from_response,
     parse_chat_body,
     policy_error_from_openai,
@@ -309,3 +310,131 @@ def test_hung_server_times_out(silent_server: int) -> None:
         policy.complete([{"role": "user", "content": "hello"}])
     assert 0.4 < time.monotonic() - started < 4
     assert str(caught.value) == f"the policy server at {url} did not answer within 0.5 s"
+
+
+def _chunk(
+    delta: dict[str, Any] | None, *, usage: dict[str, Any] | None = None, **choice: Any
+) -> ChatCompletionChunk:
+    """One server-sent chunk as vLLM streams it (``delta=None``: the closing usage-only chunk)."""
+    choices = (
+        []
+        if delta is None
+        else [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": None, **choice}]
+    )
+    return ChatCompletionChunk.model_validate(
+        {
+            "id": "chatcmpl-stream1",
+            "object": "chat.completion.chunk",
+            "created": 1764700000,
+            "model": "tiny-chat",
+            "choices": choices,
+            "usage": usage,
+        }
+    )
+
+
+def _logprob(token: str, value: float, *top: tuple[str, float]) -> dict[str, Any]:
+    return {
+        "token": token,
+        "logprob": value,
+        "bytes": list(token.encode()),
+        "top_logprobs": [{"token": t, "logprob": v, "bytes": list(t.encode())} for t, v in top],
+    }
+
+
+def test_a_stream_of_chunks_adds_up_to_the_completion() -> None:
+    chunks = [
+        _chunk({"role": "assistant", "content": ""}),
+        _chunk(
+            {"content": "Answer"},
+            logprobs={"content": [_logprob("Answer", -0.5, ("The", -0.2), ("Answer", -0.5))]},
+            token_ids=[17],
+        ),
+        _chunk(
+            {"content": ": 3"},
+            logprobs={"content": [_logprob(":", -0.1), _logprob(" 3", -0.3)]},
+            token_ids=[4, 88],
+        ),
+        _chunk({}, finish_reason="stop", stop_reason="###"),
+        _chunk(None, usage={"prompt_tokens": 41, "completion_tokens": 3, "total_tokens": 44}),
+    ]
+    pieces: list[str] = []
+    response = collect_stream(iter(chunks), pieces.append)
+    assert pieces == ["Answer", ": 3"]  # the empty role chunk is not a piece
+    completion = completion_from_response(response, 0.2, top_logprobs=1)
+    assert completion.text == "Answer: 3" and completion.finish_reason == "stop"
+    assert (completion.prompt_tokens, completion.completion_tokens) == (41, 3)
+    assert [t.token for t in completion.tokens] == ["Answer", ":", " 3"]
+    assert completion.tokens[0].top == (("The", -0.2),)  # ranked best first, cut to the k asked
+    assert completion.extra["token_ids"] == [17, 4, 88] and completion.extra["stop_reason"] == "###"
+    assert completion.model == "tiny-chat" and completion.extra["id"] == "chatcmpl-stream1"
+
+    with pytest.raises(PolicyError, match="without a single choice"):
+        collect_stream(iter(chunks[-1:]), pieces.append)
+
+
+def test_top_logprobs_are_ranked_and_cut_to_the_number_asked() -> None:
+    # vLLM 0.32 at temperature > 0 lists the sampled token first whatever its rank; the policy
+    # asks for one more than wanted, so ranking and cutting gives the true top k.
+    token = _logprob(" 7", -2.3, (" 7", -2.3), (" 3", -0.2), (" 5", -0.9), (" 1", -1.4))
+    data = _vllm_response(logprobs={"content": [token], "refusal": None})
+    response = ChatCompletion.model_validate(data)
+    (ranked,) = completion_from_response(response, 0.1, top_logprobs=3).tokens
+    assert ranked.logprob == -2.3
+    assert ranked.top == ((" 3", -0.2), (" 5", -0.9), (" 1", -1.4))
+    (kept,) = completion_from_response(response, 0.1).tokens  # not asked: as the server sent it
+    assert [t for t, _ in kept.top] == [" 7", " 3", " 5", " 1"]
+
+
+def _serve_stream(events: list[bytes], *, finish: bool) -> Any:
+    """An HTTP server whose chat replies stream ``events``, then end the body (``finish``) or
+    drop the connection with it cut short."""
+    import http.server
+    import threading
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Transfer-Encoding", "chunked")
+            self.end_headers()
+            for event in events:
+                self.wfile.write(f"{len(event):x}\r\n".encode() + event + b"\r\n")
+            if finish:
+                self.wfile.write(b"0\r\n\r\n")
+            self.wfile.flush()
+            self.close_connection = True
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return server
+
+
+@pytest.mark.parametrize(
+    ("tail", "finish", "message"),
+    [
+        ([], False, "the reply stream from {url} broke off: "),
+        ([b"data: {not json\n\n", b"data: [DONE]\n\n"], True, "malformed reply stream from {url}: "),
+    ],
+    ids=["cut-short", "garbled-event"],
+)
+def test_a_broken_stream_is_a_clear_error(tail: list[bytes], finish: bool, message: str) -> None:
+    first = _chunk({"role": "assistant", "content": "Answer"}).model_dump_json()
+    server = _serve_stream([f"data: {first}\n\n".encode(), *tail], finish=finish)
+    try:
+        url = f"http://127.0.0.1:{server.server_address[1]}/v1"
+        policy = OpenAICompatPolicy(url, "tiny", timeout_s=5, max_retries=0)
+        pieces: list[str] = []
+        with pytest.raises(PolicyError) as caught:
+            policy.complete([{"role": "user", "content": "hello"}], on_text=pieces.append)
+        assert str(caught.value).startswith(message.format(url=url)), caught.value
+        assert pieces == ["Answer"]  # what arrived before the break was handed on
+    finally:
+        server.shutdown()
+        server.server_close()

@@ -9,6 +9,7 @@ from embodia.policies.base import Message
 from embodia.policies.parsing import (
     AskRecord,
     Decision,
+    FollowUp,
     ParseFailure,
     ask,
     extract_json,
@@ -251,3 +252,48 @@ def test_ask_arguments() -> None:
         ask(policy, MESSAGES, default=0)
     with pytest.raises(ValueError, match="max_retries"):
         ask(policy, MESSAGES, parse=_choice_of_4, default=0, max_retries=-1)
+
+
+def _choice_or_look(text: str) -> int | ParseFailure | FollowUp:
+    if "look" in text:
+        return FollowUp("You see a door at 2.")
+    return _choice_of_4(text)
+
+
+def test_ask_answers_follow_ups_without_using_re_asks() -> None:
+    policy = ScriptedPolicy(["look around", "look again", "nonsense", "Answer: 2"])
+    streamed: list[tuple[int, str]] = []
+    decision = ask(
+        policy,
+        MESSAGES,
+        (),
+        _choice_or_look,
+        default=0,
+        max_retries=1,
+        format_hint='{"choice": N}',
+        on_text=lambda attempt, piece: streamed.append((attempt, piece)),
+    )
+    # Two follow-ups and one failure, within max_retries=1: the answer is the model's.
+    assert decision.value == 2 and not decision.fallback
+    assert [a.follow_up for a in decision.attempts] == ["You see a door at 2."] * 2 + [None, None]
+    assert [a.failure is None for a in decision.attempts] == [True, True, False, True]
+    second = policy.requests[1].messages
+    assert list(second[-2:]) == [
+        {"role": "assistant", "content": "look around"},
+        {"role": "user", "content": 'You see a door at 2.\nNow reply with {"choice": N}.'},
+    ]
+    # every reply streamed, tagged with its attempt
+    for attempt, reply in enumerate(["look around", "look again", "nonsense", "Answer: 2"]):
+        assert "".join(piece for a, piece in streamed if a == attempt) == reply
+
+
+def test_ask_counts_follow_ups_past_the_cap_as_failures() -> None:
+    policy = ScriptedPolicy(["look"], loop=True)
+    decision = ask(policy, MESSAGES, (), _choice_or_look, default=3, max_retries=1, max_follow_ups=2)
+    assert decision.value == 3 and decision.fallback
+    assert len(decision.attempts) == 4 and policy.calls == 4  # 2 free follow-ups, then 2 failures
+    assert [a.failure for a in decision.attempts[2:]] == [
+        "2 tool results were given already; an answer is needed"
+    ] * 2
+    with pytest.raises(ValueError, match="max_follow_ups"):
+        ask(policy, MESSAGES, parse=_choice_or_look, default=0, max_follow_ups=-1)

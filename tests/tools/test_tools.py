@@ -6,6 +6,7 @@ import gymnasium
 import pytest
 
 import embodia.envs  # noqa: F401
+from embodia.policies.parsing import ParseFailure
 from embodia.tools.base import Tool, ToolBox
 from embodia.tools.exploration import exploration_tools
 
@@ -55,6 +56,36 @@ def test_a_good_call_in_prose_and_fences_runs() -> None:
     )
     assert result.ok and result.value == 5 and box.errors == 0
     assert box.schemas()[0]["function"]["parameters"]["required"] == ["a", "b"]
+
+
+def test_the_prompt_lists_each_tool_with_its_arguments() -> None:
+    box = _box()
+    assert box.prompt() == "- add(a: integer, b: integer): Add two integers."
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ('{"tool": "add", "arguments": {"a": 1, "b": 2}}', ("add", {"a": 1, "b": 2})),
+        ('<think>{"tool": "no"}</think> {"tool": "add"}', ("add", {})),  # thinking is not a call
+        (
+            '{"tool": "add", "arguments": "{\\"a\\": 1}"}',
+            ("add", '{"a": 1}'),
+        ),  # string arguments, as the API sends
+        (
+            '{"name": "add", "arguments": {}}',
+            'a tool call is a JSON object {"tool": NAME, "arguments": {...}}',
+        ),
+        ("[1, 2]", 'a tool call is a JSON object {"tool": NAME, "arguments": {...}}'),
+        ("add 1 and 2", "no tool call found"),
+    ],
+)
+def test_parse_call(text: str, expected: object) -> None:
+    parsed = ToolBox.parse_call(text)
+    if isinstance(expected, tuple):
+        assert parsed == expected
+    else:
+        assert isinstance(parsed, ParseFailure) and str(expected) in parsed.reason
 
 
 def test_exploration_tools_drive_the_waypoint_env() -> None:
