@@ -139,7 +139,7 @@ def observe(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str
     emit(
         {
             "event": "observe",
-            "decision": state.get("decision", 0),
+            "decision": state.get("decision", 0) + 1,  # the decision starting, as in the records
             "steps": info["steps"],
             "coverage_ratio": info["coverage_ratio"],
             "pose": [*pose.position, pose.yaw],

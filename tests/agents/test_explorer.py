@@ -141,6 +141,8 @@ def test_vlm_acts_through_tools_and_its_replies_stream(tmp_path: Path) -> None:
     # Events from inside the decision subgraph reach the caller: one navigate per record.
     navigated = [e["decision"] for e in events if e["event"] == "navigate"]
     assert navigated == [r["decision"] for r in _decisions(out)]
+    observed = [e["decision"] for e in events if e["event"] == "observe"]
+    assert observed[: len(navigated)] == navigated  # both number the decision in progress
     selects = [e for e in events if e["event"] == "select"]
     assert selects[0] == {
         "event": "select",
