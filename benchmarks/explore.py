@@ -1,12 +1,13 @@
 """Depth-first explorer (heuristic policy) vs the frontier-utility baseline, and the runtime's cost.
 
-    python benchmarks/explore.py [--scenes N] [--steps T] [--quick]
+    python benchmarks/explore.py [--scenes N] [--steps T] [--overhead-scenes K] [--quick]
 
 Held-out scenes: procedural seeds 1000.. with 6-8 rooms (rooms = 6 + seed % 3), so neither
 agent saturates in the budget. Both agents see 128x256 panoramas; frontier-utility runs
-unchanged on the primitive env, the explorer on the waypoint env. Runtime overhead: the
-explorer's node functions run once as a LangGraph graph with SQLite checkpoints after every
-node and once in a bare Python loop on the same scene; the difference per decision is the
+unchanged on the primitive env, the explorer on the waypoint env. Runtime overhead, on the
+first K scenes: the explorer's node functions run as the LangGraph graph with a SQLite
+checkpoint per decision (without and with a listener for the streamed events) and in a
+bare Python loop; the difference in time spent outside the nodes, per decision, is the
 runtime's cost. Last line: one JSON object (coverage_ratio_vs_frontier, auc_ratio_vs_frontier,
 dfs_coverage_m2, frontier_coverage_m2, dfs_auc, frontier_auc, runtime_overhead_ms, ...).
 """
@@ -75,23 +76,32 @@ class NodeTimer:
         return timed
 
 
-def run_dfs(spec: str, steps: int, checkpoint: Path) -> tuple[dict[str, Any], int, float]:
-    """The explorer as a LangGraph run with SQLite checkpoints.
+def run_dfs(
+    spec: str, steps: int, checkpoint: Path, *, listen: bool = False
+) -> tuple[dict[str, Any], int, float]:
+    """The explorer as a LangGraph run with SQLite checkpoints (``listen``: with a listener for
+    the streamed events, as the CLI runs it).
 
-    Returns (info, decisions, seconds per decision spent outside the nodes: the runtime's cost).
+    Returns (info, decisions, seconds spent outside the nodes: the runtime's cost).
     """
     env = _explorer_env(spec, steps)
     context = explorer.ExplorerContext(env=env.unwrapped, policy=None, instruction="", recorder=None)
     timer = NodeTimer()
+    events: list[dict[str, Any]] = []
     with sqlite_checkpointer(checkpoint) as saver:
         graph = explorer.build_explorer_graph(timer).compile(checkpointer=saver)
         start = time.perf_counter()
-        state = stream_run(graph, {"decision": 0, "events": []}, run_config(checkpoint.stem), context)
+        state = stream_run(
+            graph,
+            {"decision": 0, "events": []},
+            run_config(checkpoint.stem),
+            context,
+            events.append if listen else None,
+        )
         total = time.perf_counter() - start
     info = env.unwrapped._info()
     env.close()
-    decisions = int(state["decision"])
-    return info, decisions, (total - timer.seconds) / max(decisions, 1)
+    return info, int(state["decision"]), total - timer.seconds
 
 
 def run_dfs_bare(spec: str, steps: int) -> tuple[dict[str, Any], int, float]:
@@ -112,8 +122,7 @@ def run_dfs_bare(spec: str, steps: int) -> tuple[dict[str, Any], int, float]:
     total = time.perf_counter() - start
     info = env.unwrapped._info()
     env.close()
-    decisions = int(state["decision"])
-    return info, decisions, (total - timer.seconds) / max(decisions, 1)
+    return info, int(state["decision"]), total - timer.seconds
 
 
 def main() -> None:
@@ -121,6 +130,9 @@ def main() -> None:
     parser.add_argument("--scenes", type=int, default=20, help="number of held-out scenes (seeds 1000..)")
     parser.add_argument("--steps", type=int, default=500, help="step budget")
     parser.add_argument("--quick", action="store_true", help="3 scenes, 300 steps (under a minute)")
+    parser.add_argument(
+        "--overhead-scenes", type=int, default=3, help="scenes the runtime overhead is measured on"
+    )
     args = parser.parse_args()
     n, steps = (3, 300) if args.quick else (args.scenes, args.steps)
     seeds = list(range(1000, 1000 + n))
@@ -141,12 +153,23 @@ def main() -> None:
                     "frontier_m2": round(f["coverage_m2"], 2),
                 }
             )
-        # Runtime overhead on one scene: the time per decision spent outside the node
-        # functions, in the graph with SQLite checkpoints and in a bare loop making the same
-        # decisions (the work itself is timed away, so its run-to-run noise cancels).
-        spec = scene(seeds[0])
-        _, graph_decisions, graph_outside = run_dfs(spec, steps, Path(tmp) / "overhead.sqlite")
-        _, bare_decisions, bare_outside = run_dfs_bare(spec, steps)
+        # Runtime overhead: the time per decision spent outside the node functions, in the
+        # graph with SQLite checkpoints (without and with a listener for the streamed events)
+        # and in a bare loop making the same decisions. The work itself is timed away, so its
+        # run-to-run noise cancels; the first scenes, interleaved, give a few dozen decisions.
+        outside = {"graph": 0.0, "streaming": 0.0, "bare": 0.0}
+        decisions = {"graph": 0, "streaming": 0, "bare": 0}
+        for seed in seeds[: args.overhead_scenes]:
+            spec = scene(seed)
+            runs = (
+                ("graph", run_dfs(spec, steps, Path(tmp) / f"overhead-{seed}.sqlite")),
+                ("streaming", run_dfs(spec, steps, Path(tmp) / f"streaming-{seed}.sqlite", listen=True)),
+                ("bare", run_dfs_bare(spec, steps)),
+            )
+            for name, (_, made, seconds) in runs:
+                decisions[name] += made
+                outside[name] += seconds
+        per_decision = {name: outside[name] / max(decisions[name], 1) for name in outside}
     mean = statistics.fmean
     result = {
         "scenes": n,
@@ -155,17 +178,20 @@ def main() -> None:
         "frontier_coverage_m2": round(mean(f["coverage_m2"] for f in frontier), 3),
         "dfs_auc": round(mean(d["coverage_auc"] for d in dfs), 4),
         "frontier_auc": round(mean(f["coverage_auc"] for f in frontier), 4),
-        "runtime_decisions": graph_decisions,
-        "runtime_graph_outside_nodes_ms": round(1000 * graph_outside, 3),
-        "runtime_bare_outside_nodes_ms": round(1000 * bare_outside, 3),
+        "runtime_decisions": decisions["graph"],
+        "runtime_graph_outside_nodes_ms": round(1000 * per_decision["graph"], 3),
+        "runtime_bare_outside_nodes_ms": round(1000 * per_decision["bare"], 3),
     }
-    if graph_decisions != bare_decisions:
-        raise SystemExit(f"the graph made {graph_decisions} decisions, the bare loop {bare_decisions}")
+    if len(set(decisions.values())) != 1:
+        raise SystemExit(f"the runs made different numbers of decisions: {decisions}")
     result["coverage_ratio_vs_frontier"] = round(
         result["dfs_coverage_m2"] / result["frontier_coverage_m2"], 4
     )
     result["auc_ratio_vs_frontier"] = round(result["dfs_auc"] / result["frontier_auc"], 4)
-    result["runtime_overhead_ms"] = round(1000 * (graph_outside - bare_outside), 3)
+    result["runtime_overhead_ms"] = round(1000 * (per_decision["graph"] - per_decision["bare"]), 3)
+    result["runtime_overhead_streaming_ms"] = round(
+        1000 * (per_decision["streaming"] - per_decision["bare"]), 3
+    )
     for row in per_scene:
         print(json.dumps(row))
     print(json.dumps(result))

@@ -333,9 +333,14 @@ def _run_dfs(
                         {"steps": data["steps"], "coverage_ratio": data["coverage_ratio"]},
                     )
 
+            listening = on_step is not None or on_event is not None
             try:
                 state = stream_run(
-                    graph, None if saved else {"decision": 0, "events": []}, config, context, progress
+                    graph,
+                    None if saved else {"decision": 0, "events": []},
+                    config,
+                    context,
+                    progress if listening else None,
                 )
             finally:
                 recorder.close()
