@@ -186,7 +186,9 @@ class VLLMOfflinePolicy:
             extra["stop_reason"] = output.stop_reason
         if raw_finish not in _FINISH_REASONS:
             extra["finish_reason"] = raw_finish
-        if on_text is not None and output.text:  # LLM.chat returns whole replies: one piece
+        # One piece: vLLM 0.32's LLM sets every request to RequestOutputKind.FINAL_ONLY
+        # (_add_request in entrypoints/common/offline.py), so nothing partial comes out.
+        if on_text is not None and output.text:
             on_text(output.text)
         return Completion(
             text=output.text,
