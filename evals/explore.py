@@ -122,6 +122,23 @@ def _make_env(settings: ExploreSettings) -> Any:
     )
 
 
+def _start(settings: ExploreSettings, out: Path) -> tuple[Any, tuple[Any, dict[str, Any]]]:
+    """Write the run's ``config.yaml``, make the env and reset it: (env, (observation, info))."""
+    import yaml
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(
+        yaml.safe_dump({"command": "explore", "settings": asdict(settings)}, sort_keys=False)
+    )
+    env = _make_env(settings)
+    options = {"scene": settings.scene} if settings.scene else None
+    try:
+        return env, env.reset(seed=settings.seed, options=options)
+    except BaseException:
+        env.close()
+        raise
+
+
 def _read_records(path: Path) -> list[dict[str, Any]]:
     """Step records of an earlier (possibly killed) run; a torn last line is dropped."""
     records: list[dict[str, Any]] = []
@@ -172,7 +189,6 @@ def run_exploration(
     custom stream events as they happen (``token``: a piece of a VLM reply, ``select``: the
     waypoint it chose, ``navigate``, ``observe``).
     """
-    import yaml
 
     from embodia.policies.heuristic import make_agent
 
@@ -190,15 +206,9 @@ def run_exploration(
         partial.write_text("".join(json.dumps(r) + "\n" for r in records))
         partial.replace(log_path)
     agent = make_agent(settings.agent)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(
-        yaml.safe_dump({"command": "explore", "settings": asdict(settings)}, sort_keys=False)
-    )
-    env = _make_env(settings)
     started = time.perf_counter()
+    env, (observation, info) = _start(settings, out)
     try:
-        options = {"scene": settings.scene} if settings.scene else None
-        observation, info = env.reset(seed=settings.seed, options=options)
         base = env.unwrapped
         agent.reset(_EnvView(base), seed=settings.seed)
         video = _VideoWriter(out / "episode.mp4") if settings.video else None
@@ -284,7 +294,6 @@ def _run_dfs(
     on_event: Callable[[dict[str, Any]], None] | None,
 ) -> dict[str, Any]:
     """The depth-first explorer as a LangGraph run with a SQLite checkpoint per node."""
-    import yaml
 
     from embodia.agents.explorer import ExplorerContext, build_explorer_graph, replay
     from embodia.agents.runtime import RunRecorder, run_config, sqlite_checkpointer, stream_run
@@ -297,15 +306,9 @@ def _run_dfs(
         from embodia.policies import make_policy
 
         policy = make_policy(settings.policy)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(
-        yaml.safe_dump({"command": "explore", "settings": asdict(settings)}, sort_keys=False)
-    )
-    env = _make_env(settings)
     started = time.perf_counter()
+    env, _ = _start(settings, out)
     try:
-        options = {"scene": settings.scene} if settings.scene else None
-        env.reset(seed=settings.seed, options=options)
         base = env.unwrapped
         video = _VideoWriter(out / "episode.mp4") if settings.video else None
         frame = (lambda e: video.add(e._panorama_picture(), e)) if video else None
