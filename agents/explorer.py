@@ -21,9 +21,10 @@ simulator is deterministic), then the graph carries on from its last finished no
 from __future__ import annotations
 
 import logging
+import operator
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Literal, TypedDict
+from typing import Annotated, Any, Literal, TypedDict
 
 import networkx as nx
 import numpy as np
@@ -58,11 +59,10 @@ class ExplorerConfig:
     """Re-asks of a VLM whose reply could not be parsed."""
 
 
-class ExplorerState(TypedDict, total=False):
+class DecisionInput(TypedDict, total=False):
+    """What a decision starts from: the whole state but the event log."""
+
     decision: int
-    events: list[dict[str, Any]]
-    """Env actions and region-tracker updates in order: what a resume replays. Nodes return
-    the whole list (no reducer), so a decision's subgraph hands it back unchanged in shape."""
     tree: dict[str, Any]
     """The topological tree as networkx node-link data."""
     current_node: str
@@ -72,6 +72,14 @@ class ExplorerState(TypedDict, total=False):
     frontiers: int
     measures: dict[str, Any]
     done: bool
+
+
+class ExplorerState(DecisionInput, total=False):
+    events: Annotated[list[dict[str, Any]], operator.add]
+    """Env actions and region-tracker updates in order: what a resume replays. Nodes return
+    only their new events and the reducer appends them. The decision subgraph does not take
+    the log as input (``DecisionInput``), so it hands back just the decision's own events,
+    which the loop's reducer appends once."""
 
 
 @dataclass
@@ -182,8 +190,7 @@ def regions(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str
         tree.nodes[node]["categories"] = [name for name, _ in region.categories]
         tree.nodes[node]["area_m2"] = round(region.area_m2, 3)
     current = here if here >= 0 else parent_region
-    events = [*state.get("events", []), {"kind": "update"}]
-    return {"events": events, "tree": _tree_data(tree), "current_region": current}
+    return {"events": [{"kind": "update"}], "tree": _tree_data(tree), "current_region": current}
 
 
 def propose(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
@@ -461,7 +468,7 @@ def navigate(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[st
         }
     )
     return {
-        "events": [*state.get("events", []), event],
+        "events": [event],
         "decision": decision,
         "done": bool(terminated or truncated),
     }
@@ -492,12 +499,12 @@ DECISION_NODES = ("observe", "map", "regions", "propose", "select", "navigate", 
 
 def build_decision_graph(
     wrap: Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]] | None = None,
-) -> StateGraph[ExplorerState, ExplorerContext, ExplorerState, ExplorerState]:
+) -> StateGraph[ExplorerState, ExplorerContext, DecisionInput, ExplorerState]:
     """One decision: observe -> map -> regions -> propose -> select -> navigate -> update_tree.
 
     ``wrap`` decorates every node (the benchmark times the nodes' own work with it).
     """
-    step = StateGraph(ExplorerState, context_schema=ExplorerContext)
+    step = StateGraph(ExplorerState, context_schema=ExplorerContext, input_schema=DecisionInput)
     chain = [
         ("observe", observe),
         ("map", map_update),

@@ -3,10 +3,13 @@
 - Run-scoped dependencies (env, policy, recorder) travel in LangGraph's runtime *context*
   (``graph.stream(..., context=...)``; nodes read ``runtime.context``), never in globals
   and never in the checkpointed state, which stays small (ids, numbers, short lists).
-- Checkpoints go to SQLite keyed by the run id (``thread_id``) after every node
-  (``durability="async"``: written while the next step runs), so a killed run resumes from
-  its last saved step (at worst one step earlier; the agents replay deterministically).
-- Progress reaches the CLI as ``custom`` stream events (``emit``) next to ``updates``.
+- State is a TypedDict; a key that accumulates (an event log) has a reducer
+  (``Annotated[list, operator.add]``) and nodes return only what they add.
+- Checkpoints go to SQLite keyed by the run id (``thread_id``) after every step of the
+  graph (the explorer: once per decision; ``durability="async"``: written while the next
+  step runs), so a killed run resumes from its last saved step (at worst one step earlier;
+  the agents replay deterministically).
+- Progress and tokens reach the CLI as ``custom`` stream events (``emit``) next to ``updates``.
 - A :class:`RunRecorder` appends one JSON line per decision and, on resume, drops the lines
   of decisions the checkpoint does not hold (they will be made again).
 """
@@ -67,13 +70,13 @@ def stream_run(
     context: Any,
     on_event: EventHandler | None = None,
 ) -> dict[str, Any]:
-    """Run (``graph_input``) or resume (``None``) a compiled graph to its end.
+    """Run (``graph_input``) or resume (``None``) a compiled graph to its end; returns the
+    final state values (the graph's reducers applied, as LangGraph streams them).
 
     With ``on_event``, node updates and custom events, subgraphs' included, are passed to it
     as ``{"type": "updates" | "custom", "ns": (...), "data": ...}`` (``ns`` is empty for the
-    graph's own nodes). Without a listener only the graph's own updates are streamed: custom
-    events from subgraphs cost about 0.8 ms a decision (docs/benchmarks.md). Returns the final
-    state values.
+    graph's own nodes). Without a listener they are not streamed: custom events from
+    subgraphs cost about 0.8 ms a decision (docs/benchmarks.md).
     """
     values: dict[str, Any] = dict(graph_input or {})
     if graph_input is None and getattr(graph, "checkpointer", None):
@@ -83,18 +86,17 @@ def stream_run(
         graph_input,
         config,
         context=context,
-        stream_mode=["updates", "custom"] if listening else ["updates"],
+        stream_mode=["values", "updates", "custom"] if listening else ["values"],
         # Nodes emit their events from inside subgraphs, which LangGraph only forwards when asked.
         subgraphs=listening,
         durability="async",
         version="v2",
     ):
         namespace = tuple(part.get("ns", ()))
-        if part["type"] == "updates" and not namespace:
-            for update in part["data"].values():
-                if isinstance(update, dict):
-                    values.update(update)  # the agents' state has no reducers: last write wins
-        if on_event is not None:
+        if part["type"] == "values":
+            if not namespace:
+                values = dict(part["data"])
+        elif on_event is not None:
             on_event({"type": part["type"], "ns": namespace, "data": part["data"]})
     return values
 

@@ -118,7 +118,9 @@ def run_dfs_bare(spec: str, steps: int) -> tuple[dict[str, Any], int, float]:
     start = time.perf_counter()
     while not state.get("done"):
         for node in nodes:
-            state.update(node(state, runtime))
+            update = node(state, runtime)
+            state["events"] += update.pop("events", [])  # the state's one reducer
+            state.update(update)
     total = time.perf_counter() - start
     info = env.unwrapped._info()
     env.close()
@@ -151,6 +153,8 @@ def main() -> None:
                     "frontier_auc": round(f["coverage_auc"], 4),
                     "dfs_m2": round(d["coverage_m2"], 2),
                     "frontier_m2": round(f["coverage_m2"], 2),
+                    "dfs_ratio": round(d["coverage_ratio"], 4),
+                    "frontier_ratio": round(f["coverage_ratio"], 4),
                 }
             )
         # Runtime overhead: the time per decision spent outside the node functions, in the

@@ -68,6 +68,26 @@ def test_run_writes_tree_and_decisions(tmp_path: Path) -> None:
     assert records[-1]["steps"] == summary["steps"]
 
 
+def test_the_checkpoint_logs_each_action_once(tmp_path: Path) -> None:
+    # The event log has a reducer: each decision appends its own events, exactly once.
+    from embodia.agents.runtime import run_config, sqlite_checkpointer
+
+    out = tmp_path / "run"
+    run_exploration(_settings(steps=60), out)
+    with sqlite_checkpointer(out / "checkpoint.sqlite") as saver:
+        graph = build_explorer_graph().compile(checkpointer=saver)
+        events = graph.get_state(run_config(out.name)).values["events"]  # type: ignore[arg-type]
+    actions = [e for e in events if e["kind"] != "update"]
+    records = _decisions(out)
+    assert len(actions) == len(records)
+    for action, record in zip(actions, records, strict=True):
+        if action["kind"] == "pixel":
+            assert [action["row"], action["col"]] == [record["choice"]["row"], record["choice"]["col"]]
+        else:
+            assert action["point"] == pytest.approx(record["choice"]["point"])
+    assert sum(e["kind"] == "update" for e in events) >= len(records)  # one per decision observed
+
+
 def test_instruction_names_the_categories_to_seek() -> None:
     assert instruction_categories("explore the bedroom first", CATEGORIES) == {"bed"}
     assert instruction_categories("find the kitchen and map it", CATEGORIES) == {"counter", "refrigerator"}
