@@ -57,6 +57,8 @@ class ExplorerConfig:
     """Backtracks into one region before it is closed for good."""
     max_retries: int = 2
     """Re-asks of a VLM whose reply could not be parsed."""
+    max_tokens: int = 256
+    """Longest VLM reply, in tokens."""
 
 
 class DecisionInput(TypedDict, total=False):
@@ -320,6 +322,7 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] 
         parse,
         default=max(informative, key=lambda c: c["gain_m2"])["index"],
         max_retries=context.config.max_retries,
+        max_tokens=context.config.max_tokens,
         format_hint='one tool call, e.g. {"tool": "goto_waypoint", "arguments": {"index": N}}',
         on_text=stream,
     )

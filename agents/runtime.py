@@ -82,6 +82,7 @@ def stream_run(
     if graph_input is None and getattr(graph, "checkpointer", None):
         values = dict(graph.get_state(config).values)
     listening = on_event is not None
+    options: dict[str, Any] = {"durability": "async"} if getattr(graph, "checkpointer", None) else {}
     for part in graph.stream(
         graph_input,
         config,
@@ -89,8 +90,8 @@ def stream_run(
         stream_mode=["values", "updates", "custom"] if listening else ["values"],
         # Nodes emit their events from inside subgraphs, which LangGraph only forwards when asked.
         subgraphs=listening,
-        durability="async",
         version="v2",
+        **options,
     ):
         namespace = tuple(part.get("ns", ()))
         if part["type"] == "values":

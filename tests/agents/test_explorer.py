@@ -182,6 +182,67 @@ def test_vlm_acts_through_tools_and_its_replies_stream(tmp_path: Path) -> None:
     }
 
 
+def test_a_real_vlm_sees_both_pictures_and_its_replies_stream(tmp_path: Path) -> None:
+    import gymnasium
+    from tinymodels import build_tiny_vlm
+
+    import embodia.envs  # noqa: F401
+    from embodia.agents.explorer import ExplorerConfig, ExplorerContext
+    from embodia.agents.runtime import RunRecorder, run_config, stream_run
+    from embodia.policies.hf import HFPolicy
+
+    class Watched(HFPolicy):  # the real model, with each request's images noted
+        shapes: list[list[tuple[int, ...]]] = []
+
+        def complete(self, messages, images=(), **kwargs):  # type: ignore[no-untyped-def]
+            self.shapes.append([image.shape for image in images])
+            return super().complete(messages, images, **kwargs)
+
+    vlm = Watched(build_tiny_vlm(tmp_path / "vlm"))
+    env = gymnasium.make(
+        "embodia/ActiveMappingWaypoint-v0",
+        panorama_height=48,
+        panorama_width=96,
+        max_steps=40,
+        action_type="pixel",
+    )
+    env.reset(seed=0, options={"scene": SCENE})
+    recorder = RunRecorder(tmp_path / "episodes.jsonl")
+    context = ExplorerContext(
+        env=env.unwrapped,
+        policy=vlm,
+        instruction="explore the bedroom first",
+        recorder=recorder,
+        config=ExplorerConfig(max_retries=1, max_tokens=12),
+    )
+    events: list[dict] = []
+    stream_run(
+        build_explorer_graph().compile(),
+        {"decision": 0, "events": []},
+        run_config("vlm"),
+        context,
+        events.append,
+    )
+    recorder.close()
+    env.close()
+    records = [r for r in _decisions(tmp_path) if r["choice"]["by"] == "vlm"]
+    assert records, "the VLM was never asked"
+    # Every request carried the marked panorama and the BEV picture.
+    assert vlm.shapes and all(len(shapes) == 2 for shapes in vlm.shapes)
+    assert all(shape[2] == 3 for shapes in vlm.shapes for shape in shapes)
+    tokens = [e["data"] for e in events if e["type"] == "custom" and e["data"]["event"] == "token"]
+    for record in records:
+        for attempt, entry in enumerate(record["attempts"]):
+            streamed = "".join(
+                t["text"] for t in tokens if t["decision"] == record["decision"] and t["attempt"] == attempt
+            )
+            assert streamed == entry["reply"]
+        # Random weights rarely write a valid call: whatever happened is accounted for.
+        answered = any(a["failure"] is None and a["tool_result"] is None for a in record["attempts"])
+        assert record["choice"]["fallback"] == (not answered)
+    assert any(a["reply"].strip() for r in records for a in r["attempts"]), "nothing was generated"
+
+
 def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
     whole = run_exploration(_settings(), tmp_path / "whole")
     killed = tmp_path / "killed"
