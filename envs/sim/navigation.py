@@ -28,7 +28,7 @@ from typing import Any, NamedTuple
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from embodia.envs.sim.protocol import ShortestPath, SimConfig, TopDownMap
+from embodia.envs.sim.protocol import ShortestPath, SimConfig, TopDownMap, cell_centre_xz, world_to_cell
 from embodia.envs.sim.raycast import Raycaster
 from embodia.errors import SceneError
 
@@ -245,16 +245,13 @@ class NavGrid:
         return float(self.island.sum()) * self.resolution**2
 
     def cell_of(self, points: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
-        p = np.asarray(points, dtype=np.float64)
-        col = np.floor((p[..., 0] - self.origin[0]) / self.resolution).astype(np.int64)
-        row = np.floor((p[..., 2] - self.origin[1]) / self.resolution).astype(np.int64)
-        return row, col
+        return world_to_cell(points, self.origin, self.resolution)
 
     def cell_centre(self, rows: ArrayLike, cols: ArrayLike) -> NDArray[np.float64]:
+        """Cell centres at each cell's own floor height."""
         r = np.asarray(rows, dtype=np.int64)
         c = np.asarray(cols, dtype=np.int64)
-        x = self.origin[0] + (c + 0.5) * self.resolution
-        z = self.origin[1] + (r + 0.5) * self.resolution
+        x, z = cell_centre_xz(r, c, self.origin, self.resolution)
         return np.stack([x, self.cell_floor[r, c].astype(np.float64), z], axis=-1)
 
     def on_island(self, points: ArrayLike) -> NDArray[np.bool_]:

@@ -137,6 +137,28 @@ class ShortestPath:
         return math.isfinite(self.geodesic_distance)
 
 
+def world_to_cell(
+    points: ArrayLike, origin: ArrayLike, resolution: float
+) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
+    """(row, col) cells of world points (..., 3) on a grid whose cell (0, 0) starts at
+    ``origin`` = (x, z): columns follow +x, rows +z (habitat's top-down layout)."""
+    p = np.asarray(points, dtype=np.float64)
+    o = np.asarray(origin, dtype=np.float64)
+    col = np.floor((p[..., 0] - o[0]) / resolution).astype(np.int64)
+    row = np.floor((p[..., 2] - o[1]) / resolution).astype(np.int64)
+    return row, col
+
+
+def cell_centre_xz(
+    rows: ArrayLike, cols: ArrayLike, origin: ArrayLike, resolution: float
+) -> tuple[NDArray[np.float64], NDArray[np.float64]]:
+    """World (x, z) of cell centres: the inverse of :func:`world_to_cell`."""
+    o = np.asarray(origin, dtype=np.float64)
+    x = o[0] + (np.asarray(cols, dtype=np.float64) + 0.5) * resolution
+    z = o[1] + (np.asarray(rows, dtype=np.float64) + 0.5) * resolution
+    return x, z
+
+
 @dataclass(frozen=True)
 class TopDownMap:
     """Ground-truth top-down navigability. Row index follows +z, column index +x."""
@@ -155,17 +177,11 @@ class TopDownMap:
 
     def to_grid(self, points: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         """(row, col) cells of world points (..., 3); may fall outside the map."""
-        p = np.asarray(points, dtype=np.float64)
-        col = np.floor((p[..., 0] - self.origin[0]) / self.resolution).astype(np.int64)
-        row = np.floor((p[..., 2] - self.origin[1]) / self.resolution).astype(np.int64)
-        return row, col
+        return world_to_cell(points, self.origin, self.resolution)
 
     def from_grid(self, rows: ArrayLike, cols: ArrayLike) -> NDArray[np.float64]:
         """World points (..., 3) at the centres of cells, on the floor."""
-        r = np.asarray(rows, dtype=np.float64)
-        c = np.asarray(cols, dtype=np.float64)
-        x = self.origin[0] + (c + 0.5) * self.resolution
-        z = self.origin[1] + (r + 0.5) * self.resolution
+        x, z = cell_centre_xz(rows, cols, self.origin, self.resolution)
         return np.stack([x, np.full_like(x, self.floor_height), z], axis=-1)
 
 
