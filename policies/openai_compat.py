@@ -26,7 +26,6 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-import httpx2
 import numpy as np
 import openai
 from numpy.typing import NDArray
@@ -169,8 +168,13 @@ def collect_stream(chunks: Iterable[ChatCompletionChunk], on_text: Callable[[str
         assembled["token_ids"] = token_ids
     if stop_reason is not None:
         assembled["stop_reason"] = stop_reason
-    data: dict[str, Any] = {**ids, "object": "chat.completion", "created": 0, "choices": [assembled]}
-    data["usage"] = usage
+    data: dict[str, Any] = {
+        **ids,
+        "object": "chat.completion",
+        "created": 0,
+        "choices": [assembled],
+        "usage": usage,
+    }
     if prompt_token_ids is not None:
         data["prompt_token_ids"] = prompt_token_ids
     return ChatCompletion.model_construct(**data)
@@ -390,12 +394,12 @@ class OpenAICompatPolicy:
         )
 
     def _read_stream(self, stream: Any, on_text: Callable[[str], None]) -> ChatCompletion:
-        # The reply has begun: a failure now is the server going away mid-reply (the SDK wraps
-        # some read errors as APIConnectionError and lets others through) or a garbled event.
+        # The reply has begun: a failure now is the server going away mid-reply (the SDK
+        # raises APIConnectionError for a body cut short) or a garbled event.
         try:
             with stream:
                 return collect_stream(stream, on_text)
-        except (openai.APIConnectionError, httpx2.HTTPError) as error:
+        except openai.APIConnectionError as error:
             cause = _one_line(str(error)) or type(error).__name__
             raise PolicyError(f"the reply stream from {self.base_url} broke off: {cause}") from error
         except (ValueError, openai.APIError) as error:  # undecodable JSON in an event, an error event
