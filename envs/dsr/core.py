@@ -1,0 +1,157 @@
+"""The pieces every DSR-Bench structure plugs into: operations, problems and the registry.
+
+An :class:`Operation` is one (data structure, operation) pair of the benchmark, e.g.
+``queue.compound`` or ``bst.inorder``. Its ``generate`` draws one problem of a given size from
+a seeded ``random.Random`` by running the pure-Python reference implementation of the
+structure, so the truth is whatever the reference computes under the benchmark's
+deterministic tie-break rules (spelled out in ``rules`` and shown to the model).
+
+Answers are compared on :func:`canonical` serialisations: ``str(value)`` with the spaces
+removed, as the public benchmark does, with dict keys sorted so key order never matters.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from embodia.errors import EmbodiaError
+
+CATEGORIES = ("linear", "temporal", "associative", "hierarchical", "network", "hybrid", "spatial")
+Category = Literal["linear", "temporal", "associative", "hierarchical", "network", "hybrid", "spatial"]
+
+LENGTHS: dict[str, tuple[int, int]] = {"short": (5, 10), "medium": (11, 20), "long": (21, 30)}
+"""Size ranges (number of operations, elements or nodes) per length level, drawn uniformly."""
+
+Comparison = Literal["exact", "set"]
+"""``set``: the answer is a list compared as a set (LRU cache contents)."""
+
+
+class DSRError(EmbodiaError):
+    """A DSR-Bench input that cannot be used (unknown operation, malformed instance file...)."""
+
+
+@dataclass(frozen=True)
+class Step:
+    """One operation of a problem and the structure's canonical state right after it."""
+
+    label: str
+    """The operation as the question states it, e.g. ``(enqueue, 82)``."""
+    state: Any
+
+
+@dataclass(frozen=True)
+class Problem:
+    """One generated question with its truth, as an operation's ``generate`` returns it."""
+
+    question: str
+    """The instance itself: starting state and operations (no description, rules or format)."""
+    truth: Any
+    """The canonical final answer, JSON-serialisable (lists, never tuples)."""
+    data: dict[str, Any]
+    """The raw inputs, JSON-serialisable: what the code probe and the interactive env use."""
+    steps: tuple[Step, ...] = ()
+    """Per-operation ground truth for stepwise diagnostics and ``DSRInteractive-v0``."""
+    initial_state: Any = None
+    """The canonical state before the first step (when the problem has steps)."""
+
+
+Generator = Callable[[random.Random, int, Mapping[str, Any]], Problem]
+"""``generate(rng, size, variant) -> Problem``; ``variant`` carries e.g. ``{"dim": 3}``."""
+
+
+@dataclass(frozen=True)
+class Operation:
+    """One (structure, operation) pair of the benchmark."""
+
+    structure: str
+    """Registry name of the structure, e.g. ``priority_queue``."""
+    name: str
+    """The operation, e.g. ``compound`` or ``inorder``."""
+    category: Category
+    display: str
+    """How the prompt names the structure, e.g. ``priority queue``."""
+    description: str
+    """The ``full`` description: how the structure and this operation work, step by step."""
+    rules: str
+    """Task rules: the deterministic tie-breaks and what ``final_answer`` must contain."""
+    answer_schema: dict[str, Any]
+    """JSON schema of ``final_answer``."""
+    generate: Generator
+    comparison: Comparison = "exact"
+    state_schema: dict[str, Any] | None = None
+    """JSON schema of one step's state, when it differs from ``answer_schema``."""
+    variants: tuple[Mapping[str, Any], ...] = field(default_factory=lambda: ({},))
+    """The variants the spatial suite cycles through (dimension, point distribution)."""
+
+    @property
+    def key(self) -> str:
+        return f"{self.structure}.{self.name}"
+
+
+OPERATIONS: dict[str, Operation] = {}
+"""Every registered operation by ``structure.name``; filled when :mod:`embodia.envs.dsr` is imported."""
+
+
+def register(*operations: Operation) -> None:
+    for operation in operations:
+        if operation.key in OPERATIONS:
+            raise ValueError(f"DSR operation {operation.key} registered twice")
+        if operation.category not in CATEGORIES:
+            raise ValueError(f"{operation.key}: unknown category {operation.category!r}")
+        OPERATIONS[operation.key] = operation
+
+
+def get_operation(key: str) -> Operation:
+    try:
+        return OPERATIONS[key]
+    except KeyError:
+        raise DSRError(f"unknown DSR operation {key!r}; known: {', '.join(sorted(OPERATIONS))}") from None
+
+
+def canonical(value: Any) -> str:
+    """The string answers are compared on: Python's ``str`` without spaces, dict keys sorted."""
+    return str(_sorted_keys(value)).replace(" ", "")
+
+
+def _sorted_keys(value: Any) -> Any:
+    if isinstance(value, dict):
+        return {key: _sorted_keys(value[key]) for key in sorted(value, key=str)}
+    if isinstance(value, list | tuple):
+        return [_sorted_keys(item) for item in value]
+    return value
+
+
+def draw_size(rng: random.Random, length: str) -> int:
+    try:
+        low, high = LENGTHS[length]
+    except KeyError:
+        raise DSRError(f"unknown length {length!r}: expected one of {', '.join(LENGTHS)}") from None
+    return rng.randint(low, high)
+
+
+def op_label(name: str, *args: Any) -> str:
+    """``(enqueue, 82)``: the way questions list operations."""
+    return "(" + ", ".join([name, *(str(a) for a in args)]) + ")"
+
+
+def list_schema(items: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "array", "items": items}
+
+
+INT: dict[str, Any] = {"type": "integer"}
+INT_LIST = list_schema(INT)
+STR_LIST = list_schema({"type": "string"})
+
+
+def distinct_values(rng: random.Random, count: int, low: int = 0, high: int = 99) -> list[int]:
+    """``count`` distinct integers in [low, high] (tree keys, graph labels)."""
+    return rng.sample(range(low, high + 1), count)
+
+
+def steps_from(labels: Sequence[str], states: Sequence[Any]) -> tuple[Step, ...]:
+    if len(labels) != len(states):
+        raise ValueError(f"{len(labels)} step labels but {len(states)} states")
+    return tuple(Step(label, state) for label, state in zip(labels, states, strict=True))
