@@ -1,0 +1,196 @@
+"""Scoring DSR-Bench answers exactly as the public benchmark does, with diagnostics.
+
+1. ``final_answer`` is read from the reply's JSON: the whole reply when it is one object, else
+   the last JSON value in it (code fences, prose and think blocks around it are fine). No
+   parseable ``final_answer``: both scores 0, failure ``parse``.
+2. Exact match: the canonical serialisations are equal (``core.canonical``: ``str`` without
+   spaces); integers given as strings count as integers, as the reference's ``int()`` does,
+   and an answer given as a string holding a literal is read as that literal (``str`` of it
+   is what the reference compares). LRU answers are compared as sets.
+3. Partial credit: ``1 - Levenshtein(a, b) / max(len(a), len(b))`` on the canonical strings.
+
+Failures are classified for the taxonomy: ``parse`` (no answer could be read), ``wrong_type``
+(an answer of another shape than the truth, e.g. an int for a list) and ``wrong_final``.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from rapidfuzz.distance import Levenshtein
+
+from embodia.envs.dsr.core import Comparison, Step, canonical, get_operation
+from embodia.envs.dsr.suites import Instance
+from embodia.policies.parsing import ParseFailure, extract_json
+
+Failure = Literal["parse", "wrong_type", "wrong_final"]
+FAILURES: tuple[Failure, ...] = ("parse", "wrong_type", "wrong_final")
+
+
+@dataclass(frozen=True)
+class Score:
+    exact: float
+    partial: float
+    failure: Failure | None
+    reason: str = ""
+    """Why a parse failed, or what was wrong with the answer's type."""
+    answer: Any = None
+    first_wrong_step: int | None = None
+    """Index of the first step whose stated output differs from the truth (stepwise replies)."""
+    steps_given: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "exact": self.exact,
+            "partial": self.partial,
+            "failure": self.failure,
+            "reason": self.reason,
+            "answer": self.answer,
+            "first_wrong_step": self.first_wrong_step,
+            "steps_given": self.steps_given,
+        }
+
+
+_MISSING = object()
+
+
+def parse_reply(text: str) -> dict[str, Any] | ParseFailure:
+    """The reply's JSON object holding ``final_answer``."""
+    stripped = text.strip()
+    value: object
+    if stripped.startswith("{") and stripped.endswith("}"):
+        try:
+            value = json.loads(stripped)
+        except json.JSONDecodeError:
+            value = extract_json(text)
+    else:
+        value = extract_json(text)
+    if isinstance(value, ParseFailure):
+        return value
+    if not isinstance(value, dict):
+        return ParseFailure("the last JSON value in the reply is not an object")
+    if "final_answer" not in value:
+        return ParseFailure("the reply's JSON has no final_answer")
+    return value
+
+
+def _read_literal(text: str) -> Any:
+    try:
+        return json.loads(text)
+    except (json.JSONDecodeError, ValueError):
+        pass
+    try:
+        return ast.literal_eval(text)
+    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+        return _MISSING
+
+
+def normalise(answer: Any, truth: Any) -> Any:
+    """The answer as the reference would compare it against ``truth``."""
+    if isinstance(answer, str) and not isinstance(truth, str):
+        text = answer.strip()
+        if isinstance(truth, int) and not isinstance(truth, bool):
+            try:
+                return int(text)
+            except ValueError:
+                pass
+        literal = _read_literal(text)
+        if literal is not _MISSING:
+            answer = literal
+    if isinstance(answer, tuple):
+        answer = list(answer)
+    if isinstance(answer, float) and answer.is_integer() and isinstance(truth, int):
+        return int(answer)
+    return answer
+
+
+def _shape(value: Any) -> str:
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, int):
+        return "int"
+    if isinstance(value, float):
+        return "float"
+    if isinstance(value, str):
+        return "str"
+    if isinstance(value, dict):
+        return "object"
+    if isinstance(value, list):
+        return "list" if not value else f"list[{_shape(value[0])}]"
+    return type(value).__name__
+
+
+def _type_mismatch(answer: Any, truth: Any) -> str:
+    if isinstance(truth, dict) and isinstance(answer, dict):
+        return "" if set(answer) == set(truth) else f"keys {sorted(answer)} instead of {sorted(truth)}"
+    have, want = _shape(answer), _shape(truth)
+    if have == want or (have.startswith("list") and want == "list") or (have == "list" and want.startswith("list")):
+        return ""
+    return f"{have} instead of {want}"
+
+
+def _as_set_text(value: Any) -> str:
+    items = value if isinstance(value, list) else [value]
+    return "[" + ",".join(sorted(canonical(item) for item in items)) + "]"
+
+
+def compare(answer: Any, truth: Any, comparison: Comparison = "exact") -> tuple[float, float]:
+    """(exact, partial) for an already parsed answer."""
+    answer = normalise(answer, truth)
+    if comparison == "set":
+        have, want = _as_set_text(answer), _as_set_text(truth)
+    else:
+        have, want = canonical(answer), canonical(truth)
+    if have == want:
+        return 1.0, 1.0
+    return 0.0, 1.0 - Levenshtein.normalized_distance(have, want)
+
+
+def first_wrong_step(given: list[Any], steps: tuple[Step, ...], comparison: Comparison = "exact") -> int | None:
+    """Index of the first stated step output that differs from the reference's state after that step."""
+    for index, (entry, step) in enumerate(zip(given, steps, strict=False)):
+        output = entry.get("output") if isinstance(entry, dict) else entry
+        if compare(output, step.state, comparison)[0] != 1.0:
+            return index
+    if len(given) < len(steps):
+        return len(given)
+    return None
+
+
+def score_value(answer: Any, instance: Instance) -> Score:
+    """Score a final answer that is already a value (the code probe's ``solution()`` result)."""
+    comparison = get_operation(instance.operation).comparison
+    exact, partial = compare(answer, instance.truth, comparison)
+    if exact == 1.0:
+        return Score(exact, partial, None, answer=answer)
+    mismatch = _type_mismatch(normalise(answer, instance.truth), instance.truth)
+    failure: Failure = "wrong_type" if mismatch else "wrong_final"
+    return Score(exact, partial, failure, reason=mismatch, answer=answer)
+
+
+def score_reply(text: str, instance: Instance) -> Score:
+    """Score a model's reply text against ``instance``."""
+    reply = parse_reply(text)
+    if isinstance(reply, ParseFailure):
+        return Score(0.0, 0.0, "parse", reason=reply.reason)
+    result = score_value(reply["final_answer"], instance)
+    given = reply.get("steps")
+    if not isinstance(given, list) or not instance.steps:
+        return result
+    comparison = get_operation(instance.operation).comparison
+    return Score(
+        result.exact,
+        result.partial,
+        result.failure,
+        result.reason,
+        result.answer,
+        first_wrong_step(given, instance.steps, comparison),
+        len(given),
+    )
+
+
+def parse_failure_score(reason: str) -> Score:
+    return Score(0.0, 0.0, "parse", reason=reason)
