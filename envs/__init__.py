@@ -10,3 +10,7 @@ plugin group), so ``gymnasium.make("embodia/ActiveMapping-v0")`` works afterward
 from embodia.envs.mapping import register_envs as _register_mapping_envs
 
 _register_mapping_envs()
+
+from embodia.envs.dsr.env import register_envs as _register_dsr_envs
+
+_register_dsr_envs()

@@ -5,7 +5,16 @@ narratives, and the gymnasium ids ``embodia/DSR-v0`` and ``embodia/DSRInteractiv
 """
 
 from embodia.envs.dsr import realistic as realistic
-from embodia.envs.dsr.core import CATEGORIES, LENGTHS, OPERATIONS, DSRError, Operation, Problem, Step, canonical
+from embodia.envs.dsr.core import (
+    CATEGORIES,
+    LENGTHS,
+    OPERATIONS,
+    DSRError,
+    Operation,
+    Problem,
+    Step,
+    canonical,
+)
 from embodia.envs.dsr.structures import (
     associative,
     hierarchical,

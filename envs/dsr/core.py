@@ -85,6 +85,9 @@ class Operation:
     """JSON schema of one step's state, when it differs from ``answer_schema``."""
     variants: tuple[Mapping[str, Any], ...] = field(default_factory=lambda: ({},))
     """The variants the spatial suite cycles through (dimension, point distribution)."""
+    prepare: Callable[[Any], Any] | None = None
+    """Applied to a parsed answer before comparison where the reference's evaluator does so
+    (hashmap: buckets sorted by number); it must accept any JSON value and never raise."""
 
     @property
     def key(self) -> str:

@@ -40,9 +40,16 @@ def instance_mode(instance: Instance, mode: str) -> str:
     return str(instance.variant.get("mode", mode))
 
 
+def final_answer_schema(instance: Instance) -> dict[str, Any]:
+    """JSON schema of ``final_answer``: the operation's, or a narrative's (names instead of numbers)."""
+    if instance.suite == "realistic":
+        return realistic.NARRATIVE_SCHEMAS[instance.operation]
+    return get_operation(instance.operation).answer_schema
+
+
 def answer_schema(instance: Instance, mode: str) -> dict[str, Any]:
     """JSON schema of the whole reply object a mode asks for (usable for guided decoding)."""
-    final = get_operation(instance.operation).answer_schema
+    final = final_answer_schema(instance)
     properties: dict[str, Any] = {"final_answer": final}
     required = ["final_answer"]
     if mode == "stepwise":
@@ -60,7 +67,7 @@ def answer_schema(instance: Instance, mode: str) -> dict[str, Any]:
 
 
 def _format_instructions(instance: Instance, mode: str) -> str:
-    schema = json.dumps(get_operation(instance.operation).answer_schema, separators=(",", ":"))
+    schema = json.dumps(final_answer_schema(instance), separators=(",", ":"))
     if mode == "CodeOnly":
         return (
             "Write a Python function `solution()` that takes no arguments and returns the final answer "
@@ -68,7 +75,7 @@ def _format_instructions(instance: Instance, mode: str) -> str:
             "it is run by an interpreter, with no imports other than the standard library's pure modules."
         )
     if mode == "stepwise":
-        shape = '{"steps": [{"explanation": "...", "output": "<state after this step>"}, ...], "final_answer": ...}'
+        shape = '{"steps": [{"explanation": "...", "output": "<state after it>"}, ...], "final_answer": ...}'
         return f"Reply with one JSON object {shape}, where final_answer matches the JSON schema {schema}."
     if mode == "CodeEnforce":
         return (
@@ -76,7 +83,9 @@ def _format_instructions(instance: Instance, mode: str) -> str:
             'End with one JSON object {"code": "<your code>", "final_answer": ...}, '
             f"where final_answer matches the JSON schema {schema}."
         )
-    return f'End your reply with one JSON object {{"final_answer": ...}}, where final_answer matches {schema}.'
+    return (
+        f'End your reply with one JSON object {{"final_answer": ...}}, where final_answer matches {schema}.'
+    )
 
 
 _SUFFIX = {

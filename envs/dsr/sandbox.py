@@ -16,6 +16,7 @@ goes wrong is a :class:`SandboxResult` with ``ok=False`` and the reason, never a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -38,6 +40,9 @@ class Limits:
     memory_mb: int = 512
     file_kb: int = 1024
     open_files: int = 64
+
+
+DEFAULT_LIMITS = Limits()
 
 
 @dataclass(frozen=True)
@@ -61,10 +66,8 @@ def extract_code(reply: str) -> str | None:
 
 
 def _kill_group(process: subprocess.Popen[bytes]) -> None:
-    try:
+    with contextlib.suppress(ProcessLookupError):
         os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
     process.wait()
 
 
@@ -77,10 +80,8 @@ def _exit_reason(returncode: int, limits: Limits) -> str:
     return f"the interpreter exited with status {returncode}"
 
 
-def run_solution(code: str, limits: Limits = Limits()) -> SandboxResult:
+def run_solution(code: str, limits: Limits = DEFAULT_LIMITS) -> SandboxResult:
     """Run ``code`` (which must define ``solution()``) and return what ``solution()`` returned."""
-    import time
-
     with tempfile.TemporaryDirectory(prefix="embodia-sandbox-") as workdir:
         start = time.perf_counter()
         process = subprocess.Popen(
@@ -103,10 +104,8 @@ def run_solution(code: str, limits: Limits = Limits()) -> SandboxResult:
             if process.poll() is None:
                 _kill_group(process)
         # Anything the code left running in its session goes too.
-        try:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(process.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
         wall = time.perf_counter() - start
     lines = out.decode("utf-8", "replace").strip().splitlines()
     if not lines:
@@ -117,7 +116,9 @@ def run_solution(code: str, limits: Limits = Limits()) -> SandboxResult:
         return SandboxResult(False, reason="the sandbox returned no result line", wall_s=wall)
     violations = tuple(str(v) for v in result.get("violations", ()))
     if violations:
-        return SandboxResult(False, reason=f"sandbox violation: {violations[0]}", violations=violations, wall_s=wall)
+        return SandboxResult(
+            False, reason=f"sandbox violation: {violations[0]}", violations=violations, wall_s=wall
+        )
     if not result.get("ok"):
         return SandboxResult(False, reason=str(result.get("error", "solution() failed")), wall_s=wall)
     return SandboxResult(True, value=result.get("value"), wall_s=wall)

@@ -65,7 +65,16 @@ _BLOCKED_EVENTS = {
     "mmap.__new__",
     "resource.setrlimit",
 }
-_PATH_EVENTS = {"open", "os.remove", "os.rename", "os.rmdir", "os.mkdir", "os.truncate", "os.listdir", "os.scandir"}
+_PATH_EVENTS = {
+    "open",
+    "os.remove",
+    "os.rename",
+    "os.rmdir",
+    "os.mkdir",
+    "os.truncate",
+    "os.listdir",
+    "os.scandir",
+}
 
 
 def _inside(path: object) -> bool:

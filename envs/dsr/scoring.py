@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import json
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Literal
 
@@ -127,7 +128,11 @@ def _type_mismatch(answer: Any, truth: Any) -> str:
     if isinstance(truth, dict) and isinstance(answer, dict):
         return "" if set(answer) == set(truth) else f"keys {sorted(answer)} instead of {sorted(truth)}"
     have, want = _shape(answer), _shape(truth)
-    if have == want or (have.startswith("list") and want == "list") or (have == "list" and want.startswith("list")):
+    if (
+        have == want
+        or (have.startswith("list") and want == "list")
+        or (have == "list" and want.startswith("list"))
+    ):
         return ""
     return f"{have} instead of {want}"
 
@@ -137,9 +142,13 @@ def _as_set_text(value: Any) -> str:
     return "[" + ",".join(sorted(canonical(item) for item in items)) + "]"
 
 
-def compare(answer: Any, truth: Any, comparison: Comparison = "exact") -> tuple[float, float]:
+def compare(
+    answer: Any, truth: Any, comparison: Comparison = "exact", prepare: Callable[[Any], Any] | None = None
+) -> tuple[float, float]:
     """(exact, partial) for an already parsed answer."""
     answer = normalise(answer, truth)
+    if prepare is not None:
+        answer = prepare(answer)
     if comparison == "set":
         have, want = _as_set_text(answer), _as_set_text(truth)
     else:
@@ -149,7 +158,9 @@ def compare(answer: Any, truth: Any, comparison: Comparison = "exact") -> tuple[
     return 0.0, 1.0 - Levenshtein.normalized_distance(have, want)
 
 
-def first_wrong_step(given: list[Any], steps: tuple[Step, ...], comparison: Comparison = "exact") -> int | None:
+def first_wrong_step(
+    given: list[Any], steps: tuple[Step, ...], comparison: Comparison = "exact"
+) -> int | None:
     """Index of the first stated step output that differs from the reference's state after that step."""
     for index, (entry, step) in enumerate(zip(given, steps, strict=False)):
         output = entry.get("output") if isinstance(entry, dict) else entry
@@ -162,8 +173,8 @@ def first_wrong_step(given: list[Any], steps: tuple[Step, ...], comparison: Comp
 
 def score_value(answer: Any, instance: Instance) -> Score:
     """Score a final answer that is already a value (the code probe's ``solution()`` result)."""
-    comparison = get_operation(instance.operation).comparison
-    exact, partial = compare(answer, instance.truth, comparison)
+    operation = get_operation(instance.operation)
+    exact, partial = compare(answer, instance.truth, operation.comparison, operation.prepare)
     if exact == 1.0:
         return Score(exact, partial, None, answer=answer)
     mismatch = _type_mismatch(normalise(answer, instance.truth), instance.truth)
@@ -180,14 +191,13 @@ def score_reply(text: str, instance: Instance) -> Score:
     given = reply.get("steps")
     if not isinstance(given, list) or not instance.steps:
         return result
-    comparison = get_operation(instance.operation).comparison
     return Score(
         result.exact,
         result.partial,
         result.failure,
         result.reason,
         result.answer,
-        first_wrong_step(given, instance.steps, comparison),
+        first_wrong_step(given, instance.steps, get_operation(instance.operation)),
         len(given),
     )
 

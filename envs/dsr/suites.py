@@ -210,7 +210,9 @@ def read_jsonl(path: Path) -> list[Instance]:
 
 def stats(instances: Iterable[Instance]) -> dict[str, Any]:
     """Counts by suite, category, structure, operation and length (what ``embodia dsr stats`` prints)."""
-    by: dict[str, Counter[str]] = {k: Counter() for k in ("suite", "category", "structure", "operation", "length")}
+    by: dict[str, Counter[str]] = {
+        k: Counter() for k in ("suite", "category", "structure", "operation", "length")
+    }
     total = 0
     for instance in instances:
         total += 1

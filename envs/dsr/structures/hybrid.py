@@ -1,1 +1,388 @@
-"""(being written)"""
+"""Hybrid structures: LRU cache, counting Bloom filter, minimal DAWG."""
+
+from __future__ import annotations
+
+import random
+import string
+from collections import deque
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from embodia.envs.dsr.core import (
+    INT_LIST,
+    STR_LIST,
+    Operation,
+    Problem,
+    list_schema,
+    op_label,
+    register,
+    steps_from,
+)
+from embodia.envs.dsr.structures.associative import size_level
+
+# ---------------------------------------------------------------------------------------------------------
+# LRU cache
+
+
+class LRUCache:
+    """A fixed-capacity LRU cache of pages; the canonical state lists them least to most recently used."""
+
+    def __init__(self, capacity: int) -> None:
+        if capacity < 1:
+            raise ValueError(f"an LRU cache needs a capacity of at least 1, got {capacity}")
+        self.capacity = capacity
+        self.pages: list[int] = []  # least recently used first; capacities are small, so a list is enough
+
+    def access(self, page: int) -> int | None:
+        """Use ``page``; returns the evicted page, if any."""
+        if page in self.pages:
+            self.pages.remove(page)
+            self.pages.append(page)
+            return None
+        evicted = self.pages.pop(0) if len(self.pages) >= self.capacity else None
+        self.pages.append(page)
+        return evicted
+
+    def state(self) -> list[int]:
+        return list(self.pages)
+
+
+# Per level: (capacity range, number of distinct pages), as in the reference.
+_LRU_PARAMETERS = {"short": ((2, 5), 10), "medium": ((3, 7), 20), "long": ((4, 10), 30)}
+
+
+def _lru_cache(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    (low, high), pages = _LRU_PARAMETERS[size_level(size)]
+    capacity = rng.randint(low, high)
+    cache = LRUCache(capacity)
+    ops: list[list[Any]] = []
+    labels, states = [], []
+    for _ in range(size):
+        page = rng.randrange(pages)
+        cache.access(page)
+        ops.append(["access", page])
+        labels.append(op_label("access", page))
+        states.append(cache.state())
+    question = (
+        f"You should create an LRU cache with cache size (max number of different pages stored in cache) "
+        f"{capacity}. Q: Initially, the cache is empty. What is the state of the LRU cache after the "
+        f"following sequence of operations: {', '.join(labels)}?"
+    )
+    return Problem(
+        question, cache.state(), {"capacity": capacity, "ops": ops}, steps_from(labels, states), []
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Counting Bloom filter
+
+
+def bloom_hash(item: int, salt: int, m: int) -> int:
+    """The reference hash: h = h * 131 + ord(c) over str(item) from h = 0 (unbounded, no wrapping),
+    then (h + salt) % m."""
+    h = 0
+    for char in str(item):
+        h = h * 131 + ord(char)
+    return (h + salt) % m
+
+
+class CountingBloomFilter:
+    """``m`` counters, ``k`` hash functions (salts 0..k-1); insert/delete add/subtract one per hash."""
+
+    def __init__(self, m: int, k: int) -> None:
+        if m < 1 or k < 1:
+            raise ValueError(f"a counting Bloom filter needs m >= 1 and k >= 1, got m={m}, k={k}")
+        self.m, self.k = m, k
+        self.counts = [0] * m
+
+    def positions(self, item: int) -> list[int]:
+        return [bloom_hash(item, salt, self.m) for salt in range(self.k)]
+
+    def insert(self, item: int) -> None:
+        for position in self.positions(item):
+            self.counts[position] += 1
+
+    def delete(self, item: int) -> None:
+        # Counters never drop below zero (the reference's guard; deletes here only name inserted items).
+        for position in self.positions(item):
+            if self.counts[position] > 0:
+                self.counts[position] -= 1
+
+    def might_contain(self, item: int) -> bool:
+        return all(self.counts[position] > 0 for position in self.positions(item))
+
+    def state(self) -> list[int]:
+        return list(self.counts)
+
+
+_BLOOM_PARAMETERS = {"short": (20, 3), "medium": (50, 4), "long": (100, 5)}
+
+
+def _bloom_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    m, k = _BLOOM_PARAMETERS[size_level(size)]
+    bloom = CountingBloomFilter(m, k)
+    inserted: list[int] = []  # a multiset: an item inserted twice needs two deletes
+    ops: list[list[Any]] = []
+    labels, states = [], []
+    for _ in range(size):
+        if inserted and rng.random() >= 0.7:
+            item = rng.choice(inserted)
+            inserted.remove(item)
+            bloom.delete(item)
+            ops.append(["delete", item])
+        else:
+            item = rng.randint(0, 100)  # the reference's item range, 100 included
+            inserted.append(item)
+            bloom.insert(item)
+            ops.append(["insert", item])
+        labels.append(op_label(*ops[-1]))
+        states.append(bloom.state())
+    question = (
+        f"You are given an empty Counting Bloom Filter with m = {m} and k = {k}. Q: What is the final state "
+        "of the Counting Bloom Filter, represented as its count array (a list of integer counts), after the "
+        f"following operations: {', '.join(labels)}?"
+    )
+    return Problem(question, bloom.state(), {"m": m, "k": k, "ops": ops}, steps_from(labels, states), [0] * m)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# DAWG
+
+
+@dataclass(frozen=True)
+class DAWGState:
+    """One node of a minimized DAWG: its end flag and its outgoing edges (character -> node index)."""
+
+    is_end: bool
+    edges: dict[str, int]
+
+
+class DAWGNode:
+    __slots__ = ("children", "cls", "is_end")
+
+    def __init__(self) -> None:
+        self.children: dict[str, DAWGNode] = {}
+        self.is_end = False
+        self.cls: int | None = None
+        """The node's signature class once minimized; cleared on every node an operation passes through."""
+
+
+class DAWG:
+    """Words kept in a trie (insert/delete as the associative ``Trie``), minimized on demand by merging the
+    nodes with equal signatures ``(is_end, sorted (char, child signature) pairs)``, leaves first.
+
+    A child's signature is replaced by the number of its class, which stands for the same nested
+    signature. The class registry persists across operations, so minimizing after an operation only
+    revisits the nodes on that operation's path.
+    """
+
+    def __init__(self) -> None:
+        self.root = DAWGNode()
+        self._registry: dict[tuple[bool, tuple[tuple[str, int], ...]], int] = {}
+        self._classes: list[DAWGState] = []
+
+    def insert(self, word: str) -> None:
+        node = self.root
+        node.cls = None
+        for char in word:
+            child = node.children.get(char)
+            if child is None:
+                child = node.children[char] = DAWGNode()
+            node = child
+            node.cls = None
+        node.is_end = True
+
+    def delete(self, word: str) -> bool:
+        """Unmark the word's end and prune bottom-up; a word that is not stored is a no-op (False)."""
+        path = [self.root]
+        for char in word:
+            child = path[-1].children.get(char)
+            if child is None:
+                return False
+            path.append(child)
+        if not path[-1].is_end:
+            return False
+        path[-1].is_end = False
+        for node in path:
+            node.cls = None
+        for depth in range(len(word), 0, -1):
+            node = path[depth]
+            if node.is_end or node.children:
+                break
+            del path[depth - 1].children[word[depth - 1]]
+        return True
+
+    def _classify(self, node: DAWGNode) -> int:
+        if node.cls is not None:
+            return node.cls
+        edges = tuple(sorted((char, self._classify(child)) for char, child in node.children.items()))
+        signature = (node.is_end, edges)
+        cls = self._registry.get(signature)
+        if cls is None:
+            cls = self._registry[signature] = len(self._classes)
+            self._classes.append(DAWGState(node.is_end, dict(edges)))
+        node.cls = cls
+        return cls
+
+    def minimize(self) -> tuple[int, list[DAWGState]]:
+        """(root index, nodes): the minimal DAWG of the stored words, only its reachable nodes, numbered
+        in breadth-first export order (the root is 0)."""
+        root = self._classify(self.root)
+        order = [index for index, _ in _bfs(root, self._classes)]
+        number = {cls: position for position, cls in enumerate(order)}
+        nodes = [
+            DAWGState(self._classes[cls].is_end, {c: number[t] for c, t in self._classes[cls].edges.items()})
+            for cls in order
+        ]
+        return 0, nodes
+
+    def state(self) -> list[list[str]]:
+        """Breadth-first export of the minimized DAWG: ``[prefix, "T" | "F"]`` per distinct node."""
+        return bfs_export(self._classify(self.root), self._classes)
+
+
+def _bfs(root: int, nodes: list[DAWGState]) -> list[tuple[int, str]]:
+    """(node, prefix) in the reference export order: a FIFO queue of (node, prefix) from (root, ""), edges
+    pushed in ascending character order; a node already output is skipped when dequeued again."""
+    out: list[tuple[int, str]] = []
+    seen: set[int] = set()
+    queue: deque[tuple[int, str]] = deque([(root, "")])
+    while queue:
+        index, prefix = queue.popleft()
+        if index in seen:
+            continue
+        seen.add(index)
+        out.append((index, prefix))
+        edges = nodes[index].edges
+        for char in sorted(edges):
+            queue.append((edges[char], prefix + char))
+    return out
+
+
+def bfs_export(root: int, nodes: list[DAWGState]) -> list[list[str]]:
+    """The reference export: ``[prefix, "T" | "F"]`` per node in :func:`_bfs` order; each node appears
+    once, with the prefix of its first dequeue."""
+    return [[prefix, "T" if nodes[index].is_end else "F"] for index, prefix in _bfs(root, nodes)]
+
+
+_DAWG_WORD_LENGTHS = {"short": (3, 6), "medium": (5, 10), "long": (8, 15)}
+
+
+def _dawg_word(rng: random.Random, low: int, high: int, words: list[str]) -> str:
+    """As the reference: w.p. 0.5 extend a prefix (at least one letter) of a stored word by at least one
+    random letter, else a fresh random word."""
+    if words and rng.random() < 0.5:
+        existing = rng.choice(words)
+        prefix = existing[: rng.randint(1, len(existing))]
+        tail = max(rng.randint(low, high) - len(prefix), 1)
+        return prefix + "".join(rng.choices(string.ascii_lowercase, k=tail))
+    return "".join(rng.choices(string.ascii_lowercase, k=rng.randint(low, high)))
+
+
+def _dawg_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    low, high = _DAWG_WORD_LENGTHS[size_level(size)]
+    dawg = DAWG()
+    words: list[str] = []  # insertion-ordered (never a set: str hashing is randomised per process)
+    ops: list[list[Any]] = []
+    labels, states = [], []
+    for _ in range(size):
+        if words and rng.random() < 0.3:
+            word = rng.choice(words)
+            words.remove(word)
+            dawg.delete(word)
+            ops.append(["delete", word])
+        else:
+            word = _dawg_word(rng, low, high, words)
+            if word not in words:
+                words.append(word)
+            dawg.insert(word)
+            ops.append(["insert", word])
+        labels.append(op_label(*ops[-1]))
+        states.append(dawg.state())
+    question = (
+        "You are given an empty Directed Acyclic Word Graph (DAWG) initially. Q: What is its final state "
+        f"after the following operations: {', '.join(labels)}?"
+    )
+    return Problem(question, dawg.state(), {"ops": ops}, steps_from(labels, states), [["", "F"]])
+
+
+register(
+    Operation(
+        structure="lru_cache",
+        name="cache",
+        category="hybrid",
+        display="LRU cache",
+        description=(
+            "An LRU (least recently used) cache holds at most a fixed number (its size) of different pages. "
+            "It supports one operation, (access, p). If page p is already in the cache, it becomes the most "
+            "recently used page and nothing is evicted. Otherwise, if the cache is full, the least recently "
+            "used page (the one whose last access is the oldest) is evicted first; then p is added as the "
+            "most recently used page."
+        ),
+        rules=(
+            "final_answer is the list of the pages in the cache after all accesses. The answer is compared "
+            "as a set (order is ignored); list them from the least to the most recently used."
+        ),
+        answer_schema=INT_LIST,
+        generate=_lru_cache,
+        comparison="set",
+    ),
+    Operation(
+        structure="bloom_filter",
+        name="compound",
+        category="hybrid",
+        display="counting Bloom filter",
+        description=(
+            "A counting Bloom filter answers set-membership queries and also supports deletion. It keeps an "
+            "array of m integer counters, indexed 0 to m-1 and all 0 initially, and uses k hash functions. "
+            "(insert, v): for each of the k hash functions, compute the index of v and add 1 to the counter "
+            "at that index. (delete, v): for each of the k hash functions, compute the index of v and "
+            "subtract 1 from the counter at that index, except that a counter already at 0 stays at 0."
+        ),
+        rules=(
+            "Use this hash function. For an item v and the i-th hash function (salt i, for i = 0, ..., k-1): "
+            "a) write v as a decimal string; b) start with h = 0; c) for each character c of the string from "
+            "left to right, set h = h * 131 + ord(c), where ord is the character's ASCII code ('0' is 48, "
+            "'9' is 57), with no reduction modulo m during this loop; d) add the salt: h = h + i; e) the "
+            "index is h mod m. So the k indices of v are (h0 + 0) mod m, ..., (h0 + k - 1) mod m, where h0 "
+            "is the value after step c. final_answer is the final count array as a list of m integers, "
+            "index 0 first."
+        ),
+        answer_schema=INT_LIST,
+        generate=_bloom_compound,
+    ),
+    Operation(
+        structure="dawg",
+        name="compound",
+        category="hybrid",
+        display="DAWG",
+        description=(
+            "A directed acyclic word graph (DAWG) stores a set of lowercase words as a trie whose identical "
+            "sub-tries are shared. Each node has an is_end flag, 'T' when the path from the root to it "
+            "spells a complete word, else 'F'; each edge carries one character. (insert, word): from the "
+            "root, for each character follow the edge with that character, creating a new 'F' node when "
+            "there is none; set the last node's flag to 'T'. (delete, word): follow the word's edges from "
+            "the root and set the last node's flag to 'F'; then walking back towards the root, remove each "
+            "node that is 'F' and has no children, stopping at the first node that is 'T' or still has "
+            "children. Deleting a word that is not stored changes nothing. After the operations, minimize "
+            "the graph by merging identical sub-tries: process the nodes bottom-up (children before their "
+            "parent), give each node the signature (is_end, sorted list of (character, signature of the "
+            "child) over its edges), and whenever a node's signature equals that of a node already seen, "
+            "replace the node by that earlier node. Afterwards no two nodes have the same signature; for "
+            "example all leaves (nodes without edges, which are always 'T') become a single node."
+        ),
+        rules=(
+            "Export the minimized DAWG by a breadth-first traversal from the root using a FIFO queue of "
+            '(node, prefix) pairs, starting with (root, ""). Repeatedly take the front pair; if that node '
+            "was already output, skip it; otherwise output [prefix, is_end] and append (child, prefix + c) "
+            "for each outgoing edge c in ascending alphabetical order. Each node is thus output exactly "
+            "once, with the prefix by which it is first taken from the queue. The prefix of the root is the "
+            "empty string and is_end is 'T' or 'F'. Give final_answer as the list of these [prefix, is_end] "
+            'pairs in output order, e.g. [["", "F"], ["d", "F"], ["da", "T"]]. (A step\'s state is this '
+            "export of the words stored after that operation, as if minimized then.)"
+        ),
+        answer_schema=list_schema(STR_LIST),
+        generate=_dawg_compound,
+    ),
+)

@@ -1,1 +1,165 @@
-"""(being written)"""
+"""Linear structures: the array and its single-shot operations (access, delete, insert, reverse, search)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Mapping
+from typing import Any
+
+from embodia.envs.dsr.core import INT, INT_LIST, Generator, Operation, Problem, register
+
+
+class Array:
+    """A 0-indexed array of ints; the canonical state is the list itself."""
+
+    def __init__(self, items: list[int]) -> None:
+        self.items = list(items)
+
+    def access(self, index: int) -> int:
+        return self.items[index]
+
+    def delete(self, value: int) -> None:
+        """Remove the first (lowest-index) item equal to ``value``; absent values change nothing."""
+        if value in self.items:
+            self.items.remove(value)
+
+    def insert(self, index: int, value: int) -> None:
+        self.items.insert(index, value)
+
+    def reverse(self) -> None:
+        self.items.reverse()
+
+    def search(self, value: int) -> int:
+        """Index of the first occurrence of ``value``, -1 when absent."""
+        return self.items.index(value) if value in self.items else -1
+
+    def state(self) -> list[int]:
+        return list(self.items)
+
+
+def random_array(rng: random.Random, size: int) -> list[int]:
+    """``size`` ints drawn with replacement from a pool of 10/20/30 values in [0, 99].
+
+    The reference draws its arrays the same way (a pool as large as the length level's upper
+    bound), so duplicates are frequent and "first occurrence" rules matter.
+    """
+    pool_size = 10 * max(1, -(-size // 10))
+    pool = [rng.randint(0, 99) for _ in range(pool_size)]
+    return rng.choices(pool, k=size)
+
+
+_DESCRIPTION = (
+    "An array is a list of elements stored one after another, each at an integer index: the first "
+    "element is at index 0, the next at index 1, and so on up to index n-1 for an array of n elements. "
+)
+
+
+def _access(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    items = random_array(rng, size)
+    index = rng.randrange(len(items))
+    question = f"Given an array {items}. Q: What is the value stored in index {index}?"
+    return Problem(question, Array(items).access(index), {"array": items, "index": index})
+
+
+def _delete(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    items = random_array(rng, size)
+    value = rng.choice(items)
+    array = Array(items)
+    array.delete(value)
+    question = (
+        f"Given an array {items}. Delete the first item that has the value {value} in the array. "
+        "Q: What is the updated array?"
+    )
+    return Problem(question, array.state(), {"array": items, "value": value})
+
+
+def _insert(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    items = random_array(rng, size)
+    index = rng.randrange(len(items))
+    value = rng.randint(0, 99)
+    array = Array(items)
+    array.insert(index, value)
+    question = (
+        f"Given an array {items}. Insert an item of value {value} at index {index}. "
+        "Q: What is the updated array?"
+    )
+    return Problem(question, array.state(), {"array": items, "index": index, "value": value})
+
+
+def _reverse(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    items = random_array(rng, size)
+    array = Array(items)
+    array.reverse()
+    return Problem(f"Given an array {items}. Q: What is the reversed array?", array.state(), {"array": items})
+
+
+def _search(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    items = random_array(rng, size)
+    # Always a value of the array, as in the reference, so the answer is never -1 in practice.
+    value = rng.choice(items)
+    question = (
+        f"Given an array {items}, indexed from 0. Q: What is the index of the first occurrence of {value}?"
+    )
+    return Problem(question, Array(items).search(value), {"array": items, "value": value})
+
+
+def _array_op(
+    name: str, description: str, rules: str, schema: dict[str, Any], generate: Generator
+) -> Operation:
+    return Operation(
+        structure="array",
+        name=name,
+        category="linear",
+        display="array",
+        description=_DESCRIPTION + description,
+        rules=rules,
+        answer_schema=schema,
+        generate=generate,
+    )
+
+
+register(
+    _array_op(
+        "access",
+        "Accessing index i reads the element stored at position i directly, counting from 0.",
+        "Indices start at 0. final_answer is the integer stored at the given index.",
+        INT,
+        _access,
+    ),
+    _array_op(
+        "delete",
+        "Deleting a value scans the array from index 0 upwards, removes the first element equal to that "
+        "value, and shifts every later element one position to the left, so the array gets one shorter.",
+        "If the value occurs several times, delete only its first (lowest-index) occurrence. final_answer "
+        "is the updated array as a list of integers in index order.",
+        INT_LIST,
+        _delete,
+    ),
+    _array_op(
+        "insert",
+        "Inserting value v at index i shifts the elements at indices i, i+1, ..., n-1 one position to the "
+        "right and stores v at index i, so the array gets one longer and v ends up at index i.",
+        "Indices start at 0; the new item ends up at exactly the given index and the items previously at "
+        "that index or after it move one place right. final_answer is the updated array as a list of "
+        "integers in index order.",
+        INT_LIST,
+        _insert,
+    ),
+    _array_op(
+        "reverse",
+        "Reversing swaps the elements at indices 0 and n-1, then 1 and n-2, and so on towards the middle, "
+        "so the last element becomes the first.",
+        "final_answer is the reversed array as a list of integers in index order.",
+        INT_LIST,
+        _reverse,
+    ),
+    _array_op(
+        "search",
+        "Searching for a value scans the array from index 0 upwards and stops at the first element equal to "
+        "that value; its index is the result.",
+        "If the value occurs several times, give the index of its first (lowest-index) occurrence; indices "
+        "start at 0; give -1 if the value does not occur. final_answer is that index as an integer.",
+        INT,
+        _search,
+    ),
+)

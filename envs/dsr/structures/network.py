@@ -1,1 +1,233 @@
-"""(being written)"""
+"""Network structures: undirected graph (BFS, DFS) and disjoint set union (union by rank)."""
+
+from __future__ import annotations
+
+import random
+from collections import deque
+from collections.abc import Mapping
+from typing import Any
+
+from embodia.envs.dsr.core import (
+    INT_LIST,
+    Operation,
+    Problem,
+    distinct_values,
+    op_label,
+    register,
+    steps_from,
+)
+
+EDGE_PROBABILITY = 0.3
+"""Erdős–Rényi edge probability of the graph problems, as in the public benchmark."""
+
+
+class Graph:
+    """An undirected simple graph on integer labels; traversals visit the smallest neighbour first."""
+
+    def __init__(self, nodes: list[int], edges: list[list[int]]) -> None:
+        self.nodes = list(nodes)
+        self.adjacency: dict[int, set[int]] = {node: set() for node in self.nodes}
+        self.edges: list[list[int]] = []
+        for u, v in edges:
+            self.add_edge(u, v)
+
+    def add_edge(self, u: int, v: int) -> None:
+        if u == v or v in self.adjacency[u]:
+            return
+        self.adjacency[u].add(v)
+        self.adjacency[v].add(u)
+        self.edges.append([u, v])
+
+    def neighbours(self, node: int) -> list[int]:
+        return sorted(self.adjacency[node])
+
+    def bfs(self, source: int) -> list[int]:
+        """Visit order of breadth-first search; a node is visited when it is first discovered."""
+        order = [source]
+        seen = {source}
+        frontier = deque([source])
+        while frontier:
+            node = frontier.popleft()
+            for other in self.neighbours(node):
+                if other not in seen:
+                    seen.add(other)
+                    order.append(other)
+                    frontier.append(other)
+        return order
+
+    def dfs(self, source: int) -> list[int]:
+        """Pre-order of recursive depth-first search (an explicit stack of neighbour iterators)."""
+        order = [source]
+        seen = {source}
+        stack = [iter(self.neighbours(source))]
+        while stack:
+            for other in stack[-1]:
+                if other not in seen:
+                    seen.add(other)
+                    order.append(other)
+                    stack.append(iter(self.neighbours(other)))
+                    break
+            else:
+                stack.pop()
+        return order
+
+    def state(self) -> dict[str, Any]:
+        return {"nodes": list(self.nodes), "edges": [list(edge) for edge in self.edges]}
+
+
+def random_graph(rng: random.Random, size: int, p: float = EDGE_PROBABILITY) -> Graph:
+    """G(size, p) over distinct labels 0-99, edges listed in the order the pairs are drawn.
+
+    Disconnected graphs are kept, as in the public benchmark: a traversal covers only the
+    source's component.
+    """
+    nodes = distinct_values(rng, size)
+    edges = [[nodes[i], nodes[j]] for i in range(size) for j in range(i + 1, size) if rng.random() < p]
+    return Graph(nodes, edges)
+
+
+def _edge_text(edges: list[list[int]]) -> str:
+    return "[" + ", ".join(f"({u}, {v})" for u, v in edges) + "]"
+
+
+def _traversal(kind: str) -> Any:
+    def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+        graph = random_graph(rng, size)
+        source = rng.choice(graph.nodes)
+        order = graph.bfs(source) if kind == "bfs" else graph.dfs(source)
+        search = "breadth-first" if kind == "bfs" else "depth-first"
+        question = (
+            f"Q: The graph consists of nodes {graph.nodes}, and edges {_edge_text(graph.edges)}. "
+            f"What is the {search} search path starting from node {source}?"
+        )
+        return Problem(question, order, {**graph.state(), "source": source})
+
+    return generate
+
+
+class DSU:
+    """Disjoint set union over a fixed element list: union by rank, find with full path compression."""
+
+    def __init__(self, elements: list[int]) -> None:
+        self.elements = list(elements)
+        self.parent = {x: x for x in self.elements}
+        self.rank = dict.fromkeys(self.elements, 0)
+
+    def root(self, x: int) -> int:
+        """The root of x's tree, without compressing (a read-only view for ``state``)."""
+        while self.parent[x] != x:
+            x = self.parent[x]
+        return x
+
+    def find(self, x: int) -> int:
+        root = self.root(x)
+        while self.parent[x] != root:
+            self.parent[x], x = root, self.parent[x]
+        return root
+
+    def union(self, x: int, y: int) -> None:
+        rx, ry = self.find(x), self.find(y)
+        if rx == ry:
+            return
+        if self.rank[rx] < self.rank[ry]:
+            self.parent[rx] = ry
+        elif self.rank[rx] > self.rank[ry]:
+            self.parent[ry] = rx
+        else:
+            self.parent[ry] = rx
+            self.rank[rx] += 1
+
+    def state(self) -> list[int]:
+        """``[find(x) for x in elements]``; compression never changes a root, so it is skipped."""
+        return [self.root(x) for x in self.elements]
+
+
+def _dsu_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    # The public generator draws about twice as many elements as unions (10-19 elements for 5-10).
+    elements = distinct_values(rng, rng.randint(size + 1, 2 * size))
+    dsu = DSU(elements)
+    ops: list[list[Any]] = []
+    labels, states = [], []
+    for _ in range(size):
+        # Both arguments drawn independently, as in the public generator: union(x, x) is a no-op.
+        x, y = rng.choice(elements), rng.choice(elements)
+        dsu.union(x, y)
+        ops.append(["union", x, y])
+        labels.append(op_label("union", x, y))
+        states.append(dsu.state())
+    question = (
+        f"The initial list of elements is {elements}; each element starts as its own set with rank 0. "
+        f"Q: What is the final state of the DSU after the following operations: {', '.join(labels)}?"
+    )
+    return Problem(
+        question, dsu.state(), {"elements": elements, "ops": ops}, steps_from(labels, states), elements
+    )
+
+
+_GRAPH_DESCRIPTION = (
+    "A graph consists of nodes and undirected edges; each edge (u, v) connects u and v both ways. "
+)
+_TRAVERSAL_RULES = (
+    "Whenever a node has several unvisited neighbours, visit them in increasing order of their value "
+    "(smallest first). Only nodes reachable from the source are visited. Give the final answer as the "
+    "list of nodes in the order they are visited, starting with the source."
+)
+
+register(
+    Operation(
+        structure="graph",
+        name="bfs",
+        category="network",
+        display="graph",
+        description=_GRAPH_DESCRIPTION
+        + (
+            "Breadth-first search starts at the source: mark it visited and put it in a first-in "
+            "first-out queue. Repeatedly take the node at the front of the queue and, for each of its "
+            "neighbours not yet visited, mark it visited (this is when it is visited) and add it to the "
+            "back of the queue. So all nodes at distance 1 from the source are visited before those at "
+            "distance 2, and so on."
+        ),
+        rules=_TRAVERSAL_RULES,
+        answer_schema=INT_LIST,
+        generate=_traversal("bfs"),
+    ),
+    Operation(
+        structure="graph",
+        name="dfs",
+        category="network",
+        display="graph",
+        description=_GRAPH_DESCRIPTION
+        + (
+            "Depth-first search is recursive: visiting a node marks it visited and then, for each of "
+            "its neighbours in turn, visits that neighbour if it is not yet visited (going as deep as "
+            "possible before moving on to the next neighbour). The search starts by visiting the source; "
+            "the answer is the pre-order, the order in which nodes are first visited."
+        ),
+        rules=_TRAVERSAL_RULES,
+        answer_schema=INT_LIST,
+        generate=_traversal("dfs"),
+    ),
+    Operation(
+        structure="dsu",
+        name="compound",
+        category="network",
+        display="disjoint set union (DSU)",
+        description=(
+            "A disjoint set union (DSU) keeps a partition of the elements into disjoint sets, each "
+            "stored as a tree of parent pointers whose root represents the set. Initially every "
+            "element is its own parent (a set of its own) with rank 0. find(x) follows parent pointers "
+            "from x up to the root and returns it, then points every node on that path directly at "
+            "the root (path compression). (union, x, y) computes rx = find(x) and ry = find(y); if they "
+            "are equal nothing changes. Otherwise the root with the higher rank becomes the parent of "
+            "the other (ranks unchanged); if the ranks are equal, ry is attached under rx and the rank "
+            "of rx grows by 1. The rank is an upper bound on the height of a root's tree."
+        ),
+        rules=(
+            "On equal ranks the root of x's set becomes the parent (x is the first argument of union). "
+            "Give the final state as the list [find(x) for x in the initial list], in the order of the "
+            "initial list."
+        ),
+        answer_schema=INT_LIST,
+        generate=_dsu_compound,
+    ),
+)

@@ -1,1 +1,469 @@
-"""(being written)"""
+"""Spatial structures over k-dimensional integer points: K-D heap, K-D tree, geometric graph.
+
+Every operation takes ``variant["dim"]`` in :data:`DIMS` (default 2); K-D tree construction also
+takes ``variant["distribution"]``: ``uniform`` (any dimension) or one of :data:`DISTRIBUTIONS`
+(2D only), drawn by our own seeded samplers below.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from collections import deque
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from embodia.envs.dsr.core import (
+    INT,
+    INT_LIST,
+    Operation,
+    Problem,
+    distinct_values,
+    list_schema,
+    op_label,
+    register,
+    steps_from,
+)
+
+DIMS = (1, 2, 3, 5)
+DISTRIBUTIONS = ("moons", "circles", "blobs")
+"""The non-uniform point shapes of K-D tree construction, all 2D."""
+THRESHOLDS = {1: 30, 2: 40, 3: 60, 5: 85}
+"""Geometric-graph edge thresholds per dimension, as in the public benchmark.
+
+With coordinates uniform over 0-99 they give edge densities of about 0.51 (1D), 0.34 (2D),
+0.41 (3D) and 0.44 (5D): comparable to the p = 0.3 of the graph problems.
+"""
+COORD_MAX = 99
+DIM_VARIANTS: tuple[Mapping[str, Any], ...] = tuple({"dim": d} for d in DIMS)
+
+Point = list[int]
+POINT_LIST = list_schema(INT_LIST)
+
+
+def dimension(variant: Mapping[str, Any]) -> int:
+    dim = int(variant.get("dim", 2))
+    if dim not in DIMS:
+        raise ValueError(f"unsupported dimension {dim}: expected one of {DIMS}")
+    return dim
+
+
+def squared_norm(point: Point) -> int:
+    return sum(c * c for c in point)
+
+
+def squared_distance(a: Point, b: Point) -> int:
+    return sum((x - y) * (x - y) for x, y in zip(a, b, strict=True))
+
+
+def uniform_points(rng: random.Random, count: int, dim: int) -> list[Point]:
+    """``count`` distinct points with integer coordinates in 0-99."""
+    if dim == 1:
+        return [[v] for v in distinct_values(rng, count)]
+    seen: set[tuple[int, ...]] = set()
+    points: list[Point] = []
+    while len(points) < count:
+        point = [rng.randint(0, COORD_MAX) for _ in range(dim)]
+        if tuple(point) not in seen:
+            seen.add(tuple(point))
+            points.append(point)
+    return points
+
+
+# --- K-D heap -------------------------------------------------------------------------------
+
+
+class KDHeap:
+    """A binary min-heap in array form of (priority point, label) elements.
+
+    Elements are ordered by the Euclidean norm of the priority point (compared exactly via the
+    squared norm), ties by the point's coordinates lexicographically, then by label, so the order
+    is total. The canonical state is the list of labels in array order.
+    """
+
+    def __init__(self) -> None:
+        self.items: list[tuple[Point, int]] = []
+
+    @staticmethod
+    def key(item: tuple[Point, int]) -> tuple[int, Point, int]:
+        point, label = item
+        return squared_norm(point), point, label
+
+    def _less(self, i: int, j: int) -> bool:
+        return self.key(self.items[i]) < self.key(self.items[j])
+
+    def _swap(self, i: int, j: int) -> None:
+        self.items[i], self.items[j] = self.items[j], self.items[i]
+
+    def insert(self, point: Point, label: int) -> None:
+        self.items.append((list(point), label))
+        i = len(self.items) - 1
+        while i > 0 and self._less(i, (i - 1) // 2):
+            self._swap(i, (i - 1) // 2)
+            i = (i - 1) // 2
+
+    def delete(self) -> tuple[Point, int]:
+        """Extract the minimum: the last element replaces the root, then bubbles down."""
+        self._swap(0, len(self.items) - 1)
+        top = self.items.pop()
+        i, n = 0, len(self.items)
+        while True:
+            left, right = 2 * i + 1, 2 * i + 2
+            smallest = i
+            # Left is tested first and right must be strictly smaller to win: ties go left.
+            if left < n and self._less(left, smallest):
+                smallest = left
+            if right < n and self._less(right, smallest):
+                smallest = right
+            if smallest == i:
+                return top
+            self._swap(i, smallest)
+            i = smallest
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+    def state(self) -> list[int]:
+        return [label for _, label in self.items]
+
+
+def _point_text(point: Point) -> str:
+    return "[" + ", ".join(str(c) for c in point) + "]"
+
+
+def _kd_heap_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    dim = dimension(variant)
+    labels_pool = distinct_values(rng, size)  # at most `size` inserts, each with its own label
+    heap = KDHeap()
+    ops: list[list[Any]] = []
+    labels, states = [], []
+    for _ in range(size):
+        if len(heap) == 0 or rng.random() < 0.7:
+            point = [rng.randint(0, COORD_MAX) for _ in range(dim)]
+            label = labels_pool.pop()
+            heap.insert(point, label)
+            ops.append(["insert", point, label])
+            labels.append(op_label("insert", f"({_point_text(point)}, {label})"))
+        else:
+            heap.delete()
+            ops.append(["delete"])
+            labels.append(op_label("delete"))
+        states.append(heap.state())
+    question = (
+        f"You are given an empty {dim}-dimensional K-D heap initially. Each inserted element is "
+        "(priority, label) with a priority point in "
+        f"{dim} dimension{'s' if dim > 1 else ''}. Q: What is the state of the heap after the following "
+        f"operations: {', '.join(labels)}?"
+    )
+    data = {"dim": dim, "ops": ops}
+    return Problem(question, heap.state(), data, steps_from(labels, states), [])
+
+
+# --- K-D tree -------------------------------------------------------------------------------
+
+
+class KDNode:
+    def __init__(self, point: Point, axis: int, left: KDNode | None, right: KDNode | None) -> None:
+        self.point = point
+        self.axis = axis
+        self.left = left
+        self.right = right
+
+
+class KDTree:
+    """A balanced K-D tree built at once from a point list.
+
+    At depth d the split axis is d mod k. The points of a subtree are sorted by that axis (ties by
+    the whole point, lexicographically) and the element at index len // 2 (the upper middle for
+    even counts) becomes the node; the points before it form the left subtree, those after it the
+    right. The canonical state is the pre-order list of points.
+    """
+
+    def __init__(self, points: list[Point]) -> None:
+        self.dim = len(points[0]) if points else 0
+        self.root = self._build([list(p) for p in points], 0)
+
+    def _build(self, points: list[Point], depth: int) -> KDNode | None:
+        if not points:
+            return None
+        axis = depth % self.dim
+        ordered = sorted(points, key=lambda p: (p[axis], p))
+        middle = len(ordered) // 2
+        left = self._build(ordered[:middle], depth + 1)
+        right = self._build(ordered[middle + 1 :], depth + 1)
+        return KDNode(ordered[middle], axis, left, right)
+
+    def preorder(self) -> list[Point]:
+        out: list[Point] = []
+        stack = [self.root]
+        while stack:
+            node = stack.pop()
+            if node is not None:
+                out.append(list(node.point))
+                stack.append(node.right)
+                stack.append(node.left)
+        return out
+
+    def state(self) -> list[Point]:
+        return self.preorder()
+
+
+def _to_grid(x: float, low: float, high: float) -> int:
+    """Map x from [low, high] onto the integer grid 0-99 (clamped)."""
+    value = round((x - low) / (high - low) * COORD_MAX)
+    return min(COORD_MAX, max(0, value))
+
+
+def _moon(rng: random.Random, index: int) -> Point:
+    # Two interleaving half circles, as in the classic "two moons" toy set, noise 0.05.
+    t = rng.uniform(0.0, math.pi)
+    if index % 2 == 0:
+        x, y = math.cos(t), math.sin(t)
+    else:
+        x, y = 1.0 - math.cos(t), 0.5 - math.sin(t)
+    x, y = x + rng.gauss(0.0, 0.05), y + rng.gauss(0.0, 0.05)
+    return [_to_grid(x, -1.2, 2.2), _to_grid(y, -0.7, 1.2)]
+
+
+def _circle(rng: random.Random, index: int) -> Point:
+    # Two concentric circles, the inner one half the outer radius, noise 0.05.
+    radius = 1.0 if index % 2 == 0 else 0.5
+    t = rng.uniform(0.0, 2.0 * math.pi)
+    x = radius * math.cos(t) + rng.gauss(0.0, 0.05)
+    y = radius * math.sin(t) + rng.gauss(0.0, 0.05)
+    return [_to_grid(x, -1.2, 1.2), _to_grid(y, -1.2, 1.2)]
+
+
+def _blob_sampler(rng: random.Random) -> Callable[[random.Random, int], Point]:
+    # Three isotropic Gaussian blobs (std 7 grid units) with centres uniform in [20, 79]^2.
+    centres = [(rng.uniform(20.0, 79.0), rng.uniform(20.0, 79.0)) for _ in range(3)]
+
+    def sample(r: random.Random, index: int) -> Point:
+        cx, cy = centres[index % 3]
+        return [_to_grid(r.gauss(cx, 7.0), 0, COORD_MAX), _to_grid(r.gauss(cy, 7.0), 0, COORD_MAX)]
+
+    return sample
+
+
+def shaped_points(rng: random.Random, count: int, distribution: str) -> list[Point]:
+    """``count`` distinct 2D integer points in 0-99 of a non-uniform shape (moons, circles, blobs).
+
+    Points alternate between the shape's parts (moon, ring or blob) so the parts are balanced;
+    a point landing on an already used grid cell is redrawn.
+    """
+    sampler: Callable[[random.Random, int], Point]
+    if distribution == "moons":
+        sampler = _moon
+    elif distribution == "circles":
+        sampler = _circle
+    elif distribution == "blobs":
+        sampler = _blob_sampler(rng)
+    else:
+        raise ValueError(f"unknown distribution {distribution!r}: expected one of {DISTRIBUTIONS}")
+    seen: set[tuple[int, int]] = set()
+    points: list[Point] = []
+    for _ in range(1000 * count):
+        if len(points) == count:
+            return points
+        point = sampler(rng, len(points))
+        if (point[0], point[1]) not in seen:
+            seen.add((point[0], point[1]))
+            points.append(point)
+    if len(points) == count:
+        return points
+    raise RuntimeError(f"could not draw {count} distinct {distribution} points")
+
+
+def kd_tree_points(rng: random.Random, size: int, variant: Mapping[str, Any]) -> list[Point]:
+    distribution = str(variant.get("distribution", "uniform"))
+    if distribution == "uniform":
+        return uniform_points(rng, size, dimension(variant))
+    if dimension(variant) != 2:
+        raise ValueError(f"the {distribution} distribution is 2D only")
+    return shaped_points(rng, size, distribution)
+
+
+def _kd_tree_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    points = kd_tree_points(rng, size, variant)
+    tree = KDTree(points)
+    question = (
+        f"Construct a K-D tree from the following {len(points[0])}-dimensional points: {points}. "
+        "Q: What is the pre-order traversal of the tree?"
+    )
+    distribution = str(variant.get("distribution", "uniform"))
+    return Problem(
+        question, tree.state(), {"dim": len(points[0]), "distribution": distribution, "points": points}
+    )
+
+
+# --- Geometric graph -----------------------------------------------------------------------
+
+
+class GeometricGraph:
+    """Nodes are points 0..n-1; an edge joins i and j iff their Euclidean distance < threshold.
+
+    Distances are compared exactly as squared integers. The edge weight is the distance.
+    """
+
+    def __init__(self, points: list[Point], threshold: int) -> None:
+        self.points = [list(p) for p in points]
+        self.threshold = threshold
+        n = len(self.points)
+        limit = threshold * threshold
+        self.adjacency: list[list[int]] = [[] for _ in range(n)]
+        self.weight2: dict[tuple[int, int], int] = {}
+        for i in range(n):
+            for j in range(i + 1, n):
+                d2 = squared_distance(self.points[i], self.points[j])
+                if d2 < limit:
+                    self.adjacency[i].append(j)
+                    self.adjacency[j].append(i)
+                    self.weight2[(i, j)] = d2
+
+    def edges(self) -> list[list[int]]:
+        return [[i, j] for i, j in sorted(self.weight2)]
+
+    def _w2(self, i: int, j: int) -> int:
+        return self.weight2[(i, j) if i < j else (j, i)]
+
+    def bfs(self, source: int) -> list[int]:
+        """Node indices in BFS visit order, each node's neighbours by (distance, index)."""
+        order = [source]
+        seen = {source}
+        frontier = deque([source])
+        while frontier:
+            node = frontier.popleft()
+            for other in sorted(self.adjacency[node], key=lambda j: (self._w2(node, j), j)):
+                if other not in seen:
+                    seen.add(other)
+                    order.append(other)
+                    frontier.append(other)
+        return order
+
+    def state(self) -> list[list[int]]:
+        return self.edges()
+
+
+def _geom_question(points: list[Point], threshold: int) -> str:
+    return (
+        f"You are given the following {len(points[0])}-dimensional points; node i is the i-th point, "
+        f"counting from 0: {points}. The threshold for creating an edge is {threshold}."
+    )
+
+
+def _geom_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    dim = dimension(variant)
+    points = uniform_points(rng, size, dim)
+    graph = GeometricGraph(points, THRESHOLDS[dim])
+    question = _geom_question(points, graph.threshold) + " Q: What are the edges of the geometric graph?"
+    data = {"dim": dim, "points": points, "threshold": graph.threshold}
+    return Problem(question, graph.edges(), data)
+
+
+def _geom_bfs(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    dim = dimension(variant)
+    points = uniform_points(rng, size, dim)
+    graph = GeometricGraph(points, THRESHOLDS[dim])
+    source = rng.randrange(size)
+    order = [list(points[i]) for i in graph.bfs(source)]
+    question = (
+        _geom_question(points, graph.threshold)
+        + f" Q: What is the breadth-first search order starting from node {source}, the point "
+        f"{points[source]}?"
+    )
+    data = {"dim": dim, "points": points, "threshold": graph.threshold, "source": source}
+    return Problem(question, order, data)
+
+
+_GEOM_DESCRIPTION = (
+    "A random geometric graph is built from a list of points: node i is the i-th point (counting from "
+    "0), and two nodes are joined by an undirected edge if and only if the Euclidean distance between "
+    "their points, sqrt(sum over the coordinates of (a_c - b_c)^2), is strictly less than the given "
+    "threshold. The edge's weight is that distance. "
+)
+
+register(
+    Operation(
+        structure="kd_heap",
+        name="compound",
+        category="spatial",
+        display="K-D heap",
+        description=(
+            "A K-D heap is a binary min-heap stored as an array whose elements are (priority, label) "
+            "pairs, the priority being a point in k dimensions. An element's key is the Euclidean norm "
+            "of its priority point (its distance to the origin); the smallest key sits at the root, and "
+            "the children of index i are at 2i+1 and 2i+2. (insert, (p, label)) appends the element at "
+            "the end of the array and swaps it with its parent while its key is smaller than the "
+            "parent's. (delete) removes the root: the last element of the array is moved to the root, "
+            "then swapped with its smaller child while that child's key is smaller than its own."
+        ),
+        rules=(
+            "Equal norms are ordered by comparing the priority points lexicographically (first "
+            "coordinate first), then by the smaller label. When bubbling down, if both children are "
+            "equally small prefer the left child. Give the final heap as the flat list of the elements' "
+            "labels in array order (index 0 first); do not include the priorities."
+        ),
+        answer_schema=INT_LIST,
+        generate=_kd_heap_compound,
+        variants=DIM_VARIANTS,
+    ),
+    Operation(
+        structure="kd_tree",
+        name="construct",
+        category="spatial",
+        display="K-D tree",
+        description=(
+            "A K-D tree is a binary space-partitioning tree over points in k dimensions. It is built "
+            "recursively from the whole point set: the node at depth d splits on axis d mod k (the "
+            "first coordinate at the root, then the second, and so on, cycling back to the first after "
+            "the last). The points of the current subset are sorted by that axis and the median point "
+            "becomes the node; the points before it in the sorted order build the left subtree and the "
+            "points after it the right subtree, each with the next axis."
+        ),
+        rules=(
+            "For an even number of points the median is the upper of the two middle points: the point "
+            "at index len // 2 of the sorted subset (0-based), e.g. the median of [1, 2] is 2 and of "
+            "[3, 4, 6, 8] is 6. Points tied on the split axis are ordered by comparing the whole points "
+            "lexicographically (first coordinate first). Give the pre-order traversal (node, then left "
+            "subtree, then right subtree) as a list of points, each written like the input."
+        ),
+        answer_schema=POINT_LIST,
+        generate=_kd_tree_construct,
+        variants=DIM_VARIANTS,
+    ),
+    Operation(
+        structure="geom_graph",
+        name="construct",
+        category="spatial",
+        display="geometric graph",
+        description=_GEOM_DESCRIPTION,
+        rules=(
+            "Give the final answer as the list of all edges [i, j] with i < j, using node indices, sorted "
+            "by i and then by j."
+        ),
+        answer_schema=list_schema({"type": "array", "items": INT, "minItems": 2, "maxItems": 2}),
+        generate=_geom_construct,
+        variants=DIM_VARIANTS,
+    ),
+    Operation(
+        structure="geom_graph",
+        name="bfs",
+        category="spatial",
+        display="geometric graph",
+        description=_GEOM_DESCRIPTION
+        + (
+            "Breadth-first search starts at the source node: mark it visited and put it in a first-in "
+            "first-out queue. Repeatedly take the node at the front of the queue and, for each of its "
+            "neighbours not yet visited, mark it visited and add it to the back of the queue."
+        ),
+        rules=(
+            "When a node has several unvisited neighbours, visit them in increasing order of edge weight "
+            "(distance), ties by the smaller node index. Only nodes reachable from the source are "
+            "visited. Give the final answer as the list of visited nodes in visit order, each node "
+            "written as its point (its original coordinates), starting with the source."
+        ),
+        answer_schema=POINT_LIST,
+        generate=_geom_bfs,
+        variants=DIM_VARIANTS,
+    ),
+)

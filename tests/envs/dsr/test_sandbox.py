@@ -20,7 +20,8 @@ def _os():
 
 
 def test_a_correct_solution_returns_its_value() -> None:
-    code = "import heapq\nfrom collections import deque\ndef solution():\n    h = [5, 3, 4]\n    heapq.heapify(h)\n    return h"
+    code = "import heapq\nfrom collections import deque\n"
+    code += "def solution():\n    h = [5, 3, 4]\n    heapq.heapify(h)\n    return h"
     result = run_solution(code, LIMITS)
     assert result.ok and result.value == [3, 5, 4]
 
@@ -46,18 +47,24 @@ def test_blocking_without_cpu_hits_the_wall_clock_limit() -> None:
 
 
 def test_huge_allocation_is_contained() -> None:
-    result = run_solution("def solution():\n    block = bytearray(8 * 1024 ** 3)\n    return len(block)", LIMITS)
+    result = run_solution(
+        "def solution():\n    block = bytearray(8 * 1024 ** 3)\n    return len(block)", LIMITS
+    )
     assert not result.ok and "memory limit" in result.reason
 
 
-@pytest.mark.parametrize("module", ["os", "subprocess", "socket", "sys", "shutil", "ctypes", "importlib", "pathlib"])
+@pytest.mark.parametrize(
+    "module", ["os", "subprocess", "socket", "sys", "shutil", "ctypes", "importlib", "pathlib"]
+)
 def test_forbidden_imports_score_zero(module: str) -> None:
     result = run_solution(f"import {module}\ndef solution():\n    return 1", LIMITS)
     assert not result.ok and f"import of '{module}'" in result.reason
 
 
 def test_a_caught_forbidden_import_still_fails() -> None:
-    code = "def solution():\n    try:\n        import os\n    except ImportError:\n        pass\n    return [1]"
+    code = (
+        "def solution():\n    try:\n        import os\n    except ImportError:\n        pass\n    return [1]"
+    )
     result = run_solution(code, LIMITS)
     assert not result.ok and result.violations == ("import of 'os'",)
 
@@ -95,7 +102,9 @@ def test_file_writes_outside_its_directory_are_refused(tmp_path: Path) -> None:
 
 
 def test_reading_outside_its_directory_is_refused() -> None:
-    result = run_solution(ESCAPE + "def solution():\n    return _os()['__builtins__']['open']('/etc/passwd').read()", LIMITS)
+    result = run_solution(
+        ESCAPE + "def solution():\n    return _os()['__builtins__']['open']('/etc/passwd').read()", LIMITS
+    )
     assert not result.ok and "outside the working directory" in result.reason
 
 
@@ -105,7 +114,10 @@ def test_files_inside_its_own_directory_work_but_are_size_limited() -> None:
         "    return o('notes.txt').read()"
     )
     assert run_solution(inside, LIMITS).value == "ok"
-    huge = ESCAPE + "def solution():\n    _os()['__builtins__']['open']('big.bin', 'wb').write(b'x' * (64 << 20))"
+    huge = (
+        ESCAPE
+        + "def solution():\n    _os()['__builtins__']['open']('big.bin', 'wb').write(b'x' * (64 << 20))"
+    )
     result = run_solution(huge, LIMITS)
     assert not result.ok and "File too large" in result.reason
 
@@ -126,7 +138,10 @@ def test_broken_code_fails_with_the_reason(code: str, reason: str) -> None:
 
 
 def test_extract_code_from_replies() -> None:
-    assert extract_code("Here:\n```python\ndef solution():\n    return 1\n```\nDone.") == "def solution():\n    return 1\n"
+    assert (
+        extract_code("Here:\n```python\ndef solution():\n    return 1\n```\nDone.")
+        == "def solution():\n    return 1\n"
+    )
     two = "```python\nx = 1\n```\n```py\ndef solution():\n    return 2\n```"
     assert extract_code(two) == "def solution():\n    return 2\n"
     assert extract_code("def solution():\n    return 3") == "def solution():\n    return 3"

@@ -28,7 +28,10 @@ def _instance(truth: object, operation: str = "queue.compound", steps: tuple[Ste
     )
 
 
-QUEUE = _instance([82, 90, 42], steps=(Step("(enqueue, 82)", [82]), Step("(enqueue, 90)", [82, 90]), Step("(enqueue, 42)", [82, 90, 42])))
+QUEUE = _instance(
+    [82, 90, 42],
+    steps=(Step("(enqueue, 82)", [82]), Step("(enqueue, 90)", [82, 90]), Step("(enqueue, 42)", [82, 90, 42])),
+)
 
 
 @pytest.mark.parametrize(
@@ -38,7 +41,8 @@ QUEUE = _instance([82, 90, 42], steps=(Step("(enqueue, 82)", [82]), Step("(enque
         '{"final_answer":[82,90,42]}',
         'Sure.\n```json\n{"final_answer": [82, 90, 42]}\n```\nHope that helps.',
         '<think>the queue is [1, 2]... {"final_answer": [1]}</think>{"final_answer": [82, 90, 42]}',
-        '{"final_answer": "[82, 90, 42]"}',  # a string holding the list: str() of it matches, as in the reference
+        # a string holding the list: str() of it matches, as in the reference
+        '{"final_answer": "[82, 90, 42]"}',
         "{'final_answer': [82, 90, 42],}",  # Python-style quotes and a trailing comma
         'First {"steps": [], "final_answer": [1]} then corrected: {"final_answer": [82, 90, 42]}',
     ],
@@ -107,9 +111,9 @@ def test_lru_contents_compare_as_a_set() -> None:
 
 def test_first_wrong_step_points_at_the_first_bad_state() -> None:
     good = '{"output": "[82]"}, {"output": "[82, 90]"}, {"output": "[82, 90, 42]"}'
-    assert score_reply('{"steps": [%s], "final_answer": [82, 90, 42]}' % good, QUEUE).first_wrong_step is None
+    assert score_reply(f'{{"steps": [{good}], "final_answer": [82, 90, 42]}}', QUEUE).first_wrong_step is None
     bad = '{"output": "[82]"}, {"output": "[90]"}, {"output": "[90, 42]"}'
-    score = score_reply('{"steps": [%s], "final_answer": [90, 42]}' % bad, QUEUE)
+    score = score_reply(f'{{"steps": [{bad}], "final_answer": [90, 42]}}', QUEUE)
     assert (score.first_wrong_step, score.steps_given) == (1, 3)
     assert first_wrong_step([{"output": [82]}], QUEUE.steps) == 1  # stopped early: the next one is missing
     assert first_wrong_step([{"output": "not a state"}], QUEUE.steps) == 0

@@ -1,0 +1,270 @@
+"""Evaluating a policy on DSR-Bench: resumable, concurrent, with a report and diagnostics.
+
+A run directory holds ``run.json`` (the settings), ``answers.jsonl`` (one line per answered
+instance, appended and flushed as each answer arrives: reply text, tokens, latency, score),
+``report.json`` and ``report.png`` (per-category radar and bars). Running again over the same
+directory with the same settings asks only for the instances that have no answer yet, so a
+crash or a kill loses at most the requests in flight.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import threading
+from collections import Counter, defaultdict
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from embodia.envs.dsr import prompts, suites
+from embodia.envs.dsr.core import CATEGORIES, DSRError
+from embodia.envs.dsr.env import score_answer
+from embodia.envs.dsr.sandbox import DEFAULT_LIMITS, Limits
+from embodia.envs.dsr.suites import Instance
+from embodia.policies.base import Policy
+
+RUN_FILE, ANSWERS_FILE, REPORT_FILE, CHART_FILE = "run.json", "answers.jsonl", "report.json", "report.png"
+GROUP_KEYS = ("category", "structure", "operation", "length", "prompt_mode", "suite")
+
+
+@dataclass(frozen=True)
+class DSRSettings:
+    policy: str
+    suite: str = "main"
+    lengths: tuple[str, ...] = ("short", "medium", "long")
+    operations: tuple[str, ...] | None = None
+    limit: int | None = None
+    mode: str = "stepwise"
+    description: str = "full"
+    tokens: int = prompts.DEFAULT_TOKENS
+    temperature: float = 0.0
+    seed: int = suites.DEFAULT_SEED
+
+    def __post_init__(self) -> None:
+        prompts.check_mode(self.mode, self.description)
+        if self.limit is not None and self.limit <= 0:
+            raise DSRError(f"--limit must be positive, got {self.limit}")
+        if self.tokens <= 0:
+            raise DSRError(f"--tokens must be positive, got {self.tokens}")
+
+    def to_json(self) -> dict[str, Any]:
+        data = asdict(self)
+        data["lengths"] = list(self.lengths)
+        data["operations"] = None if self.operations is None else list(self.operations)
+        return data
+
+
+def select_instances(settings: DSRSettings) -> list[Instance]:
+    """The run's instances: ``limit`` taken round-robin over the groups so every operation is sampled."""
+    found = list(
+        suites.generate(
+            (settings.suite,), seed=settings.seed, lengths=settings.lengths, operations=settings.operations
+        )
+    )
+    if settings.limit is None or settings.limit >= len(found):
+        return found
+    by_group: dict[tuple[str, str], list[Instance]] = defaultdict(list)
+    for instance in found:
+        by_group[(instance.operation, instance.length)].append(instance)
+    queues = list(by_group.values())
+    chosen: list[Instance] = []
+    depth = 0
+    while len(chosen) < settings.limit:
+        for queue in queues:
+            if depth < len(queue) and len(chosen) < settings.limit:
+                chosen.append(queue[depth])
+        depth += 1
+    return chosen
+
+
+def _read_answers(path: Path) -> dict[str, dict[str, Any]]:
+    answers: dict[str, dict[str, Any]] = {}
+    if not path.is_file():
+        return answers
+    for line in path.read_text(encoding="utf-8").splitlines():
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            continue  # a line cut short by a kill: that instance is asked again
+        if isinstance(record, dict) and "id" in record:
+            answers[record["id"]] = record
+    return answers
+
+
+def _check_run(out: Path, settings: DSRSettings) -> dict[str, dict[str, Any]]:
+    run_file = out / RUN_FILE
+    if run_file.is_file():
+        saved = json.loads(run_file.read_text())
+        if saved != settings.to_json():
+            changed = sorted(
+                k
+                for k in saved.keys() | settings.to_json().keys()
+                if saved.get(k) != settings.to_json().get(k)
+            )
+            raise DSRError(
+                f"{out} holds a DSR run with other settings ({', '.join(changed)} differ); use another --out"
+            )
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+        run_file.write_text(json.dumps(settings.to_json(), indent=1))
+    return _read_answers(out / ANSWERS_FILE)
+
+
+def answer_one(
+    policy: Policy, instance: Instance, settings: DSRSettings, limits: Limits = DEFAULT_LIMITS
+) -> dict[str, Any]:
+    mode = prompts.instance_mode(instance, settings.mode)
+    chat = prompts.messages(instance, settings.mode, description=settings.description, tokens=settings.tokens)
+    completion = policy.complete(chat, max_tokens=settings.tokens, temperature=settings.temperature)
+    score = score_answer(completion.text, instance, mode, limits)
+    return {
+        "id": instance.id,
+        "suite": instance.suite,
+        "category": instance.category,
+        "structure": instance.structure,
+        "operation": instance.operation,
+        "length": instance.length,
+        "prompt_mode": mode,
+        "reply": completion.text,
+        "finish_reason": completion.finish_reason,
+        "prompt_tokens": completion.prompt_tokens,
+        "completion_tokens": completion.completion_tokens,
+        "latency_s": round(completion.latency_s, 4),
+        "model": completion.model or policy.name,
+        **score.to_json(),
+    }
+
+
+def run_dsr(
+    policy: Policy,
+    settings: DSRSettings,
+    out: Path,
+    *,
+    concurrency: int = 1,
+    on_answer: Callable[[dict[str, Any], int, int], None] | None = None,
+    limits: Limits = DEFAULT_LIMITS,
+) -> dict[str, Any]:
+    """Ask ``policy`` every selected instance without an answer yet, then write the report."""
+    if concurrency < 1:
+        raise DSRError(f"--concurrency must be at least 1, got {concurrency}")
+    instances = select_instances(settings)
+    answers = _check_run(out, settings)
+    wanted = {i.id for i in instances}
+    todo = [i for i in instances if i.id not in answers]
+    done = sum(1 for key in answers if key in wanted)
+    lock = threading.Lock()
+    with (out / ANSWERS_FILE).open("a", encoding="utf-8") as log:
+
+        def record(result: dict[str, Any]) -> None:
+            nonlocal done
+            with lock:
+                log.write(json.dumps(result) + "\n")
+                log.flush()
+                answers[result["id"]] = result
+                done += 1
+                if on_answer is not None:
+                    on_answer(result, done, len(instances))
+
+        if concurrency == 1:
+            for instance in todo:
+                record(answer_one(policy, instance, settings, limits))
+        else:
+            with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                futures: set[Future[dict[str, Any]]] = {
+                    pool.submit(answer_one, policy, instance, settings, limits) for instance in todo
+                }
+                while futures:
+                    finished, futures = wait(futures, return_when=FIRST_EXCEPTION)
+                    for future in finished:
+                        if future.exception() is not None:
+                            for pending in futures:
+                                pending.cancel()
+                            raise future.exception()  # type: ignore[misc]
+                        record(future.result())
+    report = build_report([answers[i.id] for i in instances], settings)
+    (out / REPORT_FILE).write_text(json.dumps(report, indent=1))
+    write_chart(report, out / CHART_FILE)
+    return report
+
+
+def _mean(values: Iterable[float]) -> float:
+    values = list(values)
+    return round(sum(values) / len(values), 4) if values else 0.0
+
+
+def _summary(records: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+    failures = Counter(r["failure"] for r in records if r.get("failure"))
+    return {
+        "n": len(records),
+        "exact": _mean(r["exact"] for r in records),
+        "partial": _mean(r["partial"] for r in records),
+        "failures": {kind: failures.get(kind, 0) for kind in ("parse", "wrong_type", "wrong_final")},
+    }
+
+
+def build_report(records: Sequence[Mapping[str, Any]], settings: DSRSettings | None = None) -> dict[str, Any]:
+    """Overall and per-group scores, the failure taxonomy and where stepwise answers first go wrong."""
+    report: dict[str, Any] = {
+        "settings": settings.to_json() if settings else None,
+        "overall": _summary(records),
+    }
+    for key in GROUP_KEYS:
+        groups: dict[str, list[Mapping[str, Any]]] = defaultdict(list)
+        for r in records:
+            groups[str(r[key])].append(r)
+        report[f"by_{key}"] = {name: _summary(rs) for name, rs in sorted(groups.items())}
+    stepwise = [r for r in records if r.get("steps_given")]
+    wrong_at = Counter(r["first_wrong_step"] for r in stepwise if r.get("first_wrong_step") is not None)
+    report["steps"] = {
+        "answers_with_steps": len(stepwise),
+        "all_steps_right": sum(1 for r in stepwise if r.get("first_wrong_step") is None),
+        "first_wrong_step": {str(k): v for k, v in sorted(wrong_at.items())},
+    }
+    report["parse_failure_reasons"] = dict(
+        Counter(r["reason"] for r in records if r.get("failure") == "parse").most_common(10)
+    )
+    report["models"] = sorted({str(r.get("model", "")) for r in records})
+    return report
+
+
+def write_chart(report: Mapping[str, Any], path: Path) -> None:
+    """A radar of exact-match score per category beside bars of exact and partial per category."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    by_category = report["by_category"]
+    names = [c for c in CATEGORIES if c in by_category] or list(by_category)
+    exact = [by_category[c]["exact"] for c in names] if names else []
+    partial = [by_category[c]["partial"] for c in names] if names else []
+    figure = plt.figure(figsize=(10, 4.5))
+    radar = figure.add_subplot(1, 2, 1, projection="polar")
+    if len(names) >= 3:
+        angles = [2 * math.pi * i / len(names) for i in range(len(names))]
+        radar.plot([*angles, angles[0]], [*exact, exact[0]], color="tab:blue")
+        radar.fill([*angles, angles[0]], [*exact, exact[0]], color="tab:blue", alpha=0.25)
+        radar.set_xticks(angles, names)
+    else:
+        radar.set_xticks([])
+        radar.set_title("radar needs 3+ categories", fontsize=9)
+    radar.set_ylim(0, 1)
+    bars = figure.add_subplot(1, 2, 2)
+    positions = range(len(names))
+    bars.bar([p - 0.2 for p in positions], exact, width=0.4, label="exact match")
+    bars.bar([p + 0.2 for p in positions], partial, width=0.4, label="partial credit")
+    bars.set_xticks(list(positions), names, rotation=30, ha="right")
+    bars.set_ylim(0, 1)
+    bars.legend(fontsize=8)
+    overall = report["overall"]
+    models = ", ".join(report.get("models", [])) or "?"
+    figure.suptitle(
+        f"DSR-Bench {models}: exact {overall['exact']:.3f}, "
+        f"partial {overall['partial']:.3f} (n={overall['n']})"
+    )
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    plt.close(figure)
