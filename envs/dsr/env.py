@@ -111,7 +111,9 @@ class _DSRBase(gymnasium.Env[str, str]):
                 f"unknown reset options {sorted(unknown)}; known: {', '.join((*_FILTERS, 'index', 'id'))}"
             )
         chosen = {key: options.get(key, self.defaults[key]) for key in _FILTERS}
-        pool = self.pool.select(chosen["suite"], chosen["structure"], chosen["operation"], chosen["length"])
+        pool = self.pool.select(
+            str(chosen["suite"]), chosen["structure"], chosen["operation"], chosen["length"]
+        )
         pool = self._eligible(pool)
         if "id" in options:
             for instance in pool:

@@ -23,7 +23,7 @@ from typing import Any, Literal
 
 from rapidfuzz.distance import Levenshtein
 
-from embodia.envs.dsr.core import Comparison, Step, canonical, get_operation
+from embodia.envs.dsr.core import Comparison, Operation, Step, canonical, get_operation
 from embodia.envs.dsr.suites import Instance
 from embodia.policies.parsing import ParseFailure, extract_json
 
@@ -58,16 +58,40 @@ class Score:
 _MISSING = object()
 
 
-def parse_reply(text: str) -> dict[str, Any] | ParseFailure:
-    """The reply's JSON object holding ``final_answer``."""
+_DECODER = json.JSONDecoder()
+_FINAL_OBJECT = '{"final_answer"'
+_CUT_OFF = ParseFailure("the JSON in the reply is cut off (brackets left open)")
+
+
+def _fast_object(text: str) -> object:
+    """The reply's JSON without the lenient scan, for the common well-formed shapes, else ``None``.
+
+    The whole reply as one object, or prose and a code fence around one ``{"final_answer": ...}``
+    object with no other bracket before or after it: exactly the cases where the lenient scan
+    would find the same value.
+    """
     stripped = text.strip()
-    value: object
     if stripped.startswith("{") and stripped.endswith("}"):
         try:
-            value = json.loads(stripped)
+            return json.loads(stripped)
         except json.JSONDecodeError:
-            value = extract_json(text)
-    else:
+            return None
+    start = text.rfind(_FINAL_OBJECT)
+    if start < 0 or "<think" in text or "{" in text[:start] or "[" in text[:start]:
+        return None
+    try:
+        value, end = _DECODER.raw_decode(text, start)
+    except json.JSONDecodeError as error:
+        # It broke off at the very end: the reply was cut short (what the lenient scan reports too).
+        return _CUT_OFF if error.pos >= len(text.rstrip()) else None
+    rest = text[end:]
+    return None if "{" in rest or "[" in rest or "}" in rest or "]" in rest else value
+
+
+def parse_reply(text: str) -> dict[str, Any] | ParseFailure:
+    """The reply's JSON object holding ``final_answer``."""
+    value = _fast_object(text)
+    if value is None:
         value = extract_json(text)
     if isinstance(value, ParseFailure):
         return value
@@ -159,12 +183,14 @@ def compare(
 
 
 def first_wrong_step(
-    given: list[Any], steps: tuple[Step, ...], comparison: Comparison = "exact"
+    given: list[Any], steps: tuple[Step, ...], operation: Operation | None = None
 ) -> int | None:
     """Index of the first stated step output that differs from the reference's state after that step."""
+    comparison: Comparison = operation.comparison if operation else "exact"
+    prepare = operation.prepare if operation else None
     for index, (entry, step) in enumerate(zip(given, steps, strict=False)):
         output = entry.get("output") if isinstance(entry, dict) else entry
-        if compare(output, step.state, comparison)[0] != 1.0:
+        if compare(output, step.state, comparison, prepare)[0] != 1.0:
             return index
     if len(given) < len(steps):
         return len(given)

@@ -7,7 +7,7 @@ import pytest
 from embodia.envs.dsr.core import Step
 from embodia.envs.dsr.scoring import compare, first_wrong_step, parse_reply, score_reply, score_value
 from embodia.envs.dsr.suites import Instance
-from embodia.policies.parsing import ParseFailure
+from embodia.policies.parsing import ParseFailure, extract_json
 
 
 def _instance(truth: object, operation: str = "queue.compound", steps: tuple[Step, ...] = ()) -> Instance:
@@ -123,3 +123,24 @@ def test_parse_reply_fast_path_and_fallback_agree() -> None:
     assert parse_reply('{"final_answer": 1}') == {"final_answer": 1}
     assert parse_reply('{"final_answer": 1,}') == {"final_answer": 1}  # invalid strict JSON: repaired
     assert isinstance(parse_reply("{not json at all}"), ParseFailure)
+
+
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '{"final_answer": [1, 2]}',
+        'Answer:\n```json\n{"final_answer": [1, 2]}\n```',
+        '{"final_answer": [1, 2',
+        '{"final_answer": [1, 2]} and then {"final_answer": [3]}',
+        'The list [5] first, then {"final_answer": [1, 2]}',
+        '{"steps": [{"output": "[1]"}], "final_answer": [1, 2',
+        '{"final_answer": {"a": [1]}, "note": "x"}',
+        '<think>{"final_answer": [9]}</think>{"final_answer": [1, 2]}',
+        '{"final_answer": [1, 2]}\n]',
+    ],
+)
+def test_fast_path_agrees_with_the_lenient_scan(reply: str) -> None:
+    lenient = extract_json(reply)
+    if isinstance(lenient, dict) and "final_answer" not in lenient:
+        lenient = ParseFailure("the reply's JSON has no final_answer")
+    assert parse_reply(reply) == lenient
