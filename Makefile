@@ -41,7 +41,7 @@ test-fast: system-libs $(VENV)/.installed
 	$(BIN)/python -m pytest -m "not slow" -x -q
 
 # The real vLLM suite (docs/vllm.md). vLLM pins torch 2.13.0+cpu and a transformers older than
-# ours, so it gets a venv of its own; embodia goes in with --no-deps and only the two packages
+# ours, so it gets a venv of its own; embodia goes in with --no-deps and only the packages
 # the suite needs beyond vLLM's own dependencies (numpy, openai, pillow come with vLLM).
 VLLM_VENV := .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
@@ -52,7 +52,7 @@ $(VLLM_BIN)/python:
 	$(VLLM_BIN)/python -m pip install --quiet --upgrade pip
 
 $(VLLM_VENV)/.installed: pyproject.toml Makefile | $(VLLM_BIN)/python
-	$(VLLM_BIN)/python -m pip install --quiet '$(VLLM_PIN)' 'gymnasium>=1.0,<2' 'pytest>=8'
+	$(VLLM_BIN)/python -m pip install --quiet '$(VLLM_PIN)' 'gymnasium>=1.0,<2' 'rapidfuzz>=3.5' 'pytest>=8'
 	@# vLLM's torchvision, torchaudio and torchcodec wheels do not load beside the CPU torch.
 	$(VLLM_BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(VLLM_BIN)/python -m pip install --quiet --no-deps -e .
