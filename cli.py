@@ -35,6 +35,10 @@ dsr_app = typer.Typer(
     help="DSR-Bench: generate and inspect data-structure reasoning instances.", no_args_is_help=True
 )
 app.add_typer(dsr_app, name="dsr")
+stream_app = typer.Typer(
+    help="Live game streams (Proact-VL): run proactive commentators and guides.", no_args_is_help=True
+)
+app.add_typer(stream_app, name="stream")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -507,6 +511,98 @@ def eval_dsr(
     console.print(table)
     failures = ", ".join(f"{k} {v}" for k, v in overall["failures"].items())
     console.print(f"failures: {failures}; wrote [bold]{out}[/]", highlight=False)
+
+
+@stream_app.command("run")
+def stream_run(
+    out: Annotated[Path, typer.Option("--out", help="Run directory, e.g. runs/NAME.")],
+    source: Annotated[
+        str,
+        typer.Option("--source", help="procedural:arena,seed=3[,duration=120] or video:FILE.mp4,labels=FILE.jsonl."),
+    ] = "procedural:arena,seed=0",
+    scenario: Annotated[str, typer.Option("--scenario", help="solo, co-commentary or guidance.")] = "solo",
+    agent: Annotated[
+        str,
+        typer.Option("--agent", help="heuristic, gate:DIR (a trained gate) or a chat policy spec (hf:DIR, openai:URL)."),
+    ] = "heuristic",
+    speaker: Annotated[
+        str, typer.Option("--speaker", help="Policy spec that writes the lines (default: the agent's own).")
+    ] = "",
+    agents: Annotated[int, typer.Option("--agents", help="Co-commentary self-play: agents sharing the stream.")] = 1,
+    threshold: Annotated[float | None, typer.Option("--threshold", help="Speak when the score exceeds this.")] = None,
+    token_cap: Annotated[int, typer.Option("--token-cap", help="Words per spoken second.")] = 12,
+    budget: Annotated[int, typer.Option("--budget", help="Context budget in tokens per agent.")] = 16_384,
+    realtime: Annotated[
+        bool, typer.Option("--realtime", help="Chunks arrive on the wall clock; late decisions are dropped.")
+    ] = False,
+    time_scale: Annotated[float, typer.Option("--time-scale", help="Wall seconds per stream second.")] = 1.0,
+    video: Annotated[bool, typer.Option("--video/--no-video", help="Write stream.mp4.")] = True,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a killed run in --out.")] = False,
+) -> None:
+    """Run proactive agents over a live stream; writes predictions, labels, summary, timeline and video."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    from embodia.evals.live_run import LiveSettings, run_live
+
+    with user_errors():
+        settings = LiveSettings(
+            source=source,
+            scenario=scenario,
+            agent=agent,
+            speaker=speaker,
+            agents=agents,
+            threshold=threshold,
+            token_cap=token_cap,
+            budget=budget,
+            realtime=realtime,
+            time_scale=time_scale,
+            video=video,
+        )
+        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[line]}", markup=False))
+        with Progress(*columns, console=err_console, transient=True) as progress:
+            task = progress.add_task(f"{scenario} stream", total=None, line="")
+
+            def show(event: dict[str, Any]) -> None:
+                if event.get("event") == "chunk":
+                    line = f"t={event['second']} {event['speaker']}: {event['text']}" if event.get("text") else ""
+                    progress.update(task, advance=1, line=line[:70])
+
+            summary = run_live(settings, out, resume=resume, on_event=show)
+    metrics = summary["metrics"]
+    f1 = metrics.get("f1", {})
+    console.print(
+        f"{summary['agent']} on {summary['source']} ({summary['scenario']}): spoke {summary['spoken_seconds']} "
+        f"of {summary['seconds']} s (label {summary['label_seconds']}), F1 {_pct(f1.get('micro'))}, "
+        f"TimeDiff {_num(metrics.get('time_diff', {}).get('mean'))} s, RTF {summary['latency']['rtf']:.3f}, "
+        f"dropped {summary['dropped']}; wrote [bold]{out}[/]",
+        highlight=False,
+    )
+
+
+def _pct(value: Any) -> str:
+    return "n/a" if value is None else f"{100 * float(value):.1f}%"
+
+
+def _num(value: Any) -> str:
+    return "n/a" if value is None else f"{float(value):.2f}"
+
+
+@eval_app.command("live")
+def eval_live(
+    pred: Annotated[Path, typer.Option("--pred", help="Predictions JSONL ({video_id, pred: {sec: text}, ...}).")],
+    label: Annotated[Path, typer.Option("--label", help="Labels JSONL ({video_id, label: {sec: text}, ...}).")],
+    out: Annotated[Path | None, typer.Option("--out", help="Write the report JSON here.")] = None,
+) -> None:
+    """Live Gaming Benchmark metrics of a prediction file against its labels."""
+    from embodia.evals.live import evaluate_files
+
+    with user_errors():
+        report = evaluate_files(pred, label)
+    text = json.dumps(report, indent=2, default=float)
+    if out is not None:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(text + "\n")
+    console.print_json(text)
 
 
 def main() -> None:

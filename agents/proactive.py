@@ -1,0 +1,485 @@
+"""The proactive live-stream agent: per 1-second chunk, decide whether to speak, then say a
+bounded line (Proact-VL's mechanism, streaming-agents.md §A.3).
+
+One LangGraph run per chunk: ``score`` fans out with ``Send`` to every agent (one for solo
+commentary and guidance, several for co-commentary), ``select`` picks the highest-scoring
+agent whose score clears its threshold (so at most one agent speaks in a second, as the
+reference's ``_select_speaker``), and ``speak`` generates its line under the token cap,
+streaming the text as ``custom`` events. The chunk and the agents come in through the
+graph's runtime context; the state is a few numbers.
+
+Deciders (anything with ``name``, ``threshold`` and ``score(chunk, context) -> float``):
+:class:`~embodia.policies.speak_gate.LearnedGate` (an MLP on a VLM hidden state at a flag
+token), :class:`~embodia.policies.heuristic.speaking.EventHeuristic` (frame differences and
+HUD changes), and :class:`PromptDecider` (asks any chat VLM for SPEAK or SILENT).
+
+Each agent keeps its conversation in a :class:`ContextBudget`: one user turn and one
+assistant turn per second (``" ..."`` when silent, as the reference's KV cache holds);
+past the budget the oldest 20 % of turns are evicted with the system prompt kept, so a
+stream can run for hours in flat memory. Only text is kept; frames are seen only in their
+own second.
+
+:func:`run_stream` drives ``embodia/LiveGaming-v0`` with these agents and accounts the
+latency of every chunk: decide time, generation time, time to first token, real-time
+factor and the backlog a slower-than-real-time agent accumulates.
+"""
+
+from __future__ import annotations
+
+import json
+import operator
+import time
+from collections import deque
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Annotated, Any, Literal, Protocol, TypedDict
+
+from langgraph.graph import END, START, StateGraph
+from langgraph.runtime import Runtime
+from langgraph.types import Command, Send
+
+from embodia.agents.runtime import emit
+from embodia.envs.streams.core import SILENCE, Chunk, StreamError
+from embodia.envs.streams.env import LiveGamingEnv, cap_tokens, history_text
+from embodia.policies.base import Message, Policy, PolicyError
+
+DEFAULT_BUDGET = 16_384
+EVICT_FRACTION = 0.2
+
+
+def word_tokens(text: str) -> int:
+    """A backend-independent token count: whitespace words plus one per turn boundary."""
+    return len(text.split()) + 1
+
+
+class ContextBudget:
+    """A rolling conversation under a token budget, oldest turns evicted first.
+
+    The system prompt is never evicted (the reference keeps it as the attention sink). When a
+    new turn takes the total past ``max_tokens``, the oldest ``evict_fraction`` of the turns
+    (at least enough to fit) are dropped at once, as the reference evicts ~20 % of its KV
+    cache, so eviction happens rarely rather than on every turn.
+    """
+
+    def __init__(
+        self,
+        system: str = "",
+        max_tokens: int = DEFAULT_BUDGET,
+        evict_fraction: float = EVICT_FRACTION,
+        count: Callable[[str], int] = word_tokens,
+    ) -> None:
+        if max_tokens < 1:
+            raise StreamError(f"the context budget must be at least 1 token, got {max_tokens}")
+        if not 0 < evict_fraction <= 1:
+            raise StreamError(f"evict_fraction must be in (0, 1], got {evict_fraction}")
+        self.system = system
+        self.max_tokens = max_tokens
+        self.evict_fraction = evict_fraction
+        self.count = count
+        self.system_tokens = count(system) if system else 0
+        self.turns: deque[tuple[str, str, int]] = deque()
+        self.tokens = self.system_tokens
+        self.evicted_turns = 0
+        self.evictions = 0
+
+    def add(self, role: Literal["user", "assistant"], content: str) -> None:
+        size = self.count(content)
+        self.turns.append((role, content, size))
+        self.tokens += size
+        if self.tokens > self.max_tokens:
+            drop = max(1, int(len(self.turns) * self.evict_fraction))
+            self.evictions += 1
+            while self.turns and (drop > 0 or self.tokens > self.max_tokens):
+                _, _, freed = self.turns.popleft()
+                self.tokens -= freed
+                self.evicted_turns += 1
+                drop -= 1
+
+    def messages(self) -> list[Message]:
+        out: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
+        out.extend({"role": role, "content": content} for role, content, _ in self.turns)  # type: ignore[misc]
+        return out
+
+    def turn_messages(self) -> list[Message]:
+        """The retained turns without the system prompt (what deciders read as context)."""
+        return [{"role": role, "content": content} for role, content, _ in self.turns]  # type: ignore[misc]
+
+
+class Decider(Protocol):
+    name: str
+    threshold: float
+
+    def score(self, chunk: Chunk, context: Sequence[Mapping[str, str]] = ()) -> float: ...
+
+
+class Speaker(Protocol):
+    """Writes the line an agent says once it decided to speak."""
+
+    name: str
+
+    def line(
+        self,
+        chunk: Chunk,
+        context: Sequence[Message],
+        max_words: int,
+        on_text: Callable[[str], None] | None = None,
+    ) -> str: ...
+
+
+def user_turn(chunk: Chunk, heard: Sequence[str] = ()) -> str:
+    """The text of a second's user turn: the clock, what was heard, the query."""
+    parts = [f"t={chunk.second}"]
+    lines = [*heard, history_text(chunk)]
+    if any(lines):
+        parts.append("\n".join(line for line in lines if line))
+    if chunk.query:
+        parts.append(f"Question: {chunk.query}")
+    return "\n".join(parts)
+
+
+class PolicySpeaker:
+    """A line from any chat (V)LM: the retained conversation plus this second's frames."""
+
+    def __init__(self, policy: Policy, temperature: float = 0.7) -> None:
+        self.policy = policy
+        self.name = policy.name
+        self.temperature = temperature
+
+    def line(
+        self,
+        chunk: Chunk,
+        context: Sequence[Message],
+        max_words: int,
+        on_text: Callable[[str], None] | None = None,
+    ) -> str:
+        # The current user turn is already the last message of the context.
+        completion = self.policy.complete(
+            list(context),
+            images=list(chunk.frames),
+            max_tokens=max_words,
+            temperature=self.temperature,
+            stop=("\n",),
+            on_text=on_text,
+        )
+        return cap_tokens(completion.text, max_words)
+
+
+class HudSpeaker:
+    """Wraps the HUD commentator (no model) as a speaker."""
+
+    name = "hud"
+
+    def __init__(self) -> None:
+        from embodia.policies.heuristic.speaking import HudCommentator
+
+        self.commentator = HudCommentator()
+
+    def line(
+        self,
+        chunk: Chunk,
+        context: Sequence[Message],
+        max_words: int,
+        on_text: Callable[[str], None] | None = None,
+    ) -> str:
+        text = cap_tokens(self.commentator.line(chunk, context), max_words)
+        if on_text is not None:
+            on_text(text)
+        return text
+
+    def observe(self, chunk: Chunk) -> None:
+        self.commentator.observe(chunk)
+
+
+DECIDE_PROMPT = (
+    "You are watching a live game stream one second at a time. Decide whether the commentator "
+    "should speak now. Answer with exactly one word: SPEAK or SILENT."
+)
+
+
+class PromptDecider:
+    """Asks a chat VLM whether to speak; the score is P(SPEAK) from its top logprobs when the
+    backend reports them, else 1 or 0 from the reply's word. An unreadable reply is silence
+    and is counted in ``unreadable``."""
+
+    def __init__(self, policy: Policy, threshold: float = 0.5) -> None:
+        self.policy = policy
+        self.name = f"prompt:{policy.name}"
+        self.threshold = threshold
+        self.unreadable = 0
+
+    def score(self, chunk: Chunk, context: Sequence[Mapping[str, str]] = ()) -> float:
+        recent = [m for m in context if m.get("role") in ("user", "assistant")][-6:]
+        messages: list[Message] = [{"role": "system", "content": DECIDE_PROMPT}]
+        messages.extend({"role": m["role"], "content": m["content"]} for m in recent)  # type: ignore[misc]
+        if not messages[-1]["role"] == "user":
+            messages.append({"role": "user", "content": user_turn(chunk)})
+        messages[-1] = {"role": "user", "content": messages[-1]["content"] + "\nSPEAK or SILENT?"}
+        try:
+            completion = self.policy.complete(
+                messages, images=list(chunk.frames), max_tokens=3, logprobs=True, top_logprobs=5
+            )
+        except PolicyError as exc:
+            if "logprob" not in str(exc).lower():
+                raise
+            completion = self.policy.complete(messages, images=list(chunk.frames), max_tokens=3)
+        if completion.tokens and completion.tokens[0].top:
+            speak = silent = 0.0
+            import math
+
+            for token, logprob in completion.tokens[0].top:
+                word = token.strip().upper()
+                if word and "SPEAK".startswith(word):
+                    speak += math.exp(logprob)
+                elif word and "SILENT".startswith(word):
+                    silent += math.exp(logprob)
+            if speak + silent > 0:
+                return speak / (speak + silent)
+        word = completion.text.strip().upper()
+        if word.startswith("SPEAK"):
+            return 1.0
+        if word.startswith("SILENT"):
+            return 0.0
+        self.unreadable += 1
+        return 0.0
+
+
+@dataclass
+class ProactiveAgent:
+    """One commentator: a decider, a speaker and its own conversation."""
+
+    name: str
+    decider: Decider
+    speaker: Speaker
+    budget: ContextBudget
+    token_cap: int = 12
+    heard: list[str] = field(default_factory=list)
+    """Lines of other agents spoken last second, heard as history this second."""
+
+    def begin_second(self, chunk: Chunk) -> None:
+        self.budget.add("user", user_turn(chunk, self.heard))
+        self.heard = []
+
+    def end_second(self, chunk: Chunk, said: str) -> None:
+        self.budget.add("assistant", said or SILENCE)
+        observe = getattr(self.speaker, "observe", None)
+        if observe is not None:
+            observe(chunk)
+
+
+class ChunkState(TypedDict, total=False):
+    second: int
+    agents: int
+    scores: Annotated[list[dict[str, Any]], operator.add]
+    speaker: int
+    utterance: dict[str, Any] | None
+
+
+class ScoreTask(TypedDict):
+    second: int
+    agent: int
+
+
+@dataclass
+class ChunkContext:
+    """Run-scoped inputs of one chunk's graph run (never checkpointed)."""
+
+    agents: Sequence[ProactiveAgent]
+    chunk: Chunk
+
+
+def _fan_out(state: ChunkState) -> list[Send]:
+    return [Send("score", {"second": state["second"], "agent": i}) for i in range(state["agents"])]
+
+
+def score(task: ScoreTask, runtime: Runtime[ChunkContext]) -> dict[str, Any]:
+    agent = runtime.context.agents[task["agent"]]
+    started = time.perf_counter()
+    probability = float(agent.decider.score(runtime.context.chunk, agent.budget.turn_messages()))
+    return {
+        "scores": [
+            {"agent": task["agent"], "score": probability, "decide_s": time.perf_counter() - started}
+        ]
+    }
+
+
+def select(state: ChunkState, runtime: Runtime[ChunkContext]) -> Command[Literal["speak", "__end__"]]:
+    agents = runtime.context.agents
+    eligible = [s for s in state["scores"] if s["score"] > agents[s["agent"]].decider.threshold]
+    if not eligible:
+        return Command(update={"speaker": -1, "utterance": None}, goto=END)
+    best = max(eligible, key=lambda s: (s["score"], -s["agent"]))
+    return Command(update={"speaker": best["agent"]}, goto="speak")
+
+
+def speak(state: ChunkState, runtime: Runtime[ChunkContext]) -> dict[str, Any]:
+    index = state["speaker"]
+    agent = runtime.context.agents[index]
+    chunk = runtime.context.chunk
+    started = time.perf_counter()
+    first: list[float] = []
+
+    def on_text(piece: str) -> None:
+        if not first:
+            first.append(time.perf_counter())
+        emit({"event": "token", "second": chunk.second, "speaker": agent.name, "text": piece})
+
+    text = agent.speaker.line(chunk, agent.budget.messages(), agent.token_cap, on_text)
+    ended = time.perf_counter()
+    return {
+        "utterance": {
+            "speaker": agent.name,
+            "agent": index,
+            "text": text,
+            "gen_s": ended - started,
+            "first_token_at": first[0] if first else ended,
+        }
+    }
+
+
+def build_chunk_graph() -> Any:
+    builder = StateGraph(ChunkState, context_schema=ChunkContext)
+    builder.add_node("score", score)  # type: ignore[call-overload]
+    builder.add_node("select", select)
+    builder.add_node("speak", speak)
+    builder.add_conditional_edges(START, _fan_out, ["score"])
+    builder.add_edge("score", "select")
+    builder.add_edge("speak", END)
+    return builder.compile()
+
+
+@dataclass
+class Utterance:
+    second: int
+    speaker: str
+    text: str
+
+
+@dataclass
+class StreamRun:
+    """What a run produced: per-agent predictions and per-chunk records."""
+
+    predictions: dict[str, dict[int, str]]
+    records: list[dict[str, Any]]
+    dropped: int
+    skipped: int
+
+
+def run_stream(
+    env: LiveGamingEnv,
+    agents: Sequence[ProactiveAgent],
+    record: Callable[[dict[str, Any]], None] | None = None,
+    replay: Sequence[Mapping[str, Any]] = (),
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+    graph: Any = None,
+) -> StreamRun:
+    """Drive the env to the end of its clip with ``agents``; ``record`` gets one JSON-able
+    record per chunk as it is decided.
+
+    ``replay`` holds the records of an earlier, interrupted run of the same stream: those
+    seconds are fed back (what was said is said again, without asking any model) so the
+    agents' conversations and the deciders' running state are as they were, and the run
+    continues after the last recorded second.
+    """
+    if not agents:
+        raise StreamError("a stream run needs at least one agent")
+    names = [a.name for a in agents]
+    if len(set(names)) != len(names):
+        raise StreamError(f"agent names must be distinct, got {names}")
+    graph = graph if graph is not None else build_chunk_graph()
+    replayed = {int(r["second"]): r for r in replay}
+    predictions: dict[str, dict[int, str]] = {a.name: {} for a in agents}
+    records: list[dict[str, Any]] = []
+    backlog = 0.0
+    observation, info = env.reset()
+    chunk_seconds = env.time_scale if env.realtime else 1.0
+    while True:
+        chunk: Chunk = info["chunk"]
+        arrived = time.perf_counter()
+        for agent in agents:
+            agent.begin_second(chunk)
+        past = replayed.get(chunk.second)
+        if past is not None:
+            result = _replayed_result(past, agents, chunk)
+        else:
+            result = graph.invoke(
+                {"second": chunk.second, "agents": len(agents), "scores": [], "speaker": -1, "utterance": None},
+                context=ChunkContext(agents, chunk),
+            )
+        utterance = result.get("utterance")
+        said = utterance["text"] if utterance else ""
+        for i, agent in enumerate(agents):
+            own = said if utterance and utterance["agent"] == i else ""
+            agent.end_second(chunk, own)
+            if said and not own:
+                agent.heard.append(f"[{utterance['speaker']}]: {said}")  # type: ignore[index]
+        processing = time.perf_counter() - arrived
+        if past is None:
+            backlog = max(0.0, backlog + processing - chunk_seconds)
+            entry = _chunk_record(chunk, result, processing, backlog, chunk_seconds, arrived)
+        else:
+            entry = dict(past)
+        observation, _reward, terminated, _truncated, info = env.step(said)
+        entry["late"] = bool(info["late"]) if past is None else entry.get("late", False)
+        if entry["late"]:
+            entry["dropped_text"], entry["text"], entry["speaker"] = entry.get("text", ""), "", None
+        elif utterance and entry.get("text"):
+            predictions[utterance["speaker"]][chunk.second] = entry["text"]
+        records.append(entry)
+        if record is not None and past is None:
+            record(entry)
+        if on_event is not None:
+            on_event({"event": "chunk", **entry})
+        if terminated:
+            break
+    return StreamRun(predictions, records, env.dropped, env.skipped)
+
+
+def _replayed_result(past: Mapping[str, Any], agents: Sequence[ProactiveAgent], chunk: Chunk) -> dict[str, Any]:
+    """The graph result a recorded second stands for; stateful deciders see the chunk again."""
+    for agent in agents:
+        warm = getattr(agent.decider, "score", None)
+        if warm is not None and getattr(agent.decider, "stateful", False):
+            warm(chunk, agent.budget.turn_messages())
+    text = past.get("text") or ""
+    if not text or past.get("late"):
+        return {"utterance": None}
+    index = next((i for i, a in enumerate(agents) if a.name == past.get("speaker")), None)
+    if index is None:
+        raise StreamError(f"the run being resumed has a line by {past.get('speaker')!r}, who is not an agent now")
+    return {"utterance": {"speaker": past["speaker"], "agent": index, "text": text}}
+
+
+def _chunk_record(
+    chunk: Chunk, result: Mapping[str, Any], processing: float, backlog: float, chunk_seconds: float, arrived: float
+) -> dict[str, Any]:
+    scores = result.get("scores", [])
+    decide = max((s["decide_s"] for s in scores), default=0.0)
+    utterance = result.get("utterance")
+    entry: dict[str, Any] = {
+        "second": chunk.second,
+        "scores": {str(s["agent"]): round(s["score"], 6) for s in scores},
+        "speaker": utterance["speaker"] if utterance else None,
+        "text": utterance["text"] if utterance else "",
+        "decide_ms": round(decide * 1000, 3),
+        "gen_ms": round(utterance["gen_s"] * 1000, 3) if utterance else 0.0,
+        "ttft_ms": round((utterance["first_token_at"] - arrived) * 1000, 3) if utterance else None,
+        "processing_ms": round(processing * 1000, 3),
+        "rtf": round(processing / chunk_seconds, 6),
+        "backlog_s": round(backlog, 6),
+    }
+    if chunk.query:
+        entry["query"] = chunk.query
+    return entry
+
+
+def read_records(path: Path) -> list[dict[str, Any]]:
+    """Per-chunk records of a run, a torn last line (from a kill) left out."""
+    out = []
+    if path.exists():
+        for text in path.read_text().splitlines():
+            try:
+                out.append(json.loads(text))
+            except json.JSONDecodeError:
+                break
+    return out

@@ -1,0 +1,324 @@
+"""Live streams: a clock plus sources, in the Live Gaming Benchmark's record format.
+
+A :class:`Stream` is one clip of a game: a :class:`FrameSource` (a video file, or a
+procedural game embodia renders itself) and its :class:`Annotation`, the reference's record
+(``video_path``, ``video_begin``/``video_end``, ``active_speaker``, ``annotations`` with
+role/speaker/start/end/text|query, ``metadata.tag``). Seconds are integers on the video's
+own clock, as in the reference's labels and predictions.
+
+The clock ticks once per second. :meth:`Stream.chunk` gives what the agent may see at tick
+``t``: the frames sampled uniformly in ``[t, t + 1)`` (2 fps by default, as the reference),
+the co-caster lines and user queries that *start* at ``t``, and, for procedural games, the
+HUD readout of the last frame. Nothing after ``t + 1`` is reachable from a chunk: the
+ground truth (:attr:`Stream.label`) lives on the stream, which the env never hands to the
+agent.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import numpy as np
+from numpy.typing import NDArray
+
+from embodia.errors import EmbodiaError
+
+Scenario = Literal["solo", "co-commentary", "guidance"]
+SCENARIOS: tuple[Scenario, ...] = ("solo", "co-commentary", "guidance")
+# The reference's metadata.tag per scenario (proactvl/utils/conversations.py).
+TAGS: dict[Scenario, str] = {
+    "solo": "Solo commentators",
+    "co-commentary": "Multiple commentators",
+    "guidance": "Guidance",
+}
+SCENARIO_OF_TAG = {tag: scenario for scenario, tag in TAGS.items()}
+SILENCE = " ..."
+"""The reference's streaming-continuation text: an assistant turn that says nothing."""
+DEFAULT_FPS = 2.0
+USER = "user"
+"""The speaker name of a guidance query."""
+
+
+class StreamError(EmbodiaError, ValueError):
+    """A stream spec, annotation record or video cannot be used."""
+
+
+@dataclass(frozen=True)
+class Line:
+    """One annotation entry: the agent's own line, a co-caster's line, or a user query."""
+
+    role: Literal["assistant", "user"]
+    speaker: str
+    start: int
+    end: int
+    text: str
+    """The spoken text, or the query for a guidance query."""
+
+    @property
+    def is_query(self) -> bool:
+        return self.role == "user" and self.speaker == USER
+
+    def to_record(self) -> dict[str, Any]:
+        key = "query" if self.is_query else "text"
+        return {"role": self.role, "speaker": self.speaker, "start": self.start, "end": self.end, key: self.text}
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any], where: str = "annotation") -> Line:
+        if not isinstance(data, Mapping):
+            raise StreamError(f"{where} must be an object, got {type(data).__name__}")
+        role = data.get("role")
+        if role not in ("assistant", "user"):
+            raise StreamError(f"{where} has role {role!r}: expected 'assistant' or 'user'")
+        speaker = data.get("speaker")
+        if not isinstance(speaker, str) or not speaker:
+            raise StreamError(f"{where} needs a speaker name")
+        start, end = (_second(data.get(key), f"{where} {key}") for key in ("start", "end"))
+        if end < start:
+            raise StreamError(f"{where} ends at {end} before it starts at {start}")
+        text = data.get("query") if role == "user" and speaker == USER else data.get("text")
+        if not isinstance(text, str):
+            wanted = "query" if role == "user" and speaker == USER else "text"
+            raise StreamError(f"{where} needs a string {wanted!r}")
+        return cls(role, speaker, start, end, text)
+
+
+def _second(value: Any, where: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
+        raise StreamError(f"{where} must be an integer second, got {value!r}")
+    return int(value)
+
+
+@dataclass
+class Annotation:
+    """One clip's ground truth, field for field the reference's record."""
+
+    video_path: str
+    video_begin: int
+    video_end: int
+    video_duration: int
+    active_speaker: dict[str, Any]
+    """``{"name": ..., "persona": [...]}``: whose lines the agent is to produce."""
+    annotations: list[Line]
+    metadata: dict[str, Any] = field(default_factory=dict)
+    history: str = ""
+
+    @property
+    def speaker(self) -> str:
+        return str(self.active_speaker.get("name", ""))
+
+    @property
+    def tag(self) -> str:
+        return str(self.metadata.get("tag", ""))
+
+    @property
+    def scenario(self) -> Scenario:
+        return SCENARIO_OF_TAG.get(self.tag, "solo")
+
+    @property
+    def video_id(self) -> str:
+        return f"{Path(self.video_path).stem}:{self.video_begin}-{self.video_end}"
+
+    def own_lines(self) -> list[Line]:
+        """The active speaker's lines: what the agent should say, and when."""
+        return [a for a in self.annotations if a.role == "assistant" and a.speaker == self.speaker]
+
+    def label(self) -> dict[int, str]:
+        """``{second: text}`` of the active speaker, each line at its start second (as the
+        reference places a line in the turn of its start second)."""
+        out: dict[int, str] = {}
+        for line in sorted(self.own_lines(), key=lambda a: a.start):
+            out[line.start] = f"{out[line.start]} {line.text}" if line.start in out else line.text
+        return out
+
+    def other_lines(self) -> list[Line]:
+        """Co-caster lines (everyone but the active speaker and the user)."""
+        return [a for a in self.annotations if not a.is_query and a.speaker != self.speaker]
+
+    def queries(self) -> list[Line]:
+        return [a for a in self.annotations if a.is_query]
+
+    def to_record(self) -> dict[str, Any]:
+        return {
+            "video_path": self.video_path,
+            "video_begin": self.video_begin,
+            "video_end": self.video_end,
+            "video_duration": self.video_duration,
+            "history": self.history,
+            "active_speaker": self.active_speaker,
+            "metadata": self.metadata,
+            "annotations": [a.to_record() for a in self.annotations],
+        }
+
+    def label_record(self, idx: int = 0) -> dict[str, Any]:
+        """The reference's label record (the prediction record's shape, with ``label``)."""
+        return {
+            "video_id": self.video_id,
+            "begin": self.video_begin,
+            "end": self.video_end,
+            "label": {str(k): v for k, v in self.label().items()},
+            "tag": self.tag,
+            "dataset_name": str(self.metadata.get("dataset_name", "")),
+            "idx": idx,
+        }
+
+    @classmethod
+    def from_record(cls, data: Mapping[str, Any], where: str = "record") -> Annotation:
+        if not isinstance(data, Mapping):
+            raise StreamError(f"{where} must be a JSON object")
+        for key in ("video_path", "video_begin", "video_end", "annotations"):
+            if key not in data:
+                raise StreamError(f"{where} has no {key!r}")
+        begin = _second(data["video_begin"], f"{where} video_begin")
+        end = _second(data["video_end"], f"{where} video_end")
+        if end <= begin:
+            raise StreamError(f"{where} ends at {end}, not after its begin {begin}")
+        if not isinstance(data["annotations"], list):
+            raise StreamError(f"{where} annotations must be a list")
+        lines = [
+            Line.from_record(a, f"{where} annotation {i}") for i, a in enumerate(data["annotations"])
+        ]
+        speaker = data.get("active_speaker") or {}
+        if not isinstance(speaker, Mapping):
+            raise StreamError(f"{where} active_speaker must be an object")
+        return cls(
+            video_path=str(data["video_path"]),
+            video_begin=begin,
+            video_end=end,
+            video_duration=_second(data.get("video_duration", end), f"{where} video_duration"),
+            active_speaker=dict(speaker),
+            annotations=lines,
+            metadata=dict(data.get("metadata") or {}),
+            history=str(data.get("history") or ""),
+        )
+
+
+def read_annotations(path: Path | str) -> list[Annotation]:
+    """Annotation records from a JSONL file; a bad line is reported with its number."""
+    path = Path(path)
+    if not path.is_file():
+        raise StreamError(f"annotation file {path} does not exist")
+    out = []
+    for number, text in enumerate(path.read_text().splitlines(), 1):
+        if not text.strip():
+            continue
+        try:
+            data = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise StreamError(f"{path} line {number} is not JSON: {exc.msg}") from None
+        out.append(Annotation.from_record(data, f"{path} line {number}"))
+    if not out:
+        raise StreamError(f"{path} holds no annotation records")
+    return out
+
+
+def write_annotations(path: Path | str, annotations: Sequence[Annotation]) -> None:
+    Path(path).write_text("".join(json.dumps(a.to_record()) + "\n" for a in annotations))
+
+
+@runtime_checkable
+class FrameSource(Protocol):
+    """Where a stream's pictures come from (a video file, a procedural game)."""
+
+    name: str
+    size: tuple[int, int]
+    """(height, width) of every frame."""
+    duration: float
+    """Seconds of footage available from time 0."""
+
+    def frames_at(self, times: Sequence[float]) -> list[NDArray[np.uint8]]:
+        """RGB frames at these times (seconds, increasing)."""
+        ...
+
+    def hud_at(self, time: float) -> dict[str, Any] | None:
+        """What the game's HUD shows at this time, as data, or None when there is no HUD
+        readout (video files). It is part of the picture, so seeing it is not peeking."""
+        ...
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """What the agent may see at tick ``second``: only things at or before ``second + 1``."""
+
+    second: int
+    frames: tuple[NDArray[np.uint8], ...]
+    frame_times: tuple[float, ...]
+    history: tuple[Line, ...] = ()
+    """Co-caster lines that start at this second, heard as ``[SPEAKER]: text``."""
+    query: str | None = None
+    """A user's guidance query that starts at this second."""
+    hud: dict[str, Any] | None = None
+
+
+@dataclass
+class Stream:
+    """One clip: a frame source, its annotation, and the chunking clock."""
+
+    source: FrameSource
+    annotation: Annotation
+    fps: float = DEFAULT_FPS
+
+    def __post_init__(self) -> None:
+        if not self.fps > 0:
+            raise StreamError(f"fps must be positive, got {self.fps}")
+        frames_per_chunk = self.fps
+        if abs(frames_per_chunk - round(frames_per_chunk)) > 1e-9:
+            raise StreamError(f"fps must give a whole number of frames per 1-second chunk, got {self.fps}")
+        if self.annotation.video_end > self.source.duration + 1e-6:
+            raise StreamError(
+                f"the clip ends at {self.annotation.video_end} s but {self.source.name} has only "
+                f"{self.source.duration:.1f} s of footage"
+            )
+        self._history = _by_start(self.annotation.other_lines())
+        self._queries = _by_start(self.annotation.queries())
+
+    @property
+    def begin(self) -> int:
+        return self.annotation.video_begin
+
+    @property
+    def end(self) -> int:
+        return self.annotation.video_end
+
+    @property
+    def seconds(self) -> range:
+        return range(self.begin, self.end)
+
+    def __len__(self) -> int:
+        return self.end - self.begin
+
+    @property
+    def label(self) -> dict[int, str]:
+        return self.annotation.label()
+
+    def frame_times(self, second: int) -> tuple[float, ...]:
+        n = int(round(self.fps))
+        return tuple(second + i / n for i in range(n))
+
+    def chunk(self, second: int) -> Chunk:
+        if second not in self.seconds:
+            raise StreamError(f"second {second} is outside the clip [{self.begin}, {self.end})")
+        times = self.frame_times(second)
+        queries = self._queries.get(second, ())
+        return Chunk(
+            second=second,
+            frames=tuple(self.source.frames_at(times)),
+            frame_times=times,
+            history=tuple(self._history.get(second, ())),
+            query=" ".join(q.text for q in queries) if queries else None,
+            hud=self.source.hud_at(times[-1]),
+        )
+
+    def chunks(self, start: int | None = None) -> Iterator[Chunk]:
+        for second in range(self.begin if start is None else start, self.end):
+            yield self.chunk(second)
+
+
+def _by_start(lines: Sequence[Line]) -> dict[int, list[Line]]:
+    out: dict[int, list[Line]] = {}
+    for line in sorted(lines, key=lambda a: (a.start, a.speaker)):
+        out.setdefault(line.start, []).append(line)
+    return out

@@ -1,0 +1,318 @@
+"""``embodia stream run``: one live stream, one or more proactive agents, a run folder.
+
+``runs/NAME/`` gets ``config.yaml``; ``decisions.jsonl`` (one record per chunk, appended as
+it is decided: scores, speaker, text, decide/gen/TTFT ms, real-time factor, backlog, late);
+``predictions.jsonl`` and ``labels.jsonl`` in the reference's record format
+(``{"video_id", "begin", "end", "pred" | "label": {sec: text}, "tag", ...}``, one
+prediction record per agent, with its ``speaker``); ``summary.json`` (the Live Gaming
+metrics of :mod:`embodia.evals.live` plus latency); ``stream.mp4`` (the stream with the
+agents' lines burned in as subtitles) and ``timeline.png`` (predicted vs true speaking
+seconds). A killed run resumes with ``--resume``: the recorded seconds are replayed, never
+decided again.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embodia.agents.proactive import (
+    ContextBudget,
+    HudSpeaker,
+    PolicySpeaker,
+    ProactiveAgent,
+    PromptDecider,
+    Speaker,
+    read_records,
+    run_stream,
+)
+from embodia.envs.streams.core import Stream, StreamError
+from embodia.envs.streams.env import DEFAULT_TOKEN_CAP, LiveGamingEnv
+from embodia.envs.streams.sources import check_scenario, open_stream
+from embodia.errors import EmbodiaError
+
+logger = logging.getLogger(__name__)
+
+PERSONA = {
+    "solo": "You are {name}, a professional live game commentator. Speak in short lines about what just happened.",
+    "co-commentary": (
+        "You are {name}, one of two live game commentators. Take turns with your co-caster; "
+        "do not talk over them. Speak in short lines."
+    ),
+    "guidance": "You are {name}, a game guide. Answer the player's questions step by step, in short lines.",
+}
+
+
+@dataclass(frozen=True)
+class LiveSettings:
+    source: str
+    scenario: str = "solo"
+    agent: str = "heuristic"
+    speaker: str = ""
+    """Policy spec of the line writer; default: the agent's own VLM, or the HUD commentator."""
+    agents: int = 1
+    """Co-commentary self-play: this many agents share the stream (the co-caster's true lines
+    are then not played)."""
+    threshold: float | None = None
+    token_cap: int = DEFAULT_TOKEN_CAP
+    budget: int = 16_384
+    fps: float = 2.0
+    realtime: bool = False
+    time_scale: float = 1.0
+    video: bool = True
+
+    def __post_init__(self) -> None:
+        check_scenario(self.scenario)
+        if self.agents < 1:
+            raise StreamError(f"--agents must be at least 1, got {self.agents}")
+        if self.agents > 1 and self.scenario != "co-commentary":
+            raise StreamError("several agents share a stream only in the co-commentary scenario")
+
+
+def make_speaker(spec: str, fallback: Any = None) -> Speaker:
+    if spec:
+        from embodia.policies.spec import make_policy
+
+        return PolicySpeaker(make_policy(spec))
+    if fallback is not None:
+        return PolicySpeaker(fallback)
+    return HudSpeaker()
+
+
+def make_agents(settings: LiveSettings, names: Sequence[str]) -> list[ProactiveAgent]:
+    """``heuristic``, ``gate:DIR`` (a trained gate; lines from its VLM) or a chat policy spec
+    (prompted SPEAK/SILENT; lines from the same policy)."""
+    agents = []
+    shared_policy: Any = None
+    for name in names:
+        spec = settings.agent
+        if spec == "heuristic":
+            from embodia.policies.heuristic.speaking import EventHeuristic
+
+            decider: Any = EventHeuristic()
+            speaker = make_speaker(settings.speaker)
+        elif spec.startswith("gate:"):
+            from embodia.policies.speak_gate import LearnedGate
+
+            decider = LearnedGate.load(spec.removeprefix("gate:"))
+            if shared_policy is None and not settings.speaker:
+                from embodia.policies.spec import make_policy
+
+                shared_policy = make_policy(f"hf:{decider.model_dir}")
+            speaker = make_speaker(settings.speaker, shared_policy)
+        else:
+            from embodia.policies.spec import make_policy
+
+            if shared_policy is None:
+                shared_policy = make_policy(spec)
+            decider = PromptDecider(shared_policy)
+            speaker = make_speaker(settings.speaker, shared_policy)
+        if settings.threshold is not None:
+            decider.threshold = settings.threshold
+        persona = PERSONA[settings.scenario].format(name=name)
+        agents.append(
+            ProactiveAgent(name, decider, speaker, ContextBudget(persona, settings.budget), settings.token_cap)
+        )
+    return agents
+
+
+def agent_names(stream: Stream, count: int) -> list[str]:
+    """The active speaker first, then the co-casters of the annotation, then numbered ones."""
+    names = [stream.annotation.speaker or "CASTER"]
+    for line in stream.annotation.other_lines():
+        if line.speaker not in names:
+            names.append(line.speaker)
+    names += [f"SPEAKER_{i}" for i in range(len(names), count + 1) if f"SPEAKER_{i}" not in names]
+    return names[:count]
+
+
+class _SelfPlayStream(Stream):
+    """A co-commentary stream whose co-caster is played by agents: their true lines are not
+    heard (the agents hear each other instead)."""
+
+    def chunk(self, second: int) -> Any:
+        return dataclasses.replace(super().chunk(second), history=())
+
+
+def _check_resumable(out: Path, settings: LiveSettings, resume: bool) -> list[dict[str, Any]]:
+    import yaml
+
+    config_path = out / "config.yaml"
+    if not config_path.exists():
+        return []
+    if not resume:
+        raise EmbodiaError(f"{out} already holds a run: pass --resume to continue it, or pick another --out")
+    try:
+        saved = (yaml.safe_load(config_path.read_text()) or {}).get("settings", {})
+    except yaml.YAMLError as exc:
+        raise EmbodiaError(f"cannot resume {out}: config.yaml is not valid YAML ({exc})") from None
+    for key, value in asdict(settings).items():
+        if saved.get(key) != value:
+            raise EmbodiaError(f"cannot resume {out}: it was run with {key}={saved.get(key)!r}, not {value!r}")
+    return read_records(out / "decisions.jsonl")
+
+
+def run_live(
+    settings: LiveSettings,
+    out: Path,
+    resume: bool = False,
+    on_event: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Run the stream into ``out`` and return the summary (also written to summary.json)."""
+    import yaml
+
+    replay = _check_resumable(out, settings, resume)
+    stream = open_stream(settings.source, settings.scenario, settings.fps)
+    if settings.agents > 1:
+        stream = _SelfPlayStream(stream.source, stream.annotation, stream.fps)
+    names = agent_names(stream, settings.agents)
+    agents = make_agents(settings, names)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump({"settings": asdict(settings), "agents": names}))
+    env = LiveGamingEnv(
+        stream=stream,
+        scenario=settings.scenario,
+        token_cap=settings.token_cap,
+        realtime=settings.realtime,
+        time_scale=settings.time_scale,
+    )
+    decisions = out / "decisions.jsonl"
+    decisions.write_text("".join(json.dumps(r) + "\n" for r in replay))
+    with decisions.open("a") as sink:
+
+        def record(entry: dict[str, Any]) -> None:
+            sink.write(json.dumps(entry) + "\n")
+            sink.flush()
+
+        run = run_stream(env, agents, record=record, replay=replay, on_event=on_event)
+    return write_outputs(out, stream, settings, names, run.predictions, run.records)
+
+
+def write_outputs(
+    out: Path,
+    stream: Stream,
+    settings: LiveSettings,
+    names: Sequence[str],
+    predictions: dict[str, dict[int, str]],
+    records: Sequence[dict[str, Any]],
+) -> dict[str, Any]:
+    from embodia.evals import live
+
+    annotation = stream.annotation
+    label_record = annotation.label_record()
+    base = {k: label_record[k] for k in ("video_id", "begin", "end", "tag", "dataset_name", "idx")}
+    pred_records = [
+        {**base, "pred": {str(k): v for k, v in sorted(predictions[name].items())}, "speaker": name}
+        for name in names
+    ]
+    (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pred_records))
+    (out / "labels.jsonl").write_text(json.dumps(label_record) + "\n")
+    main = predictions[names[0]]
+    report = live.evaluate([pred_records[0]], [label_record])
+    extra = _scenario_metrics(stream, settings, names, predictions)
+    summary = {
+        "source": settings.source,
+        "scenario": settings.scenario,
+        "agent": settings.agent,
+        "agents": list(names),
+        "seconds": len(stream),
+        "spoken_seconds": len(main),
+        "label_seconds": len(stream.label),
+        "metrics": report,
+        **extra,
+        "latency": latency_summary(records),
+        "dropped": sum(1 for r in records if r.get("late")),
+    }
+    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
+    _write_media(out, stream, settings, names, predictions, records)
+    return summary
+
+
+def _scenario_metrics(
+    stream: Stream, settings: LiveSettings, names: Sequence[str], predictions: dict[str, dict[int, str]]
+) -> dict[str, Any]:
+    from embodia.evals import live
+
+    main = predictions[names[0]]
+    out: dict[str, Any] = {}
+    if settings.scenario == "co-commentary":
+        other = {line.start for line in stream.annotation.other_lines()}
+        out["overlap_rate"] = live.overlap_rate(main, other)
+        out["max_consecutive_overlap"] = live.max_consecutive_overlap(main, other)
+        spoken = [set(p) for p in predictions.values()]
+        out["seconds_with_two_speakers"] = sum(
+            1 for s in set().union(*spoken) if sum(s in p for p in spoken) > 1
+        )
+    if settings.scenario == "guidance":
+        queries = [q.start for q in stream.annotation.queries()]
+        out["query_response_delay"] = live.query_response_delay(main, queries)
+        out["answer_rate_5s"] = live.answer_rate(main, queries)
+    return out
+
+
+def latency_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+    def stats(key: str) -> dict[str, float]:
+        values = np.asarray([r[key] for r in records if r.get(key) is not None], dtype=float)
+        if values.size == 0:
+            return {}
+        return {
+            "mean": float(values.mean()),
+            "p50": float(np.percentile(values, 50)),
+            "p90": float(np.percentile(values, 90)),
+            "max": float(values.max()),
+        }
+
+    processing = sum(float(r.get("processing_ms", 0.0)) for r in records) / 1000
+    return {
+        "decide_ms": stats("decide_ms"),
+        "gen_ms": stats("gen_ms"),
+        "ttft_ms": stats("ttft_ms"),
+        "rtf": processing / max(1, len(records)),
+        "max_backlog_s": max((float(r.get("backlog_s", 0.0)) for r in records), default=0.0),
+    }
+
+
+def _write_media(
+    out: Path,
+    stream: Stream,
+    settings: LiveSettings,
+    names: Sequence[str],
+    predictions: dict[str, dict[int, str]],
+    records: Sequence[dict[str, Any]],
+) -> None:
+    from embodia.envs.streams import media
+
+    main = predictions[names[0]]
+    rows: dict[str, set[int]] = {}
+    if settings.scenario == "co-commentary":
+        rows["co-caster (true)"] = {line.start for line in stream.annotation.other_lines()}
+        for name in names[1:]:
+            rows[f"{name} (pred)"] = set(predictions[name])
+    if settings.scenario == "guidance":
+        rows["queries"] = {q.start for q in stream.annotation.queries()}
+    late = {int(r["second"]) for r in records if r.get("late")}
+    if late:
+        rows["dropped (late)"] = late
+    media.timeline_png(
+        set(main),
+        set(stream.label),
+        out / "timeline.png",
+        duration=len(stream),
+        begin=stream.begin,
+        title=f"{settings.scenario}: {settings.agent} on {settings.source}",
+        extra_rows=rows or None,
+    )
+    if settings.video:
+        utterances = [
+            media.Utterance(second, name, text)
+            for name in names
+            for second, text in sorted(predictions[name].items())
+        ]
+        media.write_subtitled_video(stream, utterances, out / "stream.mp4", labels=stream.label)

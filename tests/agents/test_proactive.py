@@ -1,0 +1,180 @@
+"""The proactive agent graph: who speaks, what they hear, budgets, resume, prompted decider."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+
+import pytest
+from streams import flash_stream
+
+from embodia.agents.proactive import (
+    ContextBudget,
+    HudSpeaker,
+    PolicySpeaker,
+    ProactiveAgent,
+    PromptDecider,
+    run_stream,
+)
+from embodia.envs.streams.core import SILENCE, Chunk, StreamError
+from embodia.envs.streams.env import LiveGamingEnv
+from embodia.policies.heuristic.speaking import EventHeuristic
+from embodia.policies.scripted import ScriptedPolicy
+
+
+class FixedDecider:
+    """Scores from a table (second -> score), counting its calls."""
+
+    stateful = False
+
+    def __init__(self, name: str, table: Mapping[int, float], default: float = 0.0, threshold: float = 0.5) -> None:
+        self.name = name
+        self.table = dict(table)
+        self.default = default
+        self.threshold = threshold
+        self.calls: list[int] = []
+        self.contexts: list[list[Mapping[str, str]]] = []
+
+    def score(self, chunk: Chunk, context: Sequence[Mapping[str, str]] = ()) -> float:
+        self.calls.append(chunk.second)
+        self.contexts.append(list(context))
+        return self.table.get(chunk.second, self.default)
+
+
+class EchoSpeaker:
+    name = "echo"
+
+    def __init__(self, word: str) -> None:
+        self.word = word
+
+    def line(self, chunk, context, max_words, on_text=None):  # type: ignore[no-untyped-def]
+        text = " ".join([self.word] * 20)
+        words = text.split()[:max_words]
+        if on_text is not None:
+            on_text(" ".join(words))
+        return " ".join(words)
+
+
+def agent(name: str, decider: object, word: str = "hi", budget: int = 10_000) -> ProactiveAgent:
+    return ProactiveAgent(name, decider, EchoSpeaker(word), ContextBudget(f"you are {name}", budget))  # type: ignore[arg-type]
+
+
+def test_solo_agent_speaks_when_its_score_clears_the_threshold() -> None:
+    decider = FixedDecider("d", {3: 0.9, 4: 0.5, 5: 0.51})
+    run = run_stream(LiveGamingEnv(stream=flash_stream(10)), [agent("CASTER", decider)])
+    assert sorted(run.predictions["CASTER"]) == [3, 5]  # 0.5 does not exceed 0.5
+    assert run.predictions["CASTER"][3] == " ".join(["hi"] * 12)  # the token cap
+    assert decider.calls == list(range(10))
+    record = run.records[3]
+    assert record["speaker"] == "CASTER" and record["ttft_ms"] >= 0 and record["rtf"] > 0
+    assert set(record) >= {"decide_ms", "gen_ms", "processing_ms", "backlog_s", "scores"}
+
+
+def test_co_commentary_one_voice_per_second_and_the_others_hear_it() -> None:
+    a = FixedDecider("a", {s: 0.9 for s in range(0, 20, 2)}, default=0.6)
+    b = FixedDecider("b", {s: 0.95 for s in range(0, 20, 3)}, default=0.7)
+    run = run_stream(
+        LiveGamingEnv(stream=flash_stream(20, scenario="co-commentary"), scenario="co-commentary"),
+        [agent("CASTER", a, "alpha"), agent("SPEAKER_1", b, "beta")],
+    )
+    spoken_a, spoken_b = set(run.predictions["CASTER"]), set(run.predictions["SPEAKER_1"])
+    assert not spoken_a & spoken_b and spoken_a | spoken_b == set(range(20))
+    # Each second the highest score wins: b at multiples of 3 and where a has only 0.6.
+    assert spoken_b == {s for s in range(20) if s % 3 == 0 or s % 2 == 1}
+    # a hears b's line of second 3 at the start of second 4 (and says " ..." while b speaks).
+    context_at_4 = a.contexts[4]
+    assert context_at_4[-1]["role"] == "user" and "[SPEAKER_1]: beta" in context_at_4[-1]["content"]
+    assert {"role": "assistant", "content": SILENCE} in context_at_4
+
+
+def test_co_caster_true_lines_are_heard_in_single_agent_co_commentary() -> None:
+    decider = FixedDecider("d", {})
+    run_stream(
+        LiveGamingEnv(stream=flash_stream(10, scenario="co-commentary"), scenario="co-commentary"),
+        [agent("CASTER", decider)],
+    )
+    assert "[SPEAKER_1]: indeed" in decider.contexts[5][-1]["content"]  # a line starting at 5
+
+
+def test_context_budget_evicts_oldest_turns_and_keeps_the_system_prompt() -> None:
+    budget = ContextBudget("system prompt here", max_tokens=500)
+    for i in range(200):
+        budget.add("user", f"t={i} a b c")
+        budget.add("assistant", SILENCE)
+        assert budget.tokens <= 500
+    messages = budget.messages()
+    assert messages[0] == {"role": "system", "content": "system prompt here"}
+    assert messages[-1]["content"] == SILENCE and messages[-2]["content"] == "t=199 a b c"
+    assert budget.evicted_turns == 400 - len(budget.turns)
+    # Evictions come in blocks of ~20 % of the ~120 turns held, not one per new turn.
+    assert 0 < budget.evictions <= budget.evicted_turns / 15
+    with pytest.raises(StreamError):
+        ContextBudget(max_tokens=0)
+
+
+def test_a_long_stream_stays_within_the_budget() -> None:
+    decider = FixedDecider("d", {}, default=0.9)
+    caster = agent("CASTER", decider, budget=300)
+    run_stream(LiveGamingEnv(stream=flash_stream(400)), [caster])
+    assert caster.budget.tokens <= 300 and caster.budget.evicted_turns > 0
+    assert len(caster.budget.turns) < 100
+
+
+def test_resume_replays_recorded_seconds_without_asking_again() -> None:
+    def fresh() -> tuple[FixedDecider, ProactiveAgent]:
+        d = FixedDecider("d", {2: 0.9, 9: 0.8, 13: 0.7})
+        return d, agent("CASTER", d)
+
+    _, whole_agent = fresh()
+    whole = run_stream(LiveGamingEnv(stream=flash_stream(16)), [whole_agent])
+    kept = [r for r in whole.records if r["second"] < 10]
+    decider, resumed_agent = fresh()
+    resumed = run_stream(LiveGamingEnv(stream=flash_stream(16)), [resumed_agent], replay=kept)
+    assert resumed.predictions == whole.predictions
+    assert decider.calls == list(range(10, 16))  # recorded seconds are never decided again
+    assert [m["content"] for m in resumed_agent.budget.messages()] == [
+        m["content"] for m in whole_agent.budget.messages()
+    ]
+
+
+def test_event_heuristic_fires_on_flashes_and_hud_changes() -> None:
+    caster = ProactiveAgent("CASTER", EventHeuristic(), HudSpeaker(), ContextBudget("s"))
+    run = run_stream(LiveGamingEnv(stream=flash_stream(40)), [caster])
+    spoken = set(run.predictions["CASTER"])
+    flashes = set(range(3, 40, 7))
+    score_steps = set(range(7, 40, 7))
+    assert flashes - {3} <= spoken  # the first flash comes before the frame statistics are ready
+    assert score_steps <= spoken
+    assert spoken <= flashes | score_steps | {s + 1 for s in flashes}
+    assert run.predictions["CASTER"][14] == "score now 2."
+
+
+def test_prompt_decider_reads_logprobs_words_and_counts_unreadable_replies() -> None:
+    top = {"tokens": [{"token": "SPEAK", "logprob": -0.2, "top": [["SPEAK", -0.2], ["SIL", -1.8]]}]}
+    policy = ScriptedPolicy([{"text": "SPEAK", **top}, "SILENT", "Speak!", "maybe later", "silent."])
+    decider = PromptDecider(policy)
+    stream = flash_stream(10)
+    scores = [decider.score(stream.chunk(s)) for s in range(5)]
+    assert scores[0] == pytest.approx(0.8187 / (0.8187 + 0.1653), abs=1e-3)
+    assert scores[1:] == [0.0, 1.0, 0.0, 0.0]
+    assert decider.unreadable == 1
+    request = policy.requests[0]
+    assert len(request.images) == 2 and request.messages[-1]["content"].endswith("SPEAK or SILENT?")
+
+
+def test_policy_speaker_sends_the_conversation_and_the_frames() -> None:
+    policy = ScriptedPolicy(["Goal for the reds what a strike from distance that was truly amazing"])
+    caster = ProactiveAgent(
+        "CASTER", FixedDecider("d", {3: 1.0}), PolicySpeaker(policy, temperature=0.0), ContextBudget("persona")
+    )
+    run = run_stream(LiveGamingEnv(stream=flash_stream(5)), [caster])
+    assert run.predictions["CASTER"] == {3: "Goal for the reds what a strike from distance that was truly"}
+    request = policy.requests[0]
+    assert request.messages[0] == {"role": "system", "content": "persona"}
+    assert request.messages[-1]["content"].startswith("t=3") and len(request.images) == 2
+    assert request.max_tokens == 12
+
+
+def test_agents_must_be_distinct() -> None:
+    env = LiveGamingEnv(stream=flash_stream(5))
+    with pytest.raises(StreamError, match="distinct"):
+        run_stream(env, [agent("A", FixedDecider("d", {})), agent("A", FixedDecider("d", {}))])
