@@ -518,18 +518,26 @@ def stream_run(
     out: Annotated[Path, typer.Option("--out", help="Run directory, e.g. runs/NAME.")],
     source: Annotated[
         str,
-        typer.Option("--source", help="procedural:arena,seed=3[,duration=120] or video:FILE.mp4,labels=FILE.jsonl."),
+        typer.Option(
+            "--source", help="procedural:arena,seed=3[,duration=120] or video:FILE.mp4,labels=FILE.jsonl."
+        ),
     ] = "procedural:arena,seed=0",
     scenario: Annotated[str, typer.Option("--scenario", help="solo, co-commentary or guidance.")] = "solo",
     agent: Annotated[
         str,
-        typer.Option("--agent", help="heuristic, gate:DIR (a trained gate) or a chat policy spec (hf:DIR, openai:URL)."),
+        typer.Option(
+            "--agent", help="heuristic, gate:DIR (a trained gate) or a chat policy spec (hf:DIR, openai:URL)."
+        ),
     ] = "heuristic",
     speaker: Annotated[
         str, typer.Option("--speaker", help="Policy spec that writes the lines (default: the agent's own).")
     ] = "",
-    agents: Annotated[int, typer.Option("--agents", help="Co-commentary self-play: agents sharing the stream.")] = 1,
-    threshold: Annotated[float | None, typer.Option("--threshold", help="Speak when the score exceeds this.")] = None,
+    agents: Annotated[
+        int, typer.Option("--agents", help="Co-commentary self-play: agents sharing the stream.")
+    ] = 1,
+    threshold: Annotated[
+        float | None, typer.Option("--threshold", help="Speak when the score exceeds this.")
+    ] = None,
     token_cap: Annotated[int, typer.Option("--token-cap", help="Words per spoken second.")] = 12,
     budget: Annotated[int, typer.Option("--budget", help="Context budget in tokens per agent.")] = 16_384,
     realtime: Annotated[
@@ -558,22 +566,30 @@ def stream_run(
             time_scale=time_scale,
             video=video,
         )
-        columns = (TextColumn("[bold]{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("{task.fields[line]}", markup=False))
+        columns = (
+            TextColumn("[bold]{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[line]}", markup=False),
+        )
         with Progress(*columns, console=err_console, transient=True) as progress:
             task = progress.add_task(f"{scenario} stream", total=None, line="")
 
             def show(event: dict[str, Any]) -> None:
                 if event.get("event") == "chunk":
-                    line = f"t={event['second']} {event['speaker']}: {event['text']}" if event.get("text") else ""
+                    line = (
+                        f"t={event['second']} {event['speaker']}: {event['text']}"
+                        if event.get("text")
+                        else ""
+                    )
                     progress.update(task, advance=1, line=line[:70])
 
             summary = run_live(settings, out, resume=resume, on_event=show)
-    metrics = summary["metrics"]
-    f1 = metrics.get("f1", {})
     console.print(
-        f"{summary['agent']} on {summary['source']} ({summary['scenario']}): spoke {summary['spoken_seconds']} "
-        f"of {summary['seconds']} s (label {summary['label_seconds']}), F1 {_pct(f1.get('micro'))}, "
-        f"TimeDiff {_num(metrics.get('time_diff', {}).get('mean'))} s, RTF {summary['latency']['rtf']:.3f}, "
+        f"{summary['agent']} on {summary['source']} ({summary['scenario']}): "
+        f"spoke {summary['spoken_seconds']} "
+        f"of {summary['seconds']} s (label {summary['label_seconds']}), F1 {_pct(summary['f1_micro'])}, "
+        f"TimeDiff {_num(summary['timediff_mean'])} s, RTF {summary['latency']['rtf']:.3f}, "
         f"dropped {summary['dropped']}; wrote [bold]{out}[/]",
         highlight=False,
     )
@@ -589,15 +605,42 @@ def _num(value: Any) -> str:
 
 @eval_app.command("live")
 def eval_live(
-    pred: Annotated[Path, typer.Option("--pred", help="Predictions JSONL ({video_id, pred: {sec: text}, ...}).")],
-    label: Annotated[Path, typer.Option("--label", help="Labels JSONL ({video_id, label: {sec: text}, ...}).")],
+    pred: Annotated[
+        Path, typer.Option("--pred", help="Predictions JSONL ({video_id, pred: {sec: text}, ...}).")
+    ],
+    label: Annotated[
+        Path, typer.Option("--label", help="Labels JSONL ({video_id, label: {sec: text}, ...}).")
+    ],
     out: Annotated[Path | None, typer.Option("--out", help="Write the report JSON here.")] = None,
+    judge: Annotated[
+        str,
+        typer.Option("--judge", help="PAUC judge: lexical (ROUGE-L, offline), none, or a chat policy spec."),
+    ] = "lexical",
+    baseline: Annotated[
+        Path | None, typer.Option("--baseline", help="Baseline predictions JSONL for the pairwise win rate.")
+    ] = None,
 ) -> None:
     """Live Gaming Benchmark metrics of a prediction file against its labels."""
-    from embodia.evals.live import evaluate_files
+    from embodia.evals import live
 
     with user_errors():
-        report = evaluate_files(pred, label)
+        scorer: Any = None
+        pairwise: Any = None
+        if judge == "lexical":
+            scorer, pairwise = live.LexicalJudge(), live.LexicalPairwiseJudge()
+        elif judge != "none":
+            from embodia.policies import make_policy
+
+            policy = make_policy(judge)
+            scorer, pairwise = live.PolicyJudge(policy), live.PolicyPairwiseJudge(policy)
+        options: dict[str, Any] = {}
+        if baseline is not None:
+            if pairwise is None:
+                raise EmbodiaError(
+                    "--baseline needs a judge for the win rate: pass --judge lexical or a policy"
+                )
+            options.update(baseline_path=baseline, pairwise_judge=pairwise)
+        report = live.evaluate_files(pred, label, scorer, **options)
     text = json.dumps(report, indent=2, default=float)
     if out is not None:
         out.parent.mkdir(parents=True, exist_ok=True)

@@ -212,7 +212,7 @@ class PromptDecider:
         recent = [m for m in context if m.get("role") in ("user", "assistant")][-6:]
         messages: list[Message] = [{"role": "system", "content": DECIDE_PROMPT}]
         messages.extend({"role": m["role"], "content": m["content"]} for m in recent)  # type: ignore[misc]
-        if not messages[-1]["role"] == "user":
+        if messages[-1]["role"] != "user":
             messages.append({"role": "user", "content": user_turn(chunk)})
         messages[-1] = {"role": "user", "content": messages[-1]["content"] + "\nSPEAK or SILENT?"}
         try:
@@ -297,9 +297,7 @@ def score(task: ScoreTask, runtime: Runtime[ChunkContext]) -> dict[str, Any]:
     started = time.perf_counter()
     probability = float(agent.decider.score(runtime.context.chunk, agent.budget.turn_messages()))
     return {
-        "scores": [
-            {"agent": task["agent"], "score": probability, "decide_s": time.perf_counter() - started}
-        ]
+        "scores": [{"agent": task["agent"], "score": probability, "decide_s": time.perf_counter() - started}]
     }
 
 
@@ -372,6 +370,7 @@ def run_stream(
     replay: Sequence[Mapping[str, Any]] = (),
     on_event: Callable[[dict[str, Any]], None] | None = None,
     graph: Any = None,
+    keep_records: bool = True,
 ) -> StreamRun:
     """Drive the env to the end of its clip with ``agents``; ``record`` gets one JSON-able
     record per chunk as it is decided.
@@ -379,7 +378,8 @@ def run_stream(
     ``replay`` holds the records of an earlier, interrupted run of the same stream: those
     seconds are fed back (what was said is said again, without asking any model) so the
     agents' conversations and the deciders' running state are as they were, and the run
-    continues after the last recorded second.
+    continues after the last recorded second. ``keep_records=False`` keeps the returned
+    records empty, for streams of hours whose records already went to ``record``.
     """
     if not agents:
         raise StreamError("a stream run needs at least one agent")
@@ -403,7 +403,13 @@ def run_stream(
             result = _replayed_result(past, agents, chunk)
         else:
             result = graph.invoke(
-                {"second": chunk.second, "agents": len(agents), "scores": [], "speaker": -1, "utterance": None},
+                {
+                    "second": chunk.second,
+                    "agents": len(agents),
+                    "scores": [],
+                    "speaker": -1,
+                    "utterance": None,
+                },
                 context=ChunkContext(agents, chunk),
             )
         utterance = result.get("utterance")
@@ -425,7 +431,8 @@ def run_stream(
             entry["dropped_text"], entry["text"], entry["speaker"] = entry.get("text", ""), "", None
         elif utterance and entry.get("text"):
             predictions[utterance["speaker"]][chunk.second] = entry["text"]
-        records.append(entry)
+        if keep_records:
+            records.append(entry)
         if record is not None and past is None:
             record(entry)
         if on_event is not None:
@@ -435,7 +442,9 @@ def run_stream(
     return StreamRun(predictions, records, env.dropped, env.skipped)
 
 
-def _replayed_result(past: Mapping[str, Any], agents: Sequence[ProactiveAgent], chunk: Chunk) -> dict[str, Any]:
+def _replayed_result(
+    past: Mapping[str, Any], agents: Sequence[ProactiveAgent], chunk: Chunk
+) -> dict[str, Any]:
     """The graph result a recorded second stands for; stateful deciders see the chunk again."""
     for agent in agents:
         warm = getattr(agent.decider, "score", None)
@@ -446,12 +455,19 @@ def _replayed_result(past: Mapping[str, Any], agents: Sequence[ProactiveAgent], 
         return {"utterance": None}
     index = next((i for i, a in enumerate(agents) if a.name == past.get("speaker")), None)
     if index is None:
-        raise StreamError(f"the run being resumed has a line by {past.get('speaker')!r}, who is not an agent now")
+        raise StreamError(
+            f"the run being resumed has a line by {past.get('speaker')!r}, who is not an agent now"
+        )
     return {"utterance": {"speaker": past["speaker"], "agent": index, "text": text}}
 
 
 def _chunk_record(
-    chunk: Chunk, result: Mapping[str, Any], processing: float, backlog: float, chunk_seconds: float, arrived: float
+    chunk: Chunk,
+    result: Mapping[str, Any],
+    processing: float,
+    backlog: float,
+    chunk_seconds: float,
+    arrived: float,
 ) -> dict[str, Any]:
     scores = result.get("scores", [])
     decide = max((s["decide_s"] for s in scores), default=0.0)

@@ -41,7 +41,9 @@ from embodia.errors import EmbodiaError
 logger = logging.getLogger(__name__)
 
 PERSONA = {
-    "solo": "You are {name}, a professional live game commentator. Speak in short lines about what just happened.",
+    "solo": (
+        "You are {name}, a professional live game commentator. Speak in short lines about what just happened."
+    ),
     "co-commentary": (
         "You are {name}, one of two live game commentators. Take turns with your co-caster; "
         "do not talk over them. Speak in short lines."
@@ -101,11 +103,11 @@ def make_agents(settings: LiveSettings, names: Sequence[str]) -> list[ProactiveA
         elif spec.startswith("gate:"):
             from embodia.policies.speak_gate import LearnedGate
 
-            decider = LearnedGate.load(spec.removeprefix("gate:"))
+            decider = LearnedGate.from_dir(spec.removeprefix("gate:"))
             if shared_policy is None and not settings.speaker:
                 from embodia.policies.spec import make_policy
 
-                shared_policy = make_policy(f"hf:{decider.model_dir}")
+                shared_policy = make_policy(f"hf:{decider.features.model_dir}")
             speaker = make_speaker(settings.speaker, shared_policy)
         else:
             from embodia.policies.spec import make_policy
@@ -118,7 +120,9 @@ def make_agents(settings: LiveSettings, names: Sequence[str]) -> list[ProactiveA
             decider.threshold = settings.threshold
         persona = PERSONA[settings.scenario].format(name=name)
         agents.append(
-            ProactiveAgent(name, decider, speaker, ContextBudget(persona, settings.budget), settings.token_cap)
+            ProactiveAgent(
+                name, decider, speaker, ContextBudget(persona, settings.budget), settings.token_cap
+            )
         )
     return agents
 
@@ -155,7 +159,9 @@ def _check_resumable(out: Path, settings: LiveSettings, resume: bool) -> list[di
         raise EmbodiaError(f"cannot resume {out}: config.yaml is not valid YAML ({exc})") from None
     for key, value in asdict(settings).items():
         if saved.get(key) != value:
-            raise EmbodiaError(f"cannot resume {out}: it was run with {key}={saved.get(key)!r}, not {value!r}")
+            raise EmbodiaError(
+                f"cannot resume {out}: it was run with {key}={saved.get(key)!r}, not {value!r}"
+            )
     return read_records(out / "decisions.jsonl")
 
 
@@ -191,8 +197,8 @@ def run_live(
             sink.write(json.dumps(entry) + "\n")
             sink.flush()
 
-        run = run_stream(env, agents, record=record, replay=replay, on_event=on_event)
-    return write_outputs(out, stream, settings, names, run.predictions, run.records)
+        run = run_stream(env, agents, record=record, replay=replay, on_event=on_event, keep_records=False)
+    return write_outputs(out, stream, settings, names, run.predictions, read_records(decisions))
 
 
 def write_outputs(
@@ -212,49 +218,32 @@ def write_outputs(
         {**base, "pred": {str(k): v for k, v in sorted(predictions[name].items())}, "speaker": name}
         for name in names
     ]
+    if len(names) > 1:
+        # The other agents of a self-play run (the record's own ``pred`` is the first agent's).
+        pred_records[0]["agents"] = {name: pred_records[i]["pred"] for i, name in enumerate(names) if i}
+    pred_records[0]["timing"] = [
+        {"processing_s": float(r.get("processing_ms", 0.0)) / 1000, "stream_s": 1.0} for r in records
+    ]
     (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pred_records))
     (out / "labels.jsonl").write_text(json.dumps(label_record) + "\n")
-    main = predictions[names[0]]
-    report = live.evaluate([pred_records[0]], [label_record])
-    extra = _scenario_metrics(stream, settings, names, predictions)
+    report = live.evaluate([pred_records[0]], [label_record], judge=live.LexicalJudge())
+    report.pop("clips", None)
     summary = {
         "source": settings.source,
         "scenario": settings.scenario,
         "agent": settings.agent,
         "agents": list(names),
         "seconds": len(stream),
-        "spoken_seconds": len(main),
+        "spoken_seconds": len(predictions[names[0]]),
         "label_seconds": len(stream.label),
+        **report["summary"],
         "metrics": report,
-        **extra,
         "latency": latency_summary(records),
         "dropped": sum(1 for r in records if r.get("late")),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
     _write_media(out, stream, settings, names, predictions, records)
     return summary
-
-
-def _scenario_metrics(
-    stream: Stream, settings: LiveSettings, names: Sequence[str], predictions: dict[str, dict[int, str]]
-) -> dict[str, Any]:
-    from embodia.evals import live
-
-    main = predictions[names[0]]
-    out: dict[str, Any] = {}
-    if settings.scenario == "co-commentary":
-        other = {line.start for line in stream.annotation.other_lines()}
-        out["overlap_rate"] = live.overlap_rate(main, other)
-        out["max_consecutive_overlap"] = live.max_consecutive_overlap(main, other)
-        spoken = [set(p) for p in predictions.values()]
-        out["seconds_with_two_speakers"] = sum(
-            1 for s in set().union(*spoken) if sum(s in p for p in spoken) > 1
-        )
-    if settings.scenario == "guidance":
-        queries = [q.start for q in stream.annotation.queries()]
-        out["query_response_delay"] = live.query_response_delay(main, queries)
-        out["answer_rate_5s"] = live.answer_rate(main, queries)
-    return out
 
 
 def latency_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:

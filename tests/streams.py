@@ -43,10 +43,14 @@ def flash_stream(duration: int = 40, scenario: str = "solo", **kwargs: Any) -> S
         for s in range(source.phase, duration, source.period)
     ]
     if scenario == "co-commentary":
-        lines += [Line("user", "SPEAKER_1", s + 2, s + 3, "indeed") for s in range(source.phase, duration - 2, 7)]
+        lines += [
+            Line("user", "SPEAKER_1", s + 2, s + 3, "indeed") for s in range(source.phase, duration - 2, 7)
+        ]
     if scenario == "guidance":
         lines += [Line("user", "user", 5, 5, "where now?"), Line("assistant", "CASTER", 6, 7, "go left")]
-    tag = {"solo": TAGS["solo"], "co-commentary": TAGS["co-commentary"], "guidance": TAGS["guidance"]}[scenario]
+    tag = {"solo": TAGS["solo"], "co-commentary": TAGS["co-commentary"], "guidance": TAGS["guidance"]}[
+        scenario
+    ]
     annotation = Annotation(
         "flash.mp4", 0, duration, duration, {"name": "CASTER", "persona": []}, lines, {"tag": tag}
     )

@@ -64,7 +64,13 @@ class Line:
 
     def to_record(self) -> dict[str, Any]:
         key = "query" if self.is_query else "text"
-        return {"role": self.role, "speaker": self.speaker, "start": self.start, "end": self.end, key: self.text}
+        return {
+            "role": self.role,
+            "speaker": self.speaker,
+            "start": self.start,
+            "end": self.end,
+            key: self.text,
+        }
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any], where: str = "annotation") -> Line:
@@ -129,10 +135,7 @@ class Annotation:
     def label(self) -> dict[int, str]:
         """``{second: text}`` of the active speaker, each line at its start second (as the
         reference places a line in the turn of its start second)."""
-        out: dict[int, str] = {}
-        for line in sorted(self.own_lines(), key=lambda a: a.start):
-            out[line.start] = f"{out[line.start]} {line.text}" if line.start in out else line.text
-        return out
+        return _at_start(self.own_lines())
 
     def other_lines(self) -> list[Line]:
         """Co-caster lines (everyone but the active speaker and the user)."""
@@ -154,8 +157,10 @@ class Annotation:
         }
 
     def label_record(self, idx: int = 0) -> dict[str, Any]:
-        """The reference's label record (the prediction record's shape, with ``label``)."""
-        return {
+        """The reference's label record (the prediction record's shape, with ``label``), plus
+        ``other`` (co-casters' ``{second: text}``) and ``queries`` (``{second: query}``) when
+        the clip has them, which the co-commentary and guidance metrics read."""
+        record: dict[str, Any] = {
             "video_id": self.video_id,
             "begin": self.video_begin,
             "end": self.video_end,
@@ -164,6 +169,10 @@ class Annotation:
             "dataset_name": str(self.metadata.get("dataset_name", "")),
             "idx": idx,
         }
+        for key, lines in (("other", self.other_lines()), ("queries", self.queries())):
+            if lines:
+                record[key] = {str(k): v for k, v in _at_start(lines).items()}
+        return record
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any], where: str = "record") -> Annotation:
@@ -178,9 +187,7 @@ class Annotation:
             raise StreamError(f"{where} ends at {end}, not after its begin {begin}")
         if not isinstance(data["annotations"], list):
             raise StreamError(f"{where} annotations must be a list")
-        lines = [
-            Line.from_record(a, f"{where} annotation {i}") for i, a in enumerate(data["annotations"])
-        ]
+        lines = [Line.from_record(a, f"{where} annotation {i}") for i, a in enumerate(data["annotations"])]
         speaker = data.get("active_speaker") or {}
         if not isinstance(speaker, Mapping):
             raise StreamError(f"{where} active_speaker must be an object")
@@ -239,7 +246,7 @@ class FrameSource(Protocol):
         ...
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class Chunk:
     """What the agent may see at tick ``second``: only things at or before ``second + 1``."""
 
@@ -251,6 +258,20 @@ class Chunk:
     query: str | None = None
     """A user's guidance query that starts at this second."""
     hud: dict[str, Any] | None = None
+
+    def __eq__(self, other: object) -> bool:
+        # Frames are arrays: equal chunks hold equal pixels (a dataclass would compare arrays
+        # with ``==`` and fail on their truth value).
+        if not isinstance(other, Chunk):
+            return NotImplemented
+        return (
+            (self.second, self.frame_times, self.history, self.query, self.hud)
+            == (other.second, other.frame_times, other.history, other.query, other.hud)
+            and len(self.frames) == len(other.frames)
+            and all(np.array_equal(a, b) for a, b in zip(self.frames, other.frames, strict=True))
+        )
+
+    __hash__ = None  # type: ignore[assignment]
 
 
 @dataclass
@@ -315,6 +336,14 @@ class Stream:
     def chunks(self, start: int | None = None) -> Iterator[Chunk]:
         for second in range(self.begin if start is None else start, self.end):
             yield self.chunk(second)
+
+
+def _at_start(lines: Sequence[Line]) -> dict[int, str]:
+    """``{start second: text}``, lines starting in the same second joined."""
+    out: dict[int, str] = {}
+    for line in sorted(lines, key=lambda a: a.start):
+        out[line.start] = f"{out[line.start]} {line.text}" if line.start in out else line.text
+    return out
 
 
 def _by_start(lines: Sequence[Line]) -> dict[int, list[Line]]:

@@ -137,7 +137,9 @@ class LiveGamingEnv(gymnasium.Env[dict[str, Any], str]):
         super().reset(seed=seed)
         start = int((options or {}).get("start", self.stream.begin))
         if start not in self.stream.seconds:
-            raise StreamError(f"start second {start} is outside the clip [{self.stream.begin}, {self.stream.end})")
+            raise StreamError(
+                f"start second {start} is outside the clip [{self.stream.begin}, {self.stream.end})"
+            )
         self._feed = ChunkFeed(self.stream, start)
         self._pred = {}
         self._origin = start
@@ -192,7 +194,7 @@ class LiveGamingEnv(gymnasium.Env[dict[str, Any], str]):
     def _observation(self, chunk: Chunk) -> dict[str, Any]:
         return {
             "frames": np.stack(chunk.frames),
-            "second": np.int64(chunk.second),
+            "second": np.array(chunk.second, dtype=np.int64),
             "history": _printable(history_text(chunk)),
             "query": _printable(chunk.query or ""),
         }
@@ -222,5 +224,7 @@ def _printable(text: str) -> str:
 def register_envs() -> None:
     if "embodia/LiveGaming-v0" not in gymnasium.registry:
         gymnasium.register(
-            "embodia/LiveGaming-v0", entry_point="embodia.envs.streams.env:LiveGamingEnv", disable_env_checker=False
+            "embodia/LiveGaming-v0",
+            entry_point="embodia.envs.streams.env:LiveGamingEnv",
+            disable_env_checker=False,
         )

@@ -32,7 +32,9 @@ def _options(text: str, allowed: dict[str, Any], spec: str) -> dict[str, Any]:
         try:
             out[key] = allowed[key](value)
         except ValueError:
-            raise StreamError(f"source {spec!r}: {key}={value!r} is not a valid {allowed[key].__name__}") from None
+            raise StreamError(
+                f"source {spec!r}: {key}={value!r} is not a valid {allowed[key].__name__}"
+            ) from None
     return out
 
 
@@ -61,7 +63,9 @@ def open_stream(spec: str, scenario: str = "solo", fps: float = DEFAULT_FPS) -> 
         game = make_game(
             name.strip(), seed=options.get("seed", 0), duration=options.get("duration", 120.0), size=size
         )
-        annotation = game.annotation(check_scenario(scenario), begin=options.get("begin", 0), end=options.get("end"))
+        annotation = game.annotation(
+            check_scenario(scenario), begin=options.get("begin", 0), end=options.get("end")
+        )
         return Stream(game, annotation, fps=fps)
     if kind == "video":
         from embodia.envs.streams.video import open_video_stream

@@ -43,7 +43,9 @@ def hud_changes(before: Mapping[str, Any] | None, after: Mapping[str, Any] | Non
     return {
         key: value
         for key, value in after.items()
-        if key not in TICKING_FIELDS and before.get(key) != value and not (key in before and value in (None, ""))
+        if key not in TICKING_FIELDS
+        and before.get(key) != value
+        and not (key in before and value in (None, ""))
     }
 
 
@@ -85,7 +87,9 @@ class EventHeuristic:
         if chunk.query:
             return 1.0
         score = max(frame_score, 0.95 if changed else 0.0)
-        spoke_last = next((m["content"] != SILENCE for m in reversed(context) if m["role"] == "assistant"), False)
+        spoke_last = next(
+            (m["content"] != SILENCE for m in reversed(context) if m["role"] == "assistant"), False
+        )
         if spoke_last and not changed:
             score *= 0.5  # one event, one line: do not keep talking about the same flash
         return score
@@ -124,5 +128,9 @@ class HudCommentator:
 
 def _spoken(value: Any) -> str:
     if isinstance(value, list | tuple):
-        return "-".join(str(v) for v in value) if all(isinstance(v, int) for v in value) else ", ".join(map(str, value))
+        return (
+            "-".join(str(v) for v in value)
+            if all(isinstance(v, int) for v in value)
+            else ", ".join(map(str, value))
+        )
     return str(value)

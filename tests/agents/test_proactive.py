@@ -26,7 +26,9 @@ class FixedDecider:
 
     stateful = False
 
-    def __init__(self, name: str, table: Mapping[int, float], default: float = 0.0, threshold: float = 0.5) -> None:
+    def __init__(
+        self, name: str, table: Mapping[int, float], default: float = 0.0, threshold: float = 0.5
+    ) -> None:
         self.name = name
         self.table = dict(table)
         self.default = default
@@ -164,7 +166,10 @@ def test_prompt_decider_reads_logprobs_words_and_counts_unreadable_replies() -> 
 def test_policy_speaker_sends_the_conversation_and_the_frames() -> None:
     policy = ScriptedPolicy(["Goal for the reds what a strike from distance that was truly amazing"])
     caster = ProactiveAgent(
-        "CASTER", FixedDecider("d", {3: 1.0}), PolicySpeaker(policy, temperature=0.0), ContextBudget("persona")
+        "CASTER",
+        FixedDecider("d", {3: 1.0}),
+        PolicySpeaker(policy, temperature=0.0),
+        ContextBudget("persona"),
     )
     run = run_stream(LiveGamingEnv(stream=flash_stream(5)), [caster])
     assert run.predictions["CASTER"] == {3: "Goal for the reds what a strike from distance that was truly"}

@@ -23,7 +23,14 @@ def test_chunks_hold_the_frames_of_their_own_second_only() -> None:
     expected = FlashSource(20.0).frames_at([3.0, 3.5])
     assert all(np.array_equal(a, b) for a, b in zip(chunk.frames, expected, strict=True))
     # A chunk is plain data: nothing in it leads back to the stream or its labels.
-    assert {f.name for f in dataclasses.fields(Chunk)} == {"second", "frames", "frame_times", "history", "query", "hud"}
+    assert {f.name for f in dataclasses.fields(Chunk)} == {
+        "second",
+        "frames",
+        "frame_times",
+        "history",
+        "query",
+        "hud",
+    }
     assert chunk.hud == {"clock": 3, "score": 0}
 
 
@@ -153,14 +160,23 @@ def test_annotation_records_round_trip_and_errors(tmp_path) -> None:  # type: ig
     record = stream.annotation.to_record()
     again = Annotation.from_record(record)
     assert again.to_record() == record
-    assert again.label() == {3: "what a flash at 3", 6: "go left", 10: "what a flash at 10", 17: "what a flash at 17"}
+    assert again.label() == {
+        3: "what a flash at 3",
+        6: "go left",
+        10: "what a flash at 10",
+        17: "what a flash at 17",
+    }
     assert [q.text for q in again.queries()] == ["where now?"]
     assert stream.chunk(5).query == "where now?"
     path = tmp_path / "ann.jsonl"
-    path.write_text('{"video_path": "a.mp4", "video_begin": 0, "video_end": 5, "annotations": []}\nnot json\n')
+    path.write_text(
+        '{"video_path": "a.mp4", "video_begin": 0, "video_end": 5, "annotations": []}\nnot json\n'
+    )
     with pytest.raises(StreamError, match="line 2 is not JSON"):
         read_annotations(path)
-    bad = dict(record, annotations=[{"role": "assistant", "speaker": "CASTER", "start": 1.5, "end": 2, "text": "x"}])
+    bad = dict(
+        record, annotations=[{"role": "assistant", "speaker": "CASTER", "start": 1.5, "end": 2, "text": "x"}]
+    )
     with pytest.raises(StreamError, match="integer second"):
         Annotation.from_record(bad)
     bad = dict(record, annotations=[{"role": "user", "speaker": "user", "start": 1, "end": 2, "text": "x"}])

@@ -1,0 +1,122 @@
+"""`embodia stream run` and `embodia eval live`: files written, metrics, resume, bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import imageio.v3 as iio
+import pytest
+from typer.testing import CliRunner
+
+from embodia.cli import app
+
+runner = CliRunner()
+SOURCE = "procedural:arena,seed=3,duration=40"
+
+
+def _run(out: Path, *extra: str) -> object:
+    return runner.invoke(app, ["stream", "run", "--source", SOURCE, "--out", str(out), *extra])
+
+
+def test_stream_run_writes_the_reference_formats_and_media(tmp_path: Path) -> None:
+    out = tmp_path / "solo"
+    result = _run(out)
+    assert result.exit_code == 0, result.output
+    names = {p.name for p in out.iterdir()}
+    assert names >= {"config.yaml", "decisions.jsonl", "predictions.jsonl", "labels.jsonl", "summary.json"}
+    assert names >= {"stream.mp4", "timeline.png"}
+    decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
+    assert [d["second"] for d in decisions] == list(range(40))
+    pred = json.loads((out / "predictions.jsonl").read_text().splitlines()[0])
+    label = json.loads((out / "labels.jsonl").read_text())
+    assert set(pred) >= {"video_id", "begin", "end", "pred", "tag", "dataset_name", "idx"}
+    assert pred["video_id"] == label["video_id"] and label["tag"] == "Solo commentators"
+    assert {int(k) for k in pred["pred"]} == {d["second"] for d in decisions if d["text"]}
+    assert all(len(text.split()) <= 12 for text in pred["pred"].values())
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["seconds"] == 40 and summary["spoken_seconds"] == len(pred["pred"])
+    assert summary["latency"]["rtf"] < 1.0
+    assert (out / "stream.mp4").stat().st_size > 10_000
+    assert iio.imread(out / "timeline.png").ndim == 3
+    # The same files through `eval live` give the same F1 as the run's own summary.
+    report_path = tmp_path / "report.json"
+    result = runner.invoke(
+        app,
+        [
+            "eval",
+            "live",
+            "--pred",
+            str(out / "predictions.jsonl"),
+            "--label",
+            str(out / "labels.jsonl"),
+            "--out",
+            str(report_path),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(report_path.read_text())["f1"] == summary["metrics"]["f1"]
+
+
+def test_killed_run_resumes_to_the_same_predictions(tmp_path: Path) -> None:
+    whole, cut = tmp_path / "whole", tmp_path / "cut"
+    assert _run(whole, "--no-video").exit_code == 0
+    assert _run(cut, "--no-video").exit_code == 0
+    # A kill after second 24, mid-way through writing the next record.
+    lines = (cut / "decisions.jsonl").read_text().splitlines()
+    (cut / "decisions.jsonl").write_text("\n".join(lines[:25]) + "\n" + lines[25][:10])
+    for name in ("predictions.jsonl", "summary.json"):
+        (cut / name).unlink()
+    again = _run(cut, "--no-video")
+    assert again.exit_code != 0 and "--resume" in again.output
+    resumed = _run(cut, "--no-video", "--resume")
+    assert resumed.exit_code == 0, resumed.output
+
+    def preds(run: Path) -> list[dict[str, str]]:
+        return [json.loads(line)["pred"] for line in (run / "predictions.jsonl").read_text().splitlines()]
+
+    assert preds(cut) == preds(whole) and preds(whole)[0]
+    # Replayed seconds keep the timing they were decided with.
+    decisions = (cut / "decisions.jsonl").read_text().splitlines()
+    assert decisions[:25] == lines[:25] and len(decisions) == 40
+    changed = _run(cut, "--no-video", "--resume", "--token-cap", "5")
+    assert changed.exit_code == 2 and "token_cap" in changed.output
+
+
+def test_co_commentary_self_play_never_overlaps(tmp_path: Path) -> None:
+    out = tmp_path / "co"
+    result = _run(out, "--scenario", "co-commentary", "--agents", "2", "--no-video")
+    assert result.exit_code == 0, result.output
+    records = [json.loads(line) for line in (out / "predictions.jsonl").read_text().splitlines()]
+    assert len(records) == 2
+    first, second = ({int(k) for k in r["pred"]} for r in records)
+    assert not first & second
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["metrics"]["multi_agent"]["concurrent_seconds"] == 0
+    assert summary["overlap_rate"] is not None
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--source", "procedural:chess,seed=1"], "chess"),
+        (["--source", "procedural:arena,seed=x"], "seed"),
+        (["--source", "video:missing.mp4,labels=missing.jsonl"], "missing"),
+        (["--scenario", "karaoke"], "scenario"),
+        (["--agents", "2"], "co-commentary"),
+        (["--agent", "gate:/no/such/gate"], "gate"),
+    ],
+)
+def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
+    result = runner.invoke(app, ["stream", "run", "--out", str(tmp_path / "x"), *args])
+    assert result.exit_code == 2, result.output
+    assert message in result.output and "Traceback" not in result.output
+
+
+def test_eval_live_names_a_malformed_file(tmp_path: Path) -> None:
+    pred = tmp_path / "pred.jsonl"
+    pred.write_text("{not json\n")
+    label = tmp_path / "label.jsonl"
+    label.write_text(json.dumps({"video_id": "a", "label": {"3": "x"}}) + "\n")
+    result = runner.invoke(app, ["eval", "live", "--pred", str(pred), "--label", str(label)])
+    assert result.exit_code == 2 and "line 1" in result.output
