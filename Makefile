@@ -33,6 +33,8 @@ demo: system-libs $(VENV)/.installed
 	$(BIN)/embodia explore --agent dfs --policy heuristic --instruction "explore the bedroom first" \
 	  --scene $(DEMO_SCENE) --steps 500 --height 256 --width 512 --out runs/demo
 	$(BIN)/embodia sim render --scene $(DEMO_SCENE) --out runs/demo/scene
+	$(BIN)/embodia stream run --scenario solo --source procedural:arena,seed=3 --agent heuristic \
+	  --out runs/demo/stream
 
 test: system-libs $(VENV)/.installed
 	$(BIN)/python -m pytest

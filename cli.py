@@ -603,6 +603,61 @@ def _num(value: Any) -> str:
     return "n/a" if value is None else f"{float(value):.2f}"
 
 
+def _seed_range(text: str) -> list[int]:
+    first, dash, last = text.partition("-")
+    try:
+        seeds = list(range(int(first), int(last) + 1)) if dash else [int(first)]
+    except ValueError:
+        raise EmbodiaError(f"seeds must look like 0-5 or 3, got {text!r}") from None
+    if not seeds:
+        raise EmbodiaError(f"the seed range {text!r} is empty")
+    return seeds
+
+
+@stream_app.command("train-gate")
+def stream_train_gate(
+    model: Annotated[Path, typer.Option("--model", help="A local VLM directory (transformers).")],
+    out: Annotated[
+        Path, typer.Option("--out", help="Where to save the gate (gate.json + gate.safetensors).")
+    ],
+    games: Annotated[
+        str, typer.Option("--games", help="Procedural games, comma-separated.")
+    ] = "arena,dungeon",
+    seeds: Annotated[str, typer.Option("--seeds", help="Training seeds, e.g. 0-5.")] = "0-5",
+    held_out: Annotated[
+        str, typer.Option("--held-out", help="Held-out seeds scored after training.")
+    ] = "100-102",
+    duration: Annotated[int, typer.Option("--duration", help="Seconds per training stream.")] = 90,
+    scenario: Annotated[str, typer.Option("--scenario", help="solo, co-commentary or guidance.")] = "solo",
+    epochs: Annotated[int, typer.Option("--epochs")] = 100,
+    threshold: Annotated[float, typer.Option("--threshold", help="Speak above this score.")] = 0.3,
+) -> None:
+    """Train the learned speak gate (Proact-VL's head and loss) on procedural streams."""
+    from embodia.envs.streams.sources import check_scenario
+    from embodia.policies.speak_gate import fit_gate
+
+    with user_errors():
+        check_scenario(scenario)
+        if not model.is_dir():
+            raise EmbodiaError(f"--model {model} is not a model directory")
+        names = [g.strip() for g in games.split(",") if g.strip()]
+
+        def specs(text: str) -> list[str]:
+            return [f"procedural:{g},seed={s},duration={duration}" for g in names for s in _seed_range(text)]
+
+        with err_console.status("computing features and training the gate"):
+            report = fit_gate(
+                model,
+                out,
+                specs(seeds),
+                specs(held_out) if held_out else [],
+                scenario=scenario,
+                epochs=epochs,
+                threshold=threshold,
+            )
+    console.print_json(json.dumps(report))
+
+
 @eval_app.command("live")
 def eval_live(
     pred: Annotated[

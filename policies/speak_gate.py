@@ -541,6 +541,66 @@ def train_gate(
     return head, TrainLog(log, sum(int(y.numel()) for y in labels), len(features))
 
 
+def fit_gate(
+    model_dir: Path | str,
+    out: Path | str,
+    train_sources: Sequence[str],
+    held_out_sources: Sequence[str] = (),
+    *,
+    scenario: str = "solo",
+    epochs: int = 100,
+    lr: float = 1e-3,
+    seed: int = 0,
+    threshold: float = DEFAULT_THRESHOLD,
+    pooling: Literal["flag", "flag+frames"] = "flag",
+) -> dict[str, Any]:
+    """Train a gate on the streams of ``train_sources`` (stream specs, e.g.
+    ``procedural:arena,seed=3,duration=90``), save it to ``out`` and report its F1 over
+    speaking seconds on ``held_out_sources`` against always- and never-speaking."""
+    from embodia.envs.streams.sources import open_stream
+
+    if not train_sources:
+        raise GateError("no stream to train the gate on: give at least one source")
+    features = FlagFeatures(model_dir, pooling=pooling, seed=seed)
+    train = [open_stream(spec, scenario) for spec in train_sources]
+    head, log = train_gate(
+        features.stream_features(train), [stream_labels(s) for s in train], epochs=epochs, lr=lr, seed=seed
+    )
+    save_gate(
+        out, head, features.meta(threshold=threshold, trained_on=list(train_sources), scenario=scenario)
+    )
+    report: dict[str, Any] = {
+        "gate": str(out),
+        "train_streams": len(train),
+        "final_loss": log.final.get("loss"),
+    }
+    if held_out_sources:
+        held_out = [open_stream(spec, scenario) for spec in held_out_sources]
+        rows = []
+        for stream, feats in zip(held_out, features.stream_features(held_out), strict=True):
+            label = set(stream.label)
+            predicted = speaking_seconds(stream, head.score(feats).detach().tolist(), threshold)
+            rows.append(
+                [
+                    _timing_f1(predicted, label),
+                    _timing_f1(set(stream.seconds), label),
+                    _timing_f1(set(), label),
+                ]
+            )
+        report["held_out"] = {
+            key: sum(row[i] for row in rows) / len(rows)
+            for i, key in enumerate(("gate_f1", "always_f1", "never_f1"))
+        }
+    return report
+
+
+def _timing_f1(predicted: set[int], label: set[int]) -> float:
+    from embodia.evals.live import f1
+
+    result = f1(predicted, label)
+    return result["f1"] if result is not None else 0.0
+
+
 # --- saving ----------------------------------------------------------------------------------
 
 

@@ -120,3 +120,59 @@ def test_eval_live_names_a_malformed_file(tmp_path: Path) -> None:
     label.write_text(json.dumps({"video_id": "a", "label": {"3": "x"}}) + "\n")
     result = runner.invoke(app, ["eval", "live", "--pred", str(pred), "--label", str(label)])
     assert result.exit_code == 2 and "line 1" in result.output
+
+
+@pytest.mark.slow
+def test_train_a_gate_then_run_it_with_its_vlm_speaking(tmp_path: Path) -> None:
+    """The whole learned path on a tiny random-weight VLM: features, training, saving,
+    loading as `--agent gate:DIR`, and lines written by the same VLM under the token cap."""
+    from tinymodels import build_tiny_vlm
+
+    model = build_tiny_vlm(tmp_path / "vlm")
+    gate = tmp_path / "gate"
+    result = runner.invoke(
+        app,
+        [
+            "stream",
+            "train-gate",
+            "--model",
+            str(model),
+            "--out",
+            str(gate),
+            "--seeds",
+            "0-1",
+            "--held-out",
+            "50",
+            "--duration",
+            "40",
+            "--epochs",
+            "60",
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["train_streams"] == 4 and (gate / "gate.json").exists()
+    held = report["held_out"]
+    assert held["never_f1"] == 0.0 and held["gate_f1"] > held["always_f1"]
+    out = tmp_path / "run"
+    result = runner.invoke(
+        app,
+        [
+            "stream",
+            "run",
+            "--source",
+            "procedural:arena,seed=7,duration=20",
+            "--agent",
+            f"gate:{gate}",
+            "--no-video",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
+    assert len(decisions) == 20 and all(0.0 <= d["scores"]["0"] <= 1.0 for d in decisions)
+    spoken = [d for d in decisions if d["text"]]
+    assert all(d["scores"]["0"] > 0.3 for d in spoken)
+    assert all(len(d["text"].split()) <= 12 and d["gen_ms"] > 0 for d in spoken)
+    assert all(d["scores"]["0"] <= 0.3 for d in decisions if not d["text"] and d["speaker"] is None)

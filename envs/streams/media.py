@@ -293,11 +293,10 @@ class Timeline:
 
 def timing_f1(pred_seconds: Iterable[int], label_seconds: Iterable[int]) -> float | None:
     """The reference's timing F1 over sets of speaking seconds (None: nothing labelled)."""
-    pred, label = set(pred_seconds), set(label_seconds)
-    if not label:
-        return None
-    hit = len(pred & label)
-    return 0.0 if hit == 0 else 2 * hit / (len(pred) + len(label))
+    from embodia.evals.live import f1
+
+    result = f1(set(pred_seconds), set(label_seconds))
+    return None if result is None else result["f1"]
 
 
 def timeline_png(
