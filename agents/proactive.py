@@ -78,7 +78,7 @@ class ContextBudget:
         self.evict_fraction = evict_fraction
         self.count = count
         self.system_tokens = count(system) if system else 0
-        self.turns: deque[tuple[str, str, int]] = deque()
+        self.turns: deque[tuple[Literal["user", "assistant"], str, int]] = deque()
         self.tokens = self.system_tokens
         self.evicted_turns = 0
         self.evictions = 0
@@ -98,12 +98,12 @@ class ContextBudget:
 
     def messages(self) -> list[Message]:
         out: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
-        out.extend({"role": role, "content": content} for role, content, _ in self.turns)  # type: ignore[misc]
+        out.extend(Message(role=role, content=content) for role, content, _ in self.turns)
         return out
 
-    def turn_messages(self) -> list[Message]:
+    def turn_messages(self) -> list[dict[str, str]]:
         """The retained turns without the system prompt (what deciders read as context)."""
-        return [{"role": role, "content": content} for role, content, _ in self.turns]  # type: ignore[misc]
+        return [{"role": role, "content": content} for role, content, _ in self.turns]
 
 
 class Decider(Protocol):
@@ -211,7 +211,10 @@ class PromptDecider:
     def score(self, chunk: Chunk, context: Sequence[Mapping[str, str]] = ()) -> float:
         recent = [m for m in context if m.get("role") in ("user", "assistant")][-6:]
         messages: list[Message] = [{"role": "system", "content": DECIDE_PROMPT}]
-        messages.extend({"role": m["role"], "content": m["content"]} for m in recent)  # type: ignore[misc]
+        messages.extend(
+            Message(role="assistant" if m["role"] == "assistant" else "user", content=m["content"])
+            for m in recent
+        )
         if messages[-1]["role"] != "user":
             messages.append({"role": "user", "content": user_turn(chunk)})
         messages[-1] = {"role": "user", "content": messages[-1]["content"] + "\nSPEAK or SILENT?"}
@@ -305,7 +308,7 @@ def select(state: ChunkState, runtime: Runtime[ChunkContext]) -> Command[Literal
     agents = runtime.context.agents
     eligible = [s for s in state["scores"] if s["score"] > agents[s["agent"]].decider.threshold]
     if not eligible:
-        return Command(update={"speaker": -1, "utterance": None}, goto=END)
+        return Command(update={"speaker": -1, "utterance": None}, goto="__end__")  # LangGraph's END
     best = max(eligible, key=lambda s: (s["score"], -s["agent"]))
     return Command(update={"speaker": best["agent"]}, goto="speak")
 

@@ -52,6 +52,26 @@ def heuristic_agent(budget: int = 16_384) -> ProactiveAgent:
     return ProactiveAgent("CASTER", EventHeuristic(), HudSpeaker(), ContextBudget("You are CASTER.", budget))
 
 
+def long_stream(hours: float) -> tuple[int, float, float, float, int, int]:
+    """A heuristic run over an ``hours``-long arena stream: (seconds, wall s, peak RSS MB at
+    10 min, at the end, context tokens, evicted turns)."""
+    long_seconds = int(hours * 3600)
+    env = LiveGamingEnv(source=f"procedural:arena,seed=2,duration={long_seconds}")
+    marks: dict[int, float] = {}
+
+    def mark(event: dict) -> None:  # type: ignore[type-arg]
+        second = int(event["second"]) + 1
+        if second in (600, long_seconds):
+            marks[second] = peak_rss_mb()
+
+    agent = heuristic_agent()
+    start = time.perf_counter()
+    run_stream(env, [agent], on_event=mark, keep_records=False)
+    wall = time.perf_counter() - start
+    budget = agent.budget
+    return long_seconds, wall, marks[600], marks[long_seconds], budget.tokens, budget.evicted_turns
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10)
@@ -78,27 +98,18 @@ def main() -> None:
     run_stream(env, [heuristic_agent()], keep_records=False)
     rtf = (time.perf_counter() - start) / seconds
 
-    long_seconds = int(args.hours * 3600)
-    env = LiveGamingEnv(source=f"procedural:arena,seed=2,duration={long_seconds}")
-    marks: dict[int, float] = {}
+    # A fresh process, so its peak RSS is the stream's alone (not the tiny VLM's above).
+    import multiprocessing
 
-    def mark(event: dict) -> None:  # type: ignore[type-arg]
-        second = int(event["second"])
-        if second + 1 in (600, long_seconds):
-            marks[second + 1] = peak_rss_mb()
-
-    agent = heuristic_agent()
-    start = time.perf_counter()
-    run_stream(env, [agent], on_event=mark, keep_records=False)
-    long_s = time.perf_counter() - start
-    rss_10, rss_end = marks[600], marks[long_seconds]
+    with multiprocessing.get_context("spawn").Pool(1) as pool:
+        long_seconds, long_s, rss_10, rss_end, tokens, evicted = pool.apply(long_stream, (args.hours,))
 
     print(f"decision: heuristic {heuristic_ms:.3f} ms, gate (tiny VLM) {gate_ms:.1f} ms per chunk")
     print(f"{seconds} s stream in {rtf * seconds:.1f} s: RTF {rtf:.3f}")
     print(
         f"{long_seconds} s stream in {long_s:.0f} s: peak RSS {rss_10:.0f} MB at 10 min, "
         f"{rss_end:.0f} MB at the end; "
-        f"context {agent.budget.tokens} tokens, {agent.budget.evicted_turns} turns evicted"
+        f"context {tokens} tokens, {evicted} turns evicted"
     )
     print(
         json.dumps(

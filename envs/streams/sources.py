@@ -13,7 +13,7 @@ clip out of either.
 
 from __future__ import annotations
 
-from typing import Any, cast
+from typing import Any
 
 from embodia.envs.streams.core import DEFAULT_FPS, SCENARIOS, Scenario, Stream, StreamError
 
@@ -41,7 +41,7 @@ def _options(text: str, allowed: dict[str, Any], spec: str) -> dict[str, Any]:
 def check_scenario(scenario: str) -> Scenario:
     if scenario not in SCENARIOS:
         raise StreamError(f"unknown scenario {scenario!r}: expected one of {', '.join(SCENARIOS)}")
-    return cast(Scenario, scenario)
+    return scenario
 
 
 def open_stream(spec: str, scenario: str = "solo", fps: float = DEFAULT_FPS) -> Stream:

@@ -114,7 +114,7 @@ class HudCommentator:
         second rather than the last time this agent spoke."""
         self._last_hud = dict(chunk.hud) if chunk.hud else None
 
-    def line(self, chunk: Chunk, context: Sequence[Mapping[str, str]] = ()) -> str:
+    def line(self, chunk: Chunk, context: Sequence[Mapping[str, Any]] = ()) -> str:
         changed = hud_changes(self._last_hud, chunk.hud)
         if chunk.query:
             return f"On {chunk.query.rstrip('?')}: look at the map."
