@@ -93,6 +93,7 @@ def make_agents(settings: LiveSettings, names: Sequence[str]) -> list[ProactiveA
     (prompted SPEAK/SILENT; lines from the same policy)."""
     agents = []
     shared_policy: Any = None
+    gate: Any = None
     for name in names:
         spec = settings.agent
         if spec == "heuristic":
@@ -103,7 +104,9 @@ def make_agents(settings: LiveSettings, names: Sequence[str]) -> list[ProactiveA
         elif spec.startswith("gate:"):
             from embodia.policies.speak_gate import LearnedGate
 
-            decider = LearnedGate.from_dir(spec.removeprefix("gate:"))
+            # Stateless, so the agents of a self-play run share one gate (and one VLM).
+            gate = gate or LearnedGate.from_dir(spec.removeprefix("gate:"))
+            decider = gate
             if shared_policy is None and not settings.speaker:
                 from embodia.policies.spec import make_policy
 

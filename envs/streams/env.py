@@ -17,6 +17,10 @@ reference's ``{second: text}``) and ``label``.
 Causality is by construction: the env holds the stream and hands out one chunk at a time
 through a :class:`ChunkFeed`, which refuses any second after the clock.
 
+``info`` after a step: ``late`` (the decision just made came too late), ``dropped`` and
+``skipped`` so far, ``waited_s`` (how long the env waited for the next chunk) and, in real-time
+mode, ``decision_s`` (wall seconds from the chunk being complete to the decision).
+
 Real-time mode (``realtime=True``): the stream does not wait. Chunk ``t`` becomes available
 at the end of second ``t`` on the wall clock (``time_scale`` wall seconds per stream
 second); a decision for chunk ``t`` that arrives after chunk ``t+1`` is available is late:
@@ -160,8 +164,11 @@ class LiveGamingEnv(gymnasium.Env[dict[str, Any], str]):
             raise StreamError(f"the action is the text to say (str), got {type(action).__name__}")
         second = self._chunk.second
         late = False
+        decision_s = None
         if self.realtime:
-            late = self._clock() > self.available_until(second + 1)
+            now = self._clock()
+            decision_s = now - self.available_until(second)
+            late = now > self.available_until(second + 1)
         text = "" if late else cap_tokens(action, self.token_cap)
         if late:
             self.dropped += 1
@@ -183,13 +190,15 @@ class LiveGamingEnv(gymnasium.Env[dict[str, Any], str]):
         terminated = next_second >= self.stream.end
         if terminated:
             info = self._info(self._chunk, late=late, waited_s=waited)
-            info.update(pred=dict(self._pred), label=dict(self._label), final=True)
+            info.update(pred=dict(self._pred), label=dict(self._label), final=True, decision_s=decision_s)
             chunk = self._chunk
             self._chunk = None
             return self._observation(chunk), reward, True, False, info
         self._feed.advance(next_second)
         self._chunk = self._feed.read(next_second)
-        return self._observation(self._chunk), reward, False, False, self._info(self._chunk, late, waited)
+        info = self._info(self._chunk, late, waited)
+        info["decision_s"] = decision_s
+        return self._observation(self._chunk), reward, False, False, info
 
     def _observation(self, chunk: Chunk) -> dict[str, Any]:
         return {

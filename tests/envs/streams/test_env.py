@@ -97,7 +97,12 @@ def test_realtime_drops_late_decisions_and_skips_missed_chunks() -> None:
         second = info["chunk"].second
         seen.append(second)
         clock.now += thinking.get(second, 0.1)
+        decided = clock.now
         _, _, terminated, _, info = env.step("now")
+        # From the chunk being complete (chunk t is complete at 100 + t on this clock), so a chunk
+        # handed out late behind a slow decision counts its lateness too.
+        assert info["decision_s"] == pytest.approx(decided - (100 + second))
+        assert info["decision_s"] >= thinking.get(second, 0.1) - 1e-9
         if terminated:
             break
     # Chunk 2 took 2.5 s: its decision is late (chunk 3 was out at +1 s), and chunk 3 is
