@@ -25,6 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from embodia.errors import EmbodiaError
+from embodia.evals.resume import check_resumable
 
 logger = logging.getLogger(__name__)
 
@@ -154,24 +155,8 @@ def _read_records(path: Path) -> list[dict[str, Any]]:
 
 
 def _check_resumable(out: Path, settings: ExploreSettings, resume: bool) -> list[dict[str, Any]]:
-    config_path = out / "config.yaml"
-    if not config_path.exists():
+    if not check_resumable(out, asdict(settings), resume):
         return []
-    if not resume:
-        raise EmbodiaError(f"{out} already holds a run: pass --resume to continue it, or pick another --out")
-    import yaml
-
-    try:
-        saved = yaml.safe_load(config_path.read_text()) or {}
-    except yaml.YAMLError as exc:
-        raise EmbodiaError(f"cannot resume {out}: config.yaml is not valid YAML ({exc})") from None
-    saved_settings = saved.get("settings", {})
-    mine = asdict(settings)
-    for key, value in mine.items():
-        if saved_settings.get(key) != value:
-            raise EmbodiaError(
-                f"cannot resume {out}: it was run with {key}={saved_settings.get(key)!r}, not {value!r}"
-            )
     return _read_records(out / "episodes.jsonl")
 
 

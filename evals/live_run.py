@@ -36,7 +36,7 @@ from embodia.agents.proactive import (
 from embodia.envs.streams.core import Stream, StreamError
 from embodia.envs.streams.env import DEFAULT_TOKEN_CAP, LiveGamingEnv
 from embodia.envs.streams.sources import check_scenario, open_stream
-from embodia.errors import EmbodiaError
+from embodia.evals.resume import check_resumable
 
 logger = logging.getLogger(__name__)
 
@@ -149,22 +149,8 @@ class _SelfPlayStream(Stream):
 
 
 def _check_resumable(out: Path, settings: LiveSettings, resume: bool) -> list[dict[str, Any]]:
-    import yaml
-
-    config_path = out / "config.yaml"
-    if not config_path.exists():
+    if not check_resumable(out, asdict(settings), resume):
         return []
-    if not resume:
-        raise EmbodiaError(f"{out} already holds a run: pass --resume to continue it, or pick another --out")
-    try:
-        saved = (yaml.safe_load(config_path.read_text()) or {}).get("settings", {})
-    except yaml.YAMLError as exc:
-        raise EmbodiaError(f"cannot resume {out}: config.yaml is not valid YAML ({exc})") from None
-    for key, value in asdict(settings).items():
-        if saved.get(key) != value:
-            raise EmbodiaError(
-                f"cannot resume {out}: it was run with {key}={saved.get(key)!r}, not {value!r}"
-            )
     return read_records(out / "decisions.jsonl")
 
 

@@ -21,7 +21,6 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from embodia.envs.streams.core import SCENARIOS, Scenario
 from embodia.envs.streams.games import commentary
 from embodia.envs.streams.games.base import (
     SCREEN_WORDS,
@@ -29,7 +28,6 @@ from embodia.envs.streams.games.base import (
     Frame,
     GameEvent,
     ProceduralGame,
-    ScriptLine,
     blend,
     clock_text,
     compass,
@@ -263,6 +261,12 @@ class ArenaGame(ProceduralGame):
 
     name = "arena"
     hud_rows: ClassVar[int] = HUD_ROWS
+    calls = CALLS
+    reactions = REACTIONS
+    reaction_chance = REACTION_CHANCE
+    default_reaction_chance = 0.35
+    co_share = CO_SHARE
+    script_stream = 2
     personas: ClassVar[dict[str, list[str]]] = {
         "solo": ["professional play-by-play football caster", "energetic", "short lines"],
         "co-commentary": ["play-by-play caster", "takes turns with the analyst", "short lines"],
@@ -765,27 +769,6 @@ class ArenaGame(ProceduralGame):
         draw_text(image, clock_text(min(time - start, MATCH_SECONDS)), 7, 250, WHITE, align="right")
 
     # -- ground truth
-
-    def _fields(self, event: GameEvent) -> dict[str, Any]:
-        return {"actor": event.actor, **event.details}
-
-    def _script(self, scenario: Scenario) -> list[ScriptLine]:
-        rng = np.random.default_rng([self.seed, 2, SCENARIOS.index(scenario)])
-        if scenario == "solo":
-            return commentary.solo(self.events, CALLS, self._fields, rng, self.caster)
-        if scenario == "co-commentary":
-            return commentary.co_commentary(
-                self.events,
-                CALLS,
-                REACTIONS,
-                self._fields,
-                rng,
-                self.caster,
-                self.co_caster,
-                co_share=lambda e: CO_SHARE.get(e.kind, 0.15),
-                react=lambda e: REACTION_CHANCE.get(e.kind, 0.35),
-            )
-        return commentary.guidance(self._questions(rng), self._guide_followups(rng), self.guide)
 
     # -- guidance
 

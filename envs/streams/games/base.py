@@ -357,8 +357,46 @@ class ProceduralGame(ABC):
     @abstractmethod
     def _hud(self, time: float) -> dict[str, Any]: ...
 
+    # What a game's casters say (its template tables) and how they share the work.
+    calls: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    reactions: ClassVar[Mapping[str, tuple[str, ...]]] = {}
+    reaction_chance: ClassVar[Mapping[str, float]] = {}
+    default_reaction_chance: ClassVar[float] = 0.3
+    co_share: ClassVar[Mapping[str, float]] = {}
+    """The chance the co-caster, not the main caster, calls an event of a kind (default 0.15)."""
+    script_stream: ClassVar[int] = 0
+    """Seeds the script's random stream apart from the simulation's."""
+
+    def _fields(self, event: GameEvent) -> dict[str, Any]:
+        return {"actor": event.actor, **event.details}
+
+    def _script(self, scenario: Scenario) -> list[ScriptLine]:
+        from embodia.envs.streams.games import commentary
+
+        rng = np.random.default_rng([self.seed, self.script_stream, SCENARIOS.index(scenario)])
+        if scenario == "solo":
+            return commentary.solo(self.events, self.calls, self._fields, rng, self.caster)
+        if scenario == "co-commentary":
+            return commentary.co_commentary(
+                self.events,
+                self.calls,
+                self.reactions,
+                self._fields,
+                rng,
+                self.caster,
+                self.co_caster,
+                co_share=lambda e: self.co_share.get(e.kind, 0.15),
+                react=lambda e: self.reaction_chance.get(e.kind, self.default_reaction_chance),
+            )
+        return commentary.guidance(self._questions(rng), self._guide_followups(rng), self.guide)
+
     @abstractmethod
-    def _script(self, scenario: Scenario) -> list[ScriptLine]: ...
+    def _questions(self, rng: np.random.Generator) -> list[Any]:
+        """The player's guidance questions with the guide's grounded answers."""
+
+    @abstractmethod
+    def _guide_followups(self, rng: np.random.Generator) -> list[Any]:
+        """The guide's unprompted follow-ups as the player progresses."""
 
     # -- shared drawing of overlays
 

@@ -21,14 +21,12 @@ from typing import Any, ClassVar
 import numpy as np
 from numpy.typing import NDArray
 
-from embodia.envs.streams.core import SCENARIOS, Scenario
 from embodia.envs.streams.games import commentary
 from embodia.envs.streams.games.base import (
     Colour,
     Frame,
     GameEvent,
     ProceduralGame,
-    ScriptLine,
     blend,
     clock_text,
     compass,
@@ -534,6 +532,12 @@ class DungeonGame(ProceduralGame):
 
     name = "dungeon"
     hud_rows: ClassVar[int] = HUD_ROWS
+    calls = CALLS
+    reactions = REACTIONS
+    reaction_chance = REACTION_CHANCE
+    default_reaction_chance = 0.3
+    co_share = CO_SHARE
+    script_stream = 12
     personas: ClassVar[dict[str, list[str]]] = {
         "solo": ["live dungeon-run caster", "excited", "short lines"],
         "co-commentary": ["play-by-play caster", "takes turns with the analyst", "short lines"],
@@ -1087,27 +1091,6 @@ class DungeonGame(ProceduralGame):
         draw_text(image, clock_text(time), 8, 252, WHITE, align="right")
 
     # -- ground truth
-
-    def _fields(self, event: GameEvent) -> dict[str, Any]:
-        return {"actor": event.actor, **event.details}
-
-    def _script(self, scenario: Scenario) -> list[ScriptLine]:
-        rng = np.random.default_rng([self.seed, 12, SCENARIOS.index(scenario)])
-        if scenario == "solo":
-            return commentary.solo(self.events, CALLS, self._fields, rng, self.caster)
-        if scenario == "co-commentary":
-            return commentary.co_commentary(
-                self.events,
-                CALLS,
-                REACTIONS,
-                self._fields,
-                rng,
-                self.caster,
-                self.co_caster,
-                co_share=lambda e: CO_SHARE.get(e.kind, 0.15),
-                react=lambda e: REACTION_CHANCE.get(e.kind, 0.3),
-            )
-        return commentary.guidance(self._questions(rng), self._guide_followups(rng), self.guide)
 
     # -- guidance
 
