@@ -187,7 +187,21 @@ def run_live(
             sink.flush()
 
         run = run_stream(env, agents, record=record, replay=replay, on_event=on_event, keep_records=False)
-    return write_outputs(out, stream, settings, names, run.predictions, read_records(decisions))
+    deciders = [_decider_summary(agent) for agent in agents]
+    return write_outputs(out, stream, settings, names, run.predictions, read_records(decisions), deciders)
+
+
+def _decider_summary(agent: ProactiveAgent) -> dict[str, Any]:
+    out: dict[str, Any] = {
+        "agent": agent.name,
+        "decider": agent.decider.name,
+        "threshold": agent.decider.threshold,
+    }
+    if hasattr(agent.decider, "unreadable"):  # a prompted decider's replies that said neither word
+        out["unreadable"] = int(agent.decider.unreadable)
+    out["context_tokens"] = agent.budget.tokens
+    out["evicted_turns"] = agent.budget.evicted_turns
+    return out
 
 
 def write_outputs(
@@ -197,6 +211,7 @@ def write_outputs(
     names: Sequence[str],
     predictions: dict[str, dict[int, str]],
     records: Sequence[dict[str, Any]],
+    deciders: Sequence[dict[str, Any]] = (),
 ) -> dict[str, Any]:
     from embodia.evals import live
 
@@ -229,6 +244,7 @@ def write_outputs(
         "metrics": report,
         "latency": latency_summary(records),
         "dropped": sum(1 for r in records if r.get("late")),
+        "deciders": list(deciders),
     }
     (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
     _write_media(out, stream, settings, names, predictions, records)

@@ -176,3 +176,113 @@ def test_train_a_gate_then_run_it_with_its_vlm_speaking(tmp_path: Path) -> None:
     assert all(d["scores"]["0"] > 0.3 for d in spoken)
     assert all(len(d["text"].split()) <= 12 and d["gen_ms"] > 0 for d in spoken)
     assert all(d["scores"]["0"] <= 0.3 for d in decisions if not d["text"] and d["speaker"] is None)
+
+
+def test_a_users_video_with_its_annotations(tmp_path: Path) -> None:
+    """A video file and annotation JSONL in the reference's format: a clip cut out of the
+    video is streamed, the co-caster's lines are heard, and the files use the clip's seconds."""
+    import imageio.v2 as imageio
+    import numpy as np
+
+    video = tmp_path / "final.mp4"
+    writer = imageio.get_writer(video, fps=10, codec="libx264", quality=8, macro_block_size=16)
+    for i in range(120):  # 12 s: dark, with a bright flash in seconds 5 and 9
+        frame = np.full((64, 96, 3), 30, np.uint8)
+        if i // 10 in (5, 9):
+            frame[:] = 230
+        writer.append_data(frame)
+    writer.close()
+    record = {
+        "video_path": "/data/videos/final.mp4",
+        "video_begin": 2,
+        "video_end": 12,
+        "video_duration": 12,
+        "history": "",
+        "active_speaker": {"name": "SPEAKER_0", "persona": ["lead caster"]},
+        "metadata": {"tag": "Multiple commentators", "dataset_name": "users-own"},
+        "annotations": [
+            {"role": "assistant", "speaker": "SPEAKER_0", "start": 5, "end": 6, "text": "Big flash!"},
+            {"role": "user", "speaker": "SPEAKER_1", "start": 7, "end": 8, "text": "Did you see that?"},
+            {"role": "assistant", "speaker": "SPEAKER_0", "start": 9, "end": 10, "text": "Another one."},
+        ],
+    }
+    labels = tmp_path / "final.jsonl"
+    labels.write_text(json.dumps(record) + "\n")
+    out = tmp_path / "run"
+    result = runner.invoke(
+        app,
+        [
+            "stream",
+            "run",
+            "--source",
+            f"video:{video},labels={labels}",
+            "--scenario",
+            "co-commentary",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
+    assert [d["second"] for d in decisions] == list(range(2, 12))
+    label = json.loads((out / "labels.jsonl").read_text())
+    assert label["label"] == {"5": "Big flash!", "9": "Another one."} and label["other"] == {
+        "7": "Did you see that?"
+    }
+    pred = json.loads((out / "predictions.jsonl").read_text().splitlines()[0])
+    assert pred["speaker"] == "SPEAKER_0" and pred["begin"] == 2 and pred["end"] == 12
+    assert "9" in pred["pred"]  # the second flash stands out against the frames before it
+    assert (out / "stream.mp4").stat().st_size > 0
+
+
+@pytest.mark.slow
+def test_a_chat_vlm_decides_or_speaks(tmp_path: Path) -> None:
+    """`--agent hf:DIR` asks the tiny VLM SPEAK or SILENT every second; `--speaker hf:DIR`
+    has it write the lines the heuristic decides to say."""
+    from tinymodels import build_tiny_vlm
+
+    model = build_tiny_vlm(tmp_path / "vlm")
+    out = tmp_path / "prompted"
+    result = runner.invoke(
+        app,
+        [
+            "stream",
+            "run",
+            "--source",
+            "procedural:dungeon,seed=2,duration=8",
+            "--agent",
+            f"hf:{model}",
+            "--no-video",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
+    assert len(decisions) == 8 and all(
+        0.0 <= d["scores"]["0"] <= 1.0 and d["decide_ms"] > 0 for d in decisions
+    )
+    # A random-weight model answers neither SPEAK nor SILENT: every such reply is counted.
+    summary = json.loads((out / "summary.json").read_text())
+    unreadable = summary["deciders"][0]["unreadable"]
+    assert unreadable == sum(1 for d in decisions if d["scores"]["0"] == 0.0) and unreadable >= 1
+
+    out = tmp_path / "spoken"
+    result = runner.invoke(
+        app,
+        [
+            "stream",
+            "run",
+            "--source",
+            "procedural:arena,seed=3,duration=20",
+            "--speaker",
+            f"hf:{model}",
+            "--no-video",
+            "--out",
+            str(out),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
+    spoken = [d for d in decisions if d["speaker"]]
+    assert spoken and all(d["gen_ms"] > 0 and len(d["text"].split()) <= 12 for d in spoken)
