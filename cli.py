@@ -544,6 +544,7 @@ def stream_run(
         bool, typer.Option("--realtime", help="Chunks arrive on the wall clock; late decisions are dropped.")
     ] = False,
     time_scale: Annotated[float, typer.Option("--time-scale", help="Wall seconds per stream second.")] = 1.0,
+    fps: Annotated[float, typer.Option("--fps", help="Frames per 1-second chunk (the reference: 2).")] = 2.0,
     video: Annotated[bool, typer.Option("--video/--no-video", help="Write stream.mp4.")] = True,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a killed run in --out.")] = False,
 ) -> None:
@@ -564,6 +565,7 @@ def stream_run(
             budget=budget,
             realtime=realtime,
             time_scale=time_scale,
+            fps=fps,
             video=video,
         )
         columns = (

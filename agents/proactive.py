@@ -27,7 +27,9 @@ factor and the backlog a slower-than-real-time agent accumulates.
 from __future__ import annotations
 
 import json
+import math
 import operator
+import threading
 import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
@@ -228,10 +230,10 @@ class PromptDecider:
             completion = self.policy.complete(messages, images=list(chunk.frames), max_tokens=3)
         if completion.tokens and completion.tokens[0].top:
             speak = silent = 0.0
-            import math
-
             for token, logprob in completion.tokens[0].top:
                 word = token.strip().upper()
+                if word and "SPEAK".startswith(word) and "SILENT".startswith(word):
+                    continue  # "S" starts both words: it says nothing about which
                 if word and "SPEAK".startswith(word):
                     speak += math.exp(logprob)
                 elif word and "SILENT".startswith(word):
@@ -258,6 +260,7 @@ class ProactiveAgent:
     token_cap: int = 12
     heard: list[str] = field(default_factory=list)
     """Lines of other agents spoken last second, heard as history this second."""
+    last_spoke: int | None = None
 
     def begin_second(self, chunk: Chunk) -> None:
         self.budget.add("user", user_turn(chunk, self.heard))
@@ -289,6 +292,9 @@ class ChunkContext:
 
     agents: Sequence[ProactiveAgent]
     chunk: Chunk
+    lock: threading.Lock = field(default_factory=threading.Lock)
+    """LangGraph runs the ``score`` fan-out in threads; agents may share one model (a gate,
+    a policy), so scoring is serialised."""
 
 
 def _fan_out(state: ChunkState) -> list[Send]:
@@ -297,11 +303,11 @@ def _fan_out(state: ChunkState) -> list[Send]:
 
 def score(task: ScoreTask, runtime: Runtime[ChunkContext]) -> dict[str, Any]:
     agent = runtime.context.agents[task["agent"]]
-    started = time.perf_counter()
-    probability = float(agent.decider.score(runtime.context.chunk, agent.budget.turn_messages()))
-    return {
-        "scores": [{"agent": task["agent"], "score": probability, "decide_s": time.perf_counter() - started}]
-    }
+    with runtime.context.lock:
+        started = time.perf_counter()
+        probability = float(agent.decider.score(runtime.context.chunk, agent.budget.turn_messages()))
+        decide_s = time.perf_counter() - started
+    return {"scores": [{"agent": task["agent"], "score": probability, "decide_s": decide_s}]}
 
 
 def select(state: ChunkState, runtime: Runtime[ChunkContext]) -> Command[Literal["speak", "__end__"]]:
@@ -309,7 +315,13 @@ def select(state: ChunkState, runtime: Runtime[ChunkContext]) -> Command[Literal
     eligible = [s for s in state["scores"] if s["score"] > agents[s["agent"]].decider.threshold]
     if not eligible:
         return Command(update={"speaker": -1, "utterance": None}, goto="__end__")  # LangGraph's END
-    best = max(eligible, key=lambda s: (s["score"], -s["agent"]))
+
+    # On a tie (agents sharing one gate score alike) the one silent longest takes the floor.
+    def rank(s: dict[str, Any]) -> tuple[float, float, int]:
+        last = agents[s["agent"]].last_spoke
+        return (s["score"], -(last if last is not None else -math.inf), -s["agent"])
+
+    best = max(eligible, key=rank)
     return Command(update={"speaker": best["agent"]}, goto="speak")
 
 
@@ -390,59 +402,79 @@ def run_stream(
     if len(set(names)) != len(names):
         raise StreamError(f"agent names must be distinct, got {names}")
     graph = graph if graph is not None else build_chunk_graph()
-    replayed = {int(r["second"]): r for r in replay}
     predictions: dict[str, dict[int, str]] = {a.name: {} for a in agents}
     records: list[dict[str, Any]] = []
-    backlog = 0.0
-    observation, info = env.reset()
+
+    def keep(entry: dict[str, Any], fresh: bool) -> None:
+        if keep_records:
+            records.append(entry)
+        if record is not None and fresh:
+            record(entry)
+        if on_event is not None:
+            on_event({"event": "chunk", **entry})
+
+    # Recorded seconds go to the agents straight from the stream (the runner's, never the
+    # agents'), so a real-time run does not wait through its past again; the env starts after.
+    start = env.stream.begin
+    for past in sorted(replay, key=lambda r: int(r["second"])):
+        chunk = env.stream.chunk(int(past["second"]))
+        for agent in agents:
+            agent.begin_second(chunk)
+        result = _replayed_result(past, agents, chunk)
+        said = "" if past.get("late") else str(past.get("text") or "")
+        _end_second(agents, chunk, result.get("utterance"), said)
+        if past.get("text") and not past.get("late"):
+            predictions[str(past["speaker"])][chunk.second] = str(past["text"])
+        keep(dict(past), fresh=False)
+        start = chunk.second + 1
+    if start >= env.stream.end:
+        return StreamRun(predictions, records, 0, 0)
+    observation, info = env.reset(options={"start": start})
     chunk_seconds = env.time_scale if env.realtime else 1.0
+    backlog = lag = 0.0
     while True:
         chunk: Chunk = info["chunk"]
         arrived = time.perf_counter()
         for agent in agents:
             agent.begin_second(chunk)
-        past = replayed.get(chunk.second)
-        if past is not None:
-            result = _replayed_result(past, agents, chunk)
-        else:
-            result = graph.invoke(
-                {
-                    "second": chunk.second,
-                    "agents": len(agents),
-                    "scores": [],
-                    "speaker": -1,
-                    "utterance": None,
-                },
-                context=ChunkContext(agents, chunk),
-            )
+        state: ChunkState = {"second": chunk.second, "agents": len(agents), "scores": [], "speaker": -1}
+        result = graph.invoke(state, context=ChunkContext(agents, chunk))
         utterance = result.get("utterance")
-        said = utterance["text"] if utterance else ""
-        for i, agent in enumerate(agents):
-            own = said if utterance and utterance["agent"] == i else ""
-            agent.end_second(chunk, own)
-            if said and not own:
-                agent.heard.append(f"[{utterance['speaker']}]: {said}")  # type: ignore[index]
         processing = time.perf_counter() - arrived
-        if past is None:
-            backlog = max(0.0, backlog + processing - chunk_seconds)
-            entry = _chunk_record(chunk, result, processing, backlog, chunk_seconds, arrived)
-        else:
-            entry = dict(past)
-        observation, _reward, terminated, _truncated, info = env.step(said)
-        entry["late"] = bool(info["late"]) if past is None else entry.get("late", False)
+        observation, _reward, terminated, _truncated, info = env.step(utterance["text"] if utterance else "")
+        # What the env took (capped, or nothing when late) is what was said: the speaker's
+        # context and the others' ears get that, never a dropped line.
+        said = info["said"]
+        _end_second(agents, chunk, utterance, said)
+        backlog = max(0.0, backlog + processing - chunk_seconds)
+        entry = _chunk_record(chunk, result, processing, backlog, chunk_seconds, arrived, lag)
+        entry["late"] = bool(info["late"])
+        if env.realtime:
+            entry["decision_s"] = round(float(info["decision_s"]), 6)
+            lag = float(info.get("lag_s", 0.0))
         if entry["late"]:
-            entry["dropped_text"], entry["text"], entry["speaker"] = entry.get("text", ""), "", None
-        elif utterance and entry.get("text"):
-            predictions[utterance["speaker"]][chunk.second] = entry["text"]
-        if keep_records:
-            records.append(entry)
-        if record is not None and past is None:
-            record(entry)
-        if on_event is not None:
-            on_event({"event": "chunk", **entry})
+            entry["dropped_text"], entry["text"], entry["speaker"] = entry["text"], "", None
+        elif utterance and said:
+            entry["text"] = said
+            predictions[utterance["speaker"]][chunk.second] = said
+        keep(entry, fresh=True)
         if terminated:
             break
     return StreamRun(predictions, records, env.dropped, env.skipped)
+
+
+def _end_second(
+    agents: Sequence[ProactiveAgent], chunk: Chunk, utterance: Mapping[str, Any] | None, said: str
+) -> None:
+    """Close the second in every agent's conversation: the speaker said ``said``, the others
+    were silent and hear it next second as ``[NAME]: text``."""
+    for i, agent in enumerate(agents):
+        own = said if utterance and utterance["agent"] == i else ""
+        agent.end_second(chunk, own)
+        if own:
+            agent.last_spoke = chunk.second
+        elif said and utterance:
+            agent.heard.append(f"[{utterance['speaker']}]: {said}")
 
 
 def _replayed_result(
@@ -471,6 +503,7 @@ def _chunk_record(
     backlog: float,
     chunk_seconds: float,
     arrived: float,
+    lag: float = 0.0,
 ) -> dict[str, Any]:
     scores = result.get("scores", [])
     decide = max((s["decide_s"] for s in scores), default=0.0)
@@ -482,7 +515,8 @@ def _chunk_record(
         "text": utterance["text"] if utterance else "",
         "decide_ms": round(decide * 1000, 3),
         "gen_ms": round(utterance["gen_s"] * 1000, 3) if utterance else 0.0,
-        "ttft_ms": round((utterance["first_token_at"] - arrived) * 1000, 3) if utterance else None,
+        # From the chunk being complete: in real time it may have waited ``lag`` to be handed out.
+        "ttft_ms": round((utterance["first_token_at"] - arrived + lag) * 1000, 3) if utterance else None,
         "processing_ms": round(processing * 1000, 3),
         "rtf": round(processing / chunk_seconds, 6),
         "backlog_s": round(backlog, 6),

@@ -39,6 +39,12 @@ def peak_rss_mb() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
+def current_rss_mb() -> float:
+    """Resident memory now (the peak alone would hide growth under the import baseline)."""
+    pages = int(Path("/proc/self/statm").read_text().split()[1])
+    return pages * resource.getpagesize() / 2**20
+
+
 def decision_ms(decider: object, chunks: list) -> float:  # type: ignore[type-arg]
     times = []
     for chunk in chunks:
@@ -52,24 +58,24 @@ def heuristic_agent(budget: int = 16_384) -> ProactiveAgent:
     return ProactiveAgent("CASTER", EventHeuristic(), HudSpeaker(), ContextBudget("You are CASTER.", budget))
 
 
-def long_stream(hours: float) -> tuple[int, float, float, float, int, int]:
-    """A heuristic run over an ``hours``-long arena stream: (seconds, wall s, peak RSS MB at
-    10 min, at the end, context tokens, evicted turns)."""
+def long_stream(hours: float) -> tuple[int, float, dict[int, tuple[float, float]], int, int]:
+    """A heuristic run over an ``hours``-long arena stream: (seconds, wall s, {second: (peak,
+    current RSS MB)} at 10 min and at the end, context tokens, evicted turns)."""
     long_seconds = int(hours * 3600)
     env = LiveGamingEnv(source=f"procedural:arena,seed=2,duration={long_seconds}")
-    marks: dict[int, float] = {}
+    marks: dict[int, tuple[float, float]] = {}
 
     def mark(event: dict) -> None:  # type: ignore[type-arg]
         second = int(event["second"]) + 1
         if second in (600, long_seconds):
-            marks[second] = peak_rss_mb()
+            marks[second] = (peak_rss_mb(), current_rss_mb())
 
     agent = heuristic_agent()
     start = time.perf_counter()
     run_stream(env, [agent], on_event=mark, keep_records=False)
     wall = time.perf_counter() - start
     budget = agent.budget
-    return long_seconds, wall, marks[600], marks[long_seconds], budget.tokens, budget.evicted_turns
+    return long_seconds, wall, marks, budget.tokens, budget.evicted_turns
 
 
 def main() -> None:
@@ -102,13 +108,14 @@ def main() -> None:
     import multiprocessing
 
     with multiprocessing.get_context("spawn").Pool(1) as pool:
-        long_seconds, long_s, rss_10, rss_end, tokens, evicted = pool.apply(long_stream, (args.hours,))
+        long_seconds, long_s, marks, tokens, evicted = pool.apply(long_stream, (args.hours,))
+    (rss_10, now_10), (rss_end, now_end) = marks[600], marks[long_seconds]
 
     print(f"decision: heuristic {heuristic_ms:.3f} ms, gate (tiny VLM) {gate_ms:.1f} ms per chunk")
     print(f"{seconds} s stream in {rtf * seconds:.1f} s: RTF {rtf:.3f}")
     print(
         f"{long_seconds} s stream in {long_s:.0f} s: peak RSS {rss_10:.0f} MB at 10 min, "
-        f"{rss_end:.0f} MB at the end; "
+        f"{rss_end:.0f} MB at the end (current {now_10:.0f} -> {now_end:.0f} MB); "
         f"context {tokens} tokens, {evicted} turns evicted"
     )
     print(
@@ -120,6 +127,7 @@ def main() -> None:
                 "rss_mb_10min": round(rss_10, 1),
                 "rss_mb_120min": round(rss_end, 1),
                 "rss_ratio": round(rss_end / rss_10, 3),
+                "rss_current_growth_mb": round(now_end - now_10, 1),
             }
         )
     )

@@ -36,6 +36,7 @@ from embodia.agents.proactive import (
 from embodia.envs.streams.core import Stream, StreamError
 from embodia.envs.streams.env import DEFAULT_TOKEN_CAP, LiveGamingEnv
 from embodia.envs.streams.sources import check_scenario, open_stream
+from embodia.errors import EmbodiaError
 from embodia.evals.resume import check_resumable
 
 logger = logging.getLogger(__name__)
@@ -72,6 +73,8 @@ class LiveSettings:
 
     def __post_init__(self) -> None:
         check_scenario(self.scenario)
+        if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
+            raise StreamError(f"--threshold is a probability in [0, 1], got {self.threshold}")
         if self.agents < 1:
             raise StreamError(f"--agents must be at least 1, got {self.agents}")
         if self.agents > 1 and self.scenario != "co-commentary":
@@ -163,6 +166,8 @@ def run_live(
     """Run the stream into ``out`` and return the summary (also written to summary.json)."""
     import yaml
 
+    if out.exists() and not out.is_dir():
+        raise EmbodiaError(f"--out {out} is a file, not a run directory")
     replay = _check_resumable(out, settings, resume)
     stream = open_stream(settings.source, settings.scenario, settings.fps)
     if settings.agents > 1:
@@ -225,8 +230,10 @@ def write_outputs(
     if len(names) > 1:
         # The other agents of a self-play run (the record's own ``pred`` is the first agent's).
         pred_records[0]["agents"] = {name: pred_records[i]["pred"] for i, name in enumerate(names) if i}
+    chunk_seconds = settings.time_scale if settings.realtime else 1.0
     pred_records[0]["timing"] = [
-        {"processing_s": float(r.get("processing_ms", 0.0)) / 1000, "stream_s": 1.0} for r in records
+        {"processing_s": float(r.get("processing_ms", 0.0)) / 1000, "stream_s": chunk_seconds}
+        for r in records
     ]
     (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pred_records))
     (out / "labels.jsonl").write_text(json.dumps(label_record) + "\n")
@@ -242,7 +249,7 @@ def write_outputs(
         "label_seconds": len(stream.label),
         **report["summary"],
         "metrics": report,
-        "latency": latency_summary(records),
+        "latency": latency_summary(records, chunk_seconds),
         "dropped": sum(1 for r in records if r.get("late")),
         "deciders": list(deciders),
     }
@@ -251,7 +258,10 @@ def write_outputs(
     return summary
 
 
-def latency_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
+def latency_summary(records: Sequence[dict[str, Any]], chunk_seconds: float = 1.0) -> dict[str, Any]:
+    """Per-chunk latency statistics; ``rtf`` is processing time over the stream time of the
+    chunks decided (``chunk_seconds`` wall seconds each: ``time_scale`` in real time)."""
+
     def stats(key: str) -> dict[str, float]:
         values = np.asarray([r[key] for r in records if r.get(key) is not None], dtype=float)
         if values.size == 0:
@@ -268,7 +278,8 @@ def latency_summary(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         "decide_ms": stats("decide_ms"),
         "gen_ms": stats("gen_ms"),
         "ttft_ms": stats("ttft_ms"),
-        "rtf": processing / max(1, len(records)),
+        "rtf": processing / (max(1, len(records)) * chunk_seconds),
+        "decision_s": stats("decision_s"),
         "max_backlog_s": max((float(r.get("backlog_s", 0.0)) for r in records), default=0.0),
     }
 

@@ -21,9 +21,12 @@ def check_resumable(out: Path, settings: Mapping[str, Any], resume: bool) -> boo
     if not resume:
         raise EmbodiaError(f"{out} already holds a run: pass --resume to continue it, or pick another --out")
     try:
-        saved = (yaml.safe_load(config_path.read_text()) or {}).get("settings", {})
+        config = yaml.safe_load(config_path.read_text()) or {}
     except yaml.YAMLError as exc:
         raise EmbodiaError(f"cannot resume {out}: config.yaml is not valid YAML ({exc})") from None
+    saved = config.get("settings") if isinstance(config, dict) else None
+    if not isinstance(saved, dict):
+        raise EmbodiaError(f"cannot resume {out}: config.yaml has no settings mapping")
     for key, value in settings.items():
         if saved.get(key) != value:
             raise EmbodiaError(

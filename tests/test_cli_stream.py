@@ -105,6 +105,8 @@ def test_co_commentary_self_play_never_overlaps(tmp_path: Path) -> None:
         (["--scenario", "karaoke"], "scenario"),
         (["--agents", "2"], "co-commentary"),
         (["--agent", "gate:/no/such/gate"], "gate"),
+        (["--threshold", "5"], "threshold"),
+        (["--fps", "2.5"], "fps"),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], message: str) -> None:
@@ -286,3 +288,15 @@ def test_a_chat_vlm_decides_or_speaks(tmp_path: Path) -> None:
     decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
     spoken = [d for d in decisions if d["speaker"]]
     assert spoken and all(d["gen_ms"] > 0 and len(d["text"].split()) <= 12 for d in spoken)
+
+
+def test_an_out_that_is_a_file_or_a_broken_run_is_named(tmp_path: Path) -> None:
+    taken = tmp_path / "taken"
+    taken.write_text("not a folder")
+    result = _run(taken, "--no-video")
+    assert result.exit_code == 2 and "is a file" in result.output
+    broken = tmp_path / "broken"
+    broken.mkdir()
+    (broken / "config.yaml").write_text("- just\n- a list\n")
+    result = _run(broken, "--no-video", "--resume")
+    assert result.exit_code == 2 and "no settings" in result.output

@@ -83,6 +83,8 @@ class Line:
         if not isinstance(speaker, str) or not speaker:
             raise StreamError(f"{where} needs a speaker name")
         start, end = (_second(data.get(key), f"{where} {key}") for key in ("start", "end"))
+        if start < 0:
+            raise StreamError(f"{where} starts at {start}: seconds are on the video's clock, from 0")
         if end < start:
             raise StreamError(f"{where} ends at {end} before it starts at {start}")
         text = data.get("query") if role == "user" and speaker == USER else data.get("text")
@@ -128,9 +130,14 @@ class Annotation:
     def video_id(self) -> str:
         return f"{Path(self.video_path).stem}:{self.video_begin}-{self.video_end}"
 
+    def clip_lines(self) -> list[Line]:
+        """The lines that start inside the clip ``[video_begin, video_end)``: a record cut from a
+        longer video may list lines around it, which are neither heard nor scored."""
+        return [a for a in self.annotations if self.video_begin <= a.start < self.video_end]
+
     def own_lines(self) -> list[Line]:
         """The active speaker's lines: what the agent should say, and when."""
-        return [a for a in self.annotations if a.role == "assistant" and a.speaker == self.speaker]
+        return [a for a in self.clip_lines() if a.role == "assistant" and a.speaker == self.speaker]
 
     def label(self) -> dict[int, str]:
         """``{second: text}`` of the active speaker, each line at its start second (as the
@@ -139,10 +146,10 @@ class Annotation:
 
     def other_lines(self) -> list[Line]:
         """Co-caster lines (everyone but the active speaker and the user)."""
-        return [a for a in self.annotations if not a.is_query and a.speaker != self.speaker]
+        return [a for a in self.clip_lines() if not a.is_query and a.speaker != self.speaker]
 
     def queries(self) -> list[Line]:
-        return [a for a in self.annotations if a.is_query]
+        return [a for a in self.clip_lines() if a.is_query]
 
     def to_record(self) -> dict[str, Any]:
         return {
@@ -191,6 +198,8 @@ class Annotation:
         speaker = data.get("active_speaker") or {}
         if not isinstance(speaker, Mapping):
             raise StreamError(f"{where} active_speaker must be an object")
+        if not isinstance(data.get("metadata") or {}, Mapping):
+            raise StreamError(f"{where} metadata must be an object")
         return cls(
             video_path=str(data["video_path"]),
             video_begin=begin,

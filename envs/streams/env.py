@@ -17,9 +17,11 @@ reference's ``{second: text}``) and ``label``.
 Causality is by construction: the env holds the stream and hands out one chunk at a time
 through a :class:`ChunkFeed`, which refuses any second after the clock.
 
-``info`` after a step: ``late`` (the decision just made came too late), ``dropped`` and
+``info`` after a step: ``said`` (the text the env took for the second just decided: capped,
+or ``""`` when late), ``late`` (the decision just made came too late), ``dropped`` and
 ``skipped`` so far, ``waited_s`` (how long the env waited for the next chunk) and, in real-time
-mode, ``decision_s`` (wall seconds from the chunk being complete to the decision).
+mode, ``decision_s`` (wall seconds from the chunk being complete to the decision) and
+``lag_s`` (how long the chunk handed out had been complete already).
 
 Real-time mode (``realtime=True``): the stream does not wait. Chunk ``t`` becomes available
 at the end of second ``t`` on the wall clock (``time_scale`` wall seconds per stream
@@ -180,7 +182,7 @@ class LiveGamingEnv(gymnasium.Env[dict[str, Any], str]):
         waited = 0.0
         if self.realtime:
             now = self._clock()
-            newest = self._origin + int((now - self._started) / self.time_scale) - 1
+            newest = min(self._origin + int((now - self._started) / self.time_scale) - 1, self.stream.end - 1)
             if newest > next_second:
                 self.skipped += newest - next_second
                 next_second = newest
@@ -190,14 +192,18 @@ class LiveGamingEnv(gymnasium.Env[dict[str, Any], str]):
         terminated = next_second >= self.stream.end
         if terminated:
             info = self._info(self._chunk, late=late, waited_s=waited)
-            info.update(pred=dict(self._pred), label=dict(self._label), final=True, decision_s=decision_s)
+            info.update(
+                pred=dict(self._pred), label=dict(self._label), final=True, decision_s=decision_s, said=text
+            )
             chunk = self._chunk
             self._chunk = None
             return self._observation(chunk), reward, True, False, info
         self._feed.advance(next_second)
         self._chunk = self._feed.read(next_second)
         info = self._info(self._chunk, late, waited)
-        info["decision_s"] = decision_s
+        info.update(decision_s=decision_s, said=text)
+        if self.realtime:  # how long the chunk handed out now has been complete
+            info["lag_s"] = max(0.0, self._clock() - self.available_until(next_second))
         return self._observation(self._chunk), reward, False, False, info
 
     def _observation(self, chunk: Chunk) -> dict[str, Any]:

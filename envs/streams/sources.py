@@ -45,8 +45,8 @@ def check_scenario(scenario: str) -> Scenario:
 
 
 def open_stream(spec: str, scenario: str = "solo", fps: float = DEFAULT_FPS) -> Stream:
-    """The stream a spec names, labelled for ``scenario`` (procedural games) or as its
-    annotation says (video files, whose record carries its own tag)."""
+    """The stream a spec names, labelled for ``scenario``: procedural games write that
+    scenario's ground truth; a video's record carries its own tag, which must agree."""
     kind, colon, rest = spec.partition(":")
     if not colon:
         raise StreamError(
@@ -74,11 +74,17 @@ def open_stream(spec: str, scenario: str = "solo", fps: float = DEFAULT_FPS) -> 
         options = _options(options_text, _VIDEO_OPTIONS, spec)
         if "labels" not in options:
             raise StreamError(f"source {spec!r} needs labels=ANNOTATIONS.jsonl")
-        return open_video_stream(
+        stream = open_video_stream(
             path.strip(),
             options["labels"],
             index=options.get("index", 0),
             fps=fps,
             max_side=options.get("max_side"),
         )
+        if stream.annotation.scenario != check_scenario(scenario):
+            raise StreamError(
+                f"the clip's annotation is tagged {stream.annotation.tag!r} ({stream.annotation.scenario}), "
+                f"not {scenario}: pass --scenario {stream.annotation.scenario}"
+            )
+        return stream
     raise StreamError(f"source {spec!r}: unknown kind {kind!r} (procedural or video)")

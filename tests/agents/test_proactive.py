@@ -183,3 +183,86 @@ def test_agents_must_be_distinct() -> None:
     env = LiveGamingEnv(stream=flash_stream(5))
     with pytest.raises(StreamError, match="distinct"):
         run_stream(env, [agent("A", FixedDecider("d", {})), agent("A", FixedDecider("d", {}))])
+
+
+class SlowDecider(FixedDecider):
+    """Advances a fake wall clock while it thinks."""
+
+    def __init__(self, clock: object, slow: Mapping[int, float], **kwargs: object) -> None:
+        super().__init__("slow", {}, default=0.9)
+        self.clock = clock
+        self.slow = dict(slow)
+
+    def score(self, chunk: Chunk, context: Sequence[Mapping[str, str]] = ()) -> float:
+        self.clock.now += self.slow.get(chunk.second, 0.05)  # type: ignore[attr-defined]
+        return super().score(chunk, context)
+
+
+def realtime_env(clock: object, duration: int = 12, scenario: str = "solo") -> LiveGamingEnv:
+    return LiveGamingEnv(
+        stream=flash_stream(duration, scenario=scenario),
+        scenario=scenario,
+        realtime=True,
+        clock=clock,  # type: ignore[arg-type]
+        sleep=clock.sleep,  # type: ignore[attr-defined]
+    )
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 50.0
+        self.slept = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+    def sleep(self, seconds: float) -> None:
+        self.now += seconds
+        self.slept += seconds
+
+
+def test_a_dropped_line_is_neither_in_the_speakers_context_nor_heard() -> None:
+    clock = FakeClock()
+    slow = SlowDecider(clock, {4: 1.5})
+    listener = FixedDecider("l", {})
+    speaker, other = agent("CASTER", slow, "late"), agent("SPEAKER_1", listener)
+    run = run_stream(realtime_env(clock, scenario="co-commentary"), [speaker, other])
+    record = next(r for r in run.records if r["second"] == 4)
+    assert record["late"] and record["text"] == "" and record["dropped_text"].startswith("late")
+    assert 4 not in run.predictions["CASTER"] and run.dropped == 1
+    turns = [m["content"] for m in speaker.budget.messages()]
+    assert turns[turns.index(next(t for t in turns if t.startswith("t=4"))) + 1] == SILENCE
+    heard_at_5 = next(m["content"] for m in other.budget.messages() if m["content"].startswith("t=5"))
+    assert "[CASTER]" not in heard_at_5
+    heard_at_4 = next(m["content"] for m in other.budget.messages() if m["content"].startswith("t=4"))
+    assert "[CASTER]: late" in heard_at_4  # the line of second 3, which was on time
+    assert all(r["decision_s"] >= 0.05 - 1e-9 for r in run.records)
+
+
+def test_resuming_a_realtime_run_does_not_wait_through_its_past() -> None:
+    clock = FakeClock()
+    whole = run_stream(realtime_env(clock, duration=30), [agent("CASTER", SlowDecider(clock, {}))])
+    kept = [r for r in whole.records if r["second"] < 20]
+    clock = FakeClock()
+    decider = SlowDecider(clock, {})
+    resumed = run_stream(realtime_env(clock, duration=30), [agent("CASTER", decider)], replay=kept)
+    assert decider.calls == list(range(20, 30))
+    assert clock.slept < 11  # ten live seconds, not thirty
+    assert sorted(resumed.predictions["CASTER"]) == sorted(whole.predictions["CASTER"])
+
+
+def test_agents_that_tie_take_turns() -> None:
+    shared = FixedDecider("shared", {}, default=0.8)
+    run = run_stream(
+        LiveGamingEnv(stream=flash_stream(8, scenario="co-commentary"), scenario="co-commentary"),
+        [agent("CASTER", shared), agent("SPEAKER_1", shared)],
+    )
+    assert sorted(run.predictions["CASTER"]) == [0, 2, 4, 6]
+    assert sorted(run.predictions["SPEAKER_1"]) == [1, 3, 5, 7]
+
+
+def test_a_token_that_starts_both_words_says_nothing() -> None:
+    top = {"tokens": [{"token": "S", "logprob": -0.1, "top": [["S", -0.1], ["SIL", -2.0], ["SPE", -3.0]]}]}
+    decider = PromptDecider(ScriptedPolicy([{"text": "S", **top}]))
+    p_sil, p_spe = 2.718281828**-2.0, 2.718281828**-3.0
+    assert decider.score(flash_stream(5).chunk(0)) == pytest.approx(p_spe / (p_sil + p_spe), abs=1e-6)

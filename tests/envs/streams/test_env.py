@@ -188,3 +188,20 @@ def test_annotation_records_round_trip_and_errors(tmp_path) -> None:  # type: ig
     with pytest.raises(StreamError, match="'query'"):
         Annotation.from_record(bad)
     assert Line("user", "user", 1, 1, "q").to_record()["query"] == "q"
+
+
+def test_realtime_never_skips_past_the_end_of_the_clip() -> None:
+    clock = FakeClock()
+    env = LiveGamingEnv(stream=flash_stream(10), realtime=True, clock=clock, sleep=clock.sleep)
+    _, info = env.reset()
+    seen = []
+    while True:
+        seen.append(info["chunk"].second)
+        clock.now += 6.0 if info["chunk"].second == 7 else 0.1
+        _, _, terminated, _, info = env.step("x")
+        if terminated:
+            break
+    # Second 7 took 6 s: the clip's last chunk (9) is still offered, only 8 was overtaken; the
+    # stream ended before 9 was decided, so that decision is late too.
+    assert seen[-2:] == [7, 9] and env.skipped == 1 and env.dropped == 2
+    assert info["said"] == "" and info["late"]

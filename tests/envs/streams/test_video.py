@@ -13,7 +13,7 @@ import pytest
 from numpy.typing import NDArray
 
 from embodia.envs.streams import video as video_module
-from embodia.envs.streams.core import FrameSource, StreamError
+from embodia.envs.streams.core import SCENARIO_OF_TAG, FrameSource, StreamError
 from embodia.envs.streams.video import VideoSource, find_record, open_video_stream
 
 SECONDS, FPS, HEIGHT, WIDTH = 8, 10, 64, 96
@@ -254,3 +254,15 @@ def test_find_record_matches_by_file_name_only(tmp_path: Path) -> None:
     assert find_record(records, "/home/me/x.mp4").video_path == "a/x.mp4"
     assert find_record(records, "x.mp4", index=1).video_path == "x.mp4"
     assert video_module.DEFAULT_CACHE_SECONDS == 60.0  # the reference's window
+
+
+def test_a_video_clip_must_be_run_in_its_own_scenario(clip: Path, tmp_path: Path) -> None:
+    from embodia.envs.streams.sources import open_stream
+
+    labels = write_jsonl(tmp_path / "labels.jsonl", [record(clip.name, 0, 4)])
+    tag = json.loads(labels.read_text())["metadata"]["tag"]
+    scenario = SCENARIO_OF_TAG.get(tag, "solo")
+    assert open_stream(f"video:{clip},labels={labels}", scenario).annotation.scenario == scenario
+    other = next(s for s in ("solo", "guidance") if s != scenario)
+    with pytest.raises(StreamError, match=f"pass --scenario {scenario}"):
+        open_stream(f"video:{clip},labels={labels}", other)
