@@ -433,7 +433,7 @@ def run_stream(
     chunk_seconds = env.time_scale if env.realtime else 1.0
     backlog = lag = 0.0
     while True:
-        chunk: Chunk = info["chunk"]
+        chunk = info["chunk"]
         arrived = time.perf_counter()
         for agent in agents:
             agent.begin_second(chunk)
