@@ -266,3 +266,44 @@ def test_a_token_that_starts_both_words_says_nothing() -> None:
     decider = PromptDecider(ScriptedPolicy([{"text": "S", **top}]))
     p_sil, p_spe = 2.718281828**-2.0, 2.718281828**-3.0
     assert decider.score(flash_stream(5).chunk(0)) == pytest.approx(p_spe / (p_sil + p_spe), abs=1e-6)
+
+
+def reachable_kinds(*roots: object) -> set[str]:
+    """Names of the stream-side classes (Stream, Annotation, the env) reachable from roots."""
+    import gc
+    import types
+
+    from embodia.envs.streams.core import Annotation, Stream
+
+    found: set[str] = set()
+    seen: set[int] = set()
+    todo: list[object] = list(roots)
+    while todo:
+        item = todo.pop()
+        if id(item) in seen or isinstance(item, type | types.ModuleType | types.FunctionType):
+            continue
+        seen.add(id(item))
+        if isinstance(item, Stream | Annotation | LiveGamingEnv):
+            found.add(type(item).__name__)
+        todo.extend(gc.get_referents(item))
+    return found
+
+
+class PeekingDecider(FixedDecider):
+    """Walks everything reachable from what it is given, looking for the stream or its truth."""
+
+    def __init__(self) -> None:
+        super().__init__("peek", {})
+        self.found: set[str] = set()
+
+    def score(self, chunk: Chunk, context: Sequence[Mapping[str, str]] = ()) -> float:
+        self.found |= reachable_kinds(chunk, context)
+        return super().score(chunk, context)
+
+
+def test_nothing_an_agent_is_given_leads_to_the_stream_or_its_labels() -> None:
+    env = LiveGamingEnv(stream=flash_stream(6, scenario="guidance"), scenario="guidance")
+    assert reachable_kinds(env) >= {"Stream", "Annotation"}  # the walk does find them where they are
+    peeker = PeekingDecider()
+    run_stream(env, [agent("CASTER", peeker)])
+    assert peeker.calls == list(range(6)) and not peeker.found
