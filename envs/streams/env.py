@@ -20,7 +20,8 @@ through a :class:`ChunkFeed`, which refuses any second after the clock.
 ``info`` after a step: ``said`` (the text the env took for the second just decided: capped,
 or ``""`` when late), ``late`` (the decision just made came too late), ``dropped`` and
 ``skipped`` so far, ``waited_s`` (how long the env waited for the next chunk) and, in real-time
-mode, ``decision_s`` (wall seconds from the chunk being complete to the decision) and
+mode, ``agent_s`` (wall seconds from the chunk being handed out to the action),
+``decision_s`` (wall seconds from the chunk being complete to the decision) and
 ``lag_s`` (how long the chunk handed out had been complete already).
 
 Real-time mode (``realtime=True``): the stream does not wait. Chunk ``t`` becomes available
@@ -133,6 +134,7 @@ class LiveGamingEnv(gymnasium.Env[dict[str, Any], str]):
         self._chunk: Chunk | None = None
         self._pred: dict[int, str] = {}
         self._started = 0.0
+        self._handed_at = 0.0
         self._origin = self.stream.begin
         self.dropped = 0
         self.skipped = 0
@@ -153,6 +155,7 @@ class LiveGamingEnv(gymnasium.Env[dict[str, Any], str]):
         # Chunk ``start`` is complete at the end of its second: the wall clock starts there.
         self._started = self._clock() - self.time_scale if self.realtime else 0.0
         self._chunk = self._feed.read(start)
+        self._handed_at = self._clock()
         return self._observation(self._chunk), self._info(self._chunk, late=False, waited_s=0.0)
 
     def available_until(self, second: int) -> float:
@@ -165,6 +168,8 @@ class LiveGamingEnv(gymnasium.Env[dict[str, Any], str]):
         if not isinstance(action, str):
             raise StreamError(f"the action is the text to say (str), got {type(action).__name__}")
         second = self._chunk.second
+        # Wall-clock readings only in real time: they would make the env's info nondeterministic.
+        agent_s = self._clock() - self._handed_at if self.realtime else None
         late = False
         decision_s = None
         if self.realtime:
@@ -193,7 +198,12 @@ class LiveGamingEnv(gymnasium.Env[dict[str, Any], str]):
         if terminated:
             info = self._info(self._chunk, late=late, waited_s=waited)
             info.update(
-                pred=dict(self._pred), label=dict(self._label), final=True, decision_s=decision_s, said=text
+                pred=dict(self._pred),
+                label=dict(self._label),
+                final=True,
+                decision_s=decision_s,
+                agent_s=agent_s,
+                said=text,
             )
             chunk = self._chunk
             self._chunk = None
@@ -201,7 +211,8 @@ class LiveGamingEnv(gymnasium.Env[dict[str, Any], str]):
         self._feed.advance(next_second)
         self._chunk = self._feed.read(next_second)
         info = self._info(self._chunk, late, waited)
-        info.update(decision_s=decision_s, said=text)
+        info.update(decision_s=decision_s, agent_s=agent_s, said=text)
+        self._handed_at = self._clock()
         if self.realtime:  # how long the chunk handed out now has been complete
             info["lag_s"] = max(0.0, self._clock() - self.available_until(next_second))
         return self._observation(self._chunk), reward, False, False, info

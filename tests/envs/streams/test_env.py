@@ -103,6 +103,7 @@ def test_realtime_drops_late_decisions_and_skips_missed_chunks() -> None:
         # handed out late behind a slow decision counts its lateness too.
         assert info["decision_s"] == pytest.approx(decided - (100 + second))
         assert info["decision_s"] >= thinking.get(second, 0.1) - 1e-9
+        assert info["agent_s"] == pytest.approx(thinking.get(second, 0.1))
         if terminated:
             break
     # Chunk 2 took 2.5 s: its decision is late (chunk 3 was out at +1 s), and chunk 3 is
