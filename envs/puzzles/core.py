@@ -1,0 +1,225 @@
+"""The contract every visual puzzle task follows: instances, parse results, verdicts, tasks.
+
+An instance carries exact ground truth (``answer``) and structured ``facts`` so that an oracle
+perception module (CSMR) can answer targeted questions and an SxS disclosure guard can check
+intermediate steps exactly. The image is rendered lazily from the facts, because generation
+must stay cheap (>= 1,000 instances/s for maze and sudoku) while rendering is not.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from embodia.errors import EmbodiaError
+
+DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
+
+
+class PuzzleError(EmbodiaError, ValueError):
+    """A puzzle request is invalid (unknown task or difficulty, malformed record, ...)."""
+
+
+@dataclass(frozen=True)
+class PuzzleInstance:
+    """One generated puzzle; ``image`` is rendered from ``facts`` on first access and cached."""
+
+    task: str
+    difficulty: str
+    seed: int
+    prompt: str
+    answer: Any
+    facts: Mapping[str, Any]
+    renderer: Callable[[PuzzleInstance], np.ndarray] | None = field(default=None, compare=False, repr=False)
+    _cache: dict[str, np.ndarray] = field(default_factory=dict, init=False, compare=False, repr=False)
+
+    @property
+    def image(self) -> np.ndarray:
+        """RGB uint8 array (H, W, 3), rendered once: generation stays fast when nobody looks."""
+        if "image" not in self._cache:
+            if self.renderer is None:
+                raise PuzzleError(f"{self.task} instance seed={self.seed} has no renderer")
+            img = np.ascontiguousarray(self.renderer(self), dtype=np.uint8)
+            img.setflags(write=False)
+            self._cache["image"] = img
+        return self._cache["image"]
+
+    def to_record(self) -> dict[str, Any]:
+        """JSON-serialisable dict; the image is not stored (it is re-rendered from the facts)."""
+        return {
+            "task": self.task,
+            "difficulty": self.difficulty,
+            "seed": self.seed,
+            "prompt": self.prompt,
+            "answer": self.answer,
+            "facts": dict(self.facts),
+        }
+
+    @classmethod
+    def from_record(cls, record: Mapping[str, Any]) -> PuzzleInstance:
+        """Inverse of :meth:`to_record`; the renderer comes from the task registry."""
+        missing = [k for k in ("task", "difficulty", "seed", "prompt", "answer", "facts") if k not in record]
+        if missing:
+            raise PuzzleError(f"puzzle record lacks {', '.join(missing)}")
+        from embodia.envs.puzzles import make_task
+
+        task = make_task(str(record["task"]))
+        rec = json.loads(json.dumps(dict(record)))  # deep copy, and proves it is JSON
+        return cls(
+            task=rec["task"],
+            difficulty=rec["difficulty"],
+            seed=int(rec["seed"]),
+            prompt=rec["prompt"],
+            answer=rec["answer"],
+            facts=rec["facts"],
+            renderer=task.render,
+        )
+
+
+@dataclass(frozen=True)
+class Parsed:
+    """A parsed answer, or why none could be read (``error`` is a one-line reason)."""
+
+    value: Any = None
+    error: str | None = None
+
+    @property
+    def ok(self) -> bool:
+        return self.error is None
+
+    @classmethod
+    def fail(cls, reason: str) -> Parsed:
+        return cls(None, reason)
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """Outcome of checking an answer: exact ``correct``, a partial ``score`` in [0, 1], and why."""
+
+    correct: bool
+    score: float
+    reason: str
+
+
+class PuzzleTask(ABC):
+    """A seeded puzzle generator with its answer parser, checker and step checker."""
+
+    name: str = ""
+    difficulties: tuple[str, ...] = DIFFICULTIES
+
+    @abstractmethod
+    def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+        """Deterministic in ``(seed, difficulty)``; computes the ground truth, not the image."""
+
+    @abstractmethod
+    def render(self, instance: PuzzleInstance) -> np.ndarray:
+        """RGB uint8 image drawn from ``instance.facts`` only (so records re-render exactly)."""
+
+    @abstractmethod
+    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
+        """Read the answer out of raw model output (JSON, code fences, prose with a final line)."""
+
+    @abstractmethod
+    def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
+        """Exact check of a parsed value, with a partial score where one is natural."""
+
+    def score(self, reply: str, instance: PuzzleInstance) -> Verdict:
+        """Parse then check; a parse failure scores 0 and carries the parse reason."""
+        parsed = self.parse(reply, instance)
+        if not parsed.ok:
+            return Verdict(False, 0.0, f"parse failure: {parsed.error}")
+        return self.check(parsed.value, instance)
+
+    def steps(self, instance: PuzzleInstance) -> list[Any]:
+        """Verifiable intermediate steps of the true solution, in order (empty if none)."""
+        return []
+
+    def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
+        """Whether a partial solution is consistent with some correct solution (SxS guard)."""
+        steps = self.steps(instance)
+        return list(prefix) == steps[: len(prefix)]
+
+    # helpers for subclasses
+    def _difficulty(self, difficulty: str) -> str:
+        if difficulty not in self.difficulties:
+            raise PuzzleError(
+                f"unknown difficulty {difficulty!r} for {self.name}; known: {', '.join(self.difficulties)}"
+            )
+        return difficulty
+
+    def _instance(
+        self, seed: int, difficulty: str, prompt: str, answer: Any, facts: Mapping[str, Any]
+    ) -> PuzzleInstance:
+        return PuzzleInstance(self.name, difficulty, int(seed), prompt, answer, facts, renderer=self.render)
+
+
+_FENCE = re.compile(r"```[a-zA-Z0-9_-]*\n?(.*?)```", re.S)
+_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
+_LINE = re.compile(r"^\W*(?:final\s+)?answer\s*(?:is)?\s*[:=]\s*(.+?)\s*$", re.I | re.M)
+
+
+def json_values(text: str) -> list[Any]:
+    """Every top-level JSON object or array embedded in ``text``, in order of appearance."""
+    decoder = json.JSONDecoder()
+    out: list[Any] = []
+    i = 0
+    while i < len(text):
+        if text[i] in "{[":
+            try:
+                value, end = decoder.raw_decode(text, i)
+            except json.JSONDecodeError:
+                i += 1
+                continue
+            out.append(value)
+            i = end
+        else:
+            i += 1
+    return out
+
+
+def find_answer(reply: str, keys: Sequence[str]) -> Parsed:
+    """The raw answer candidate in a model reply; tasks then validate and normalise it.
+
+    Order: the last JSON object holding one of ``keys`` (or the last bare JSON array), an
+    ``<answer>`` tag, an ``Answer:`` line, else the last non-empty line. Text that opens a JSON
+    object but never closes one is reported as truncated rather than guessed at.
+    """
+    if not isinstance(reply, str) or not reply.strip():
+        return Parsed.fail("empty reply")
+    text = reply.strip()
+    values = json_values(text)
+    for value in reversed(values):
+        if isinstance(value, dict):
+            for key in keys:
+                if key in value:
+                    return Parsed(value[key])
+            if len(value) == 1:
+                return Parsed(next(iter(value.values())))
+        elif isinstance(value, list):
+            return Parsed(value)
+    tags = _TAG.findall(text)
+    if tags:
+        return Parsed(tags[-1].strip())
+    lines = _LINE.findall(text)
+    if lines:
+        return Parsed(lines[-1].strip().strip("`").strip())
+    if "{" in text and not values:
+        return Parsed.fail("truncated or malformed JSON")
+    fences = _FENCE.findall(text)
+    body = fences[-1] if fences else text
+    rest = [ln.strip().strip("`").strip() for ln in body.splitlines()]
+    rest = [ln for ln in rest if ln]
+    if not rest:
+        return Parsed.fail("no answer found")
+    return Parsed(rest[-1])
+
+
+def answer_format_note(example: str) -> str:
+    """The answer-format instruction appended to every prompt, so parsers and prompts agree."""
+    return f"Reply with a JSON object on the last line, for example {example}."

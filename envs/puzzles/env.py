@@ -1,0 +1,91 @@
+"""``embodia/Puzzle-v0``: one visual reasoning puzzle per episode.
+
+``task`` picks the puzzle (maze, sudoku, jigsaw, frozenlake, tsp, clevr, embodied) and
+``difficulty`` its size. Observation: ``image`` (the rendered puzzle, resized to
+``image_size`` so the space is fixed) and ``prompt`` (the question with its answer format).
+Action: the model's reply text. Reward: the task's score of the reply (1 for a correct
+answer, partial credit where the task defines it, 0 for an unreadable reply); ``info`` has
+``correct``, ``reason`` and the instance's record. ``reset(options={"seed": N})`` picks the
+instance; otherwise it is drawn from the env's seeded generator.
+"""
+
+from __future__ import annotations
+
+import string
+from typing import Any
+
+import gymnasium
+import numpy as np
+from gymnasium import spaces
+from PIL import Image
+
+from embodia.envs.puzzles import make_task
+from embodia.envs.puzzles.core import PuzzleError, PuzzleInstance
+
+_CHARSET = frozenset(string.printable)
+TEXT_LIMIT = 100_000
+
+
+class PuzzleEnv(gymnasium.Env[dict[str, Any], str]):
+    metadata: dict[str, Any] = {"render_modes": ["rgb_array"]}
+
+    def __init__(
+        self,
+        task: str = "maze",
+        difficulty: str = "medium",
+        image_size: int = 256,
+        render_mode: str | None = None,
+    ) -> None:
+        self.task = make_task(task)
+        if difficulty not in self.task.difficulties:
+            raise PuzzleError(
+                f"unknown difficulty {difficulty!r}: expected one of {', '.join(self.task.difficulties)}"
+            )
+        if image_size < 16:
+            raise PuzzleError(f"image_size must be at least 16 pixels, got {image_size}")
+        self.difficulty = difficulty
+        self.image_size = image_size
+        self.render_mode = render_mode
+        text = spaces.Text(max_length=TEXT_LIMIT, min_length=0, charset=_CHARSET)
+        self.observation_space = spaces.Dict(
+            {"image": spaces.Box(0, 255, (image_size, image_size, 3), np.uint8), "prompt": text}
+        )
+        self.action_space = spaces.Text(max_length=TEXT_LIMIT, min_length=0, charset=_CHARSET)
+        self.instance: PuzzleInstance | None = None
+
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        super().reset(seed=seed)
+        options = options or {}
+        instance_seed = (
+            int(options["seed"]) if "seed" in options else int(self.np_random.integers(0, 2**31 - 1))
+        )
+        difficulty = str(options.get("difficulty", self.difficulty))
+        self.instance = self.task.generate(instance_seed, difficulty)
+        return self._observation(), {"instance": self.instance.to_record()}
+
+    def _observation(self) -> dict[str, Any]:
+        assert self.instance is not None
+        image = Image.fromarray(np.asarray(self.instance.image)).resize((self.image_size, self.image_size))
+        prompt = "".join(c if c in _CHARSET else "?" for c in self.instance.prompt)
+        return {"image": np.asarray(image.convert("RGB"), dtype=np.uint8), "prompt": prompt}
+
+    def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        if self.instance is None:
+            raise PuzzleError("step() called before reset()")
+        if not isinstance(action, str):
+            raise PuzzleError(f"the action is the reply text (str), got {type(action).__name__}")
+        verdict = self.task.score(action, self.instance)
+        info = {"correct": verdict.correct, "reason": verdict.reason, "instance": self.instance.to_record()}
+        return self._observation(), float(verdict.score), True, False, info
+
+    def render(self) -> Any:
+        return None if self.instance is None else np.asarray(self.instance.image)
+
+
+def register_envs() -> None:
+    if "embodia/Puzzle-v0" not in gymnasium.registry:
+        gymnasium.register(
+            "embodia/Puzzle-v0", entry_point="embodia.envs.puzzles.env:PuzzleEnv", disable_env_checker=False
+        )

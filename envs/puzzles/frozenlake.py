@@ -1,0 +1,137 @@
+"""FrozenLake-style visual spatial planning: walk from start to goal without stepping in a hole.
+
+Any valid route is correct (as in the gymnasium game); the verdict reason reports whether it
+was optimal, so planners can be compared on path length without failing them for detours.
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+
+from embodia.envs.puzzles.core import (
+    Parsed,
+    PuzzleInstance,
+    PuzzleTask,
+    Verdict,
+    answer_format_note,
+    find_answer,
+)
+from embodia.envs.puzzles.grid import MOVES, Cell, bfs, distances, parse_moves, path_to, prefix_moves
+
+SIZES: dict[str, int] = {"easy": 4, "medium": 6, "hard": 8}
+HOLES: dict[str, float] = {"easy": 0.15, "medium": 0.2, "hard": 0.25}
+
+
+def _neighbours(rows: Sequence[str]) -> Any:
+    n = len(rows)
+
+    def nb(cell: Cell) -> Iterator[Cell]:
+        r, c = cell
+        for dr, dc in MOVES.values():
+            if 0 <= r + dr < n and 0 <= c + dc < n and rows[r + dr][c + dc] != "H":
+                yield (r + dr, c + dc)
+
+    return nb
+
+
+class FrozenLakeTask(PuzzleTask):
+    """Grid of ice ('F'), holes ('H'), start ('S') and goal ('G'); answer = moves U/D/L/R."""
+
+    name = "frozenlake"
+
+    def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+        n = SIZES[self._difficulty(difficulty)]
+        rng = random.Random(f"frozenlake/{difficulty}/{seed}")
+        while True:
+            cells = ["H" if rng.random() < HOLES[difficulty] else "F" for _ in range(n * n)]
+            start, goal = (0, 0), (n - 1, n - 1)
+            if rng.random() < 0.5:
+                start, goal = (0, n - 1), (n - 1, 0)
+            cells[start[0] * n + start[1]] = "S"
+            cells[goal[0] * n + goal[1]] = "G"
+            rows = ["".join(cells[r * n : r * n + n]) for r in range(n)]
+            parent = bfs(start, _neighbours(rows))
+            if goal in parent:
+                break
+        path = path_to(parent, goal)
+        inv = {v: k for k, v in MOVES.items()}
+        moves = "".join(inv[(b[0] - a[0], b[1] - a[1])] for a, b in zip(path, path[1:], strict=False))
+        prompt = (
+            f"The image shows a {n}x{n} frozen lake: light blue is ice, dark blue cells are holes, the "
+            "green cell is the start and the gold cell is the goal. Give moves U (up), D (down), "
+            "L (left), R (right) that walk from start to goal without entering a hole or leaving the grid. "
+            + answer_format_note('{"moves": "DDRR"}')
+        )
+        facts = {
+            "size": n,
+            "rows": rows,
+            "start": list(start),
+            "goal": list(goal),
+            "holes": [[r, c] for r in range(n) for c in range(n) if rows[r][c] == "H"],
+            "shortest_length": len(moves),
+        }
+        return self._instance(seed, difficulty, prompt, moves, facts)
+
+    def render(self, instance: PuzzleInstance) -> np.ndarray:
+        rows = instance.facts["rows"]
+        colors = {"F": (200, 230, 250), "H": (20, 40, 110), "S": (60, 180, 80), "G": (230, 180, 30)}
+        px = 256 // len(rows)
+        img = np.array([[colors[ch] for ch in row] for row in rows], dtype=np.uint8)
+        img = img.repeat(px, axis=0).repeat(px, axis=1)
+        img[::px, :] = img[:, ::px] = 255  # grid lines so cells can be counted
+        return np.ascontiguousarray(img)
+
+    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
+        raw = find_answer(reply, ("moves", "path", "answer"))
+        if not raw.ok:
+            return raw
+        return parse_moves(raw.value, tuple(instance.facts["start"]))
+
+    def _walk(self, moves: str, instance: PuzzleInstance) -> tuple[Cell, str | None]:
+        f = instance.facts
+        rows, n = f["rows"], f["size"]
+        r, c = f["start"]
+        for i, m in enumerate(moves, start=1):
+            if rows[r][c] == "G":
+                return (r, c), f"moves continue after reaching the goal at step {i - 1}"
+            dr, dc = MOVES[m]
+            r, c = r + dr, c + dc
+            if not (0 <= r < n and 0 <= c < n):
+                return (r, c), f"path leaves the grid at step {i}"
+            if rows[r][c] == "H":
+                return (r, c), f"step {i} ({m}) falls into the hole at [{r}, {c}]"
+        return (r, c), None
+
+    def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
+        if not isinstance(value, str) or set(value) - set(MOVES):
+            return Verdict(False, 0.0, "answer is not a move string")
+        end, error = self._walk(value, instance)
+        if error:
+            return Verdict(False, 0.0, error)
+        if list(end) != list(instance.facts["goal"]):
+            return Verdict(False, 0.0, f"path ends at {list(end)}, not at the goal")
+        best = instance.facts["shortest_length"]
+        if len(value) == best:
+            return Verdict(True, 1.0, f"reaches the goal in {best} moves (optimal)")
+        return Verdict(True, 1.0, f"reaches the goal in {len(value)} moves (optimal is {best})")
+
+    def steps(self, instance: PuzzleInstance) -> list[Any]:
+        r, c = instance.facts["start"]
+        out = []
+        for m in instance.answer:
+            r, c = r + MOVES[m][0], c + MOVES[m][1]
+            out.append([r, c])
+        return out
+
+    def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
+        """A move prefix is consistent iff it stays on ice and the goal is still reachable."""
+        f = instance.facts
+        parsed = prefix_moves(prefix, tuple(f["start"]))
+        if not parsed.ok:
+            return False
+        end, error = self._walk(parsed.value, instance)
+        return error is None and tuple(f["goal"]) in distances(end, _neighbours(f["rows"]))

@@ -1,0 +1,118 @@
+"""Grid helpers shared by the maze and frozenlake tasks: moves, their parsing, BFS."""
+
+from __future__ import annotations
+
+import re
+from collections import deque
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from embodia.envs.puzzles.core import Parsed
+
+Cell = tuple[int, int]
+MOVES: dict[str, Cell] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
+_WORDS = {
+    "UP": "U",
+    "DOWN": "D",
+    "LEFT": "L",
+    "RIGHT": "R",
+    "NORTH": "U",
+    "SOUTH": "D",
+    "WEST": "L",
+    "EAST": "R",
+}
+_TOKEN = re.compile(r"[A-Za-z]+|[^\sA-Za-z,;>\-|/]")
+
+
+def parse_moves(raw: Any, start: Cell) -> Parsed:
+    """A move string ("RRDL", "R R D", "right, down", ["R","D"]) or a cell list -> "RRDL".
+
+    Cell lists may include the start cell; consecutive cells must be grid neighbours.
+    """
+    if isinstance(raw, list) and raw and all(isinstance(c, list | tuple) and len(c) == 2 for c in raw):
+        cells = [(int(r), int(c)) for r, c in raw]
+        if cells[0] != start:
+            cells.insert(0, start)
+        return Parsed(cells_to_moves(cells)) if _adjacent(cells) else Parsed.fail(_jump(cells))
+    if isinstance(raw, list):
+        raw = " ".join(str(x) for x in raw)
+    if not isinstance(raw, str):
+        return Parsed.fail(f"answer is a {type(raw).__name__}, not a move string")
+    out: list[str] = []
+    for tok in _TOKEN.findall(raw.strip().strip(".").upper()):
+        if tok in _WORDS:
+            out.append(_WORDS[tok])
+        elif set(tok) <= set(MOVES):
+            out.extend(tok)
+        else:
+            return Parsed.fail(f"no answer found: {tok!r} is not a move (use U, D, L, R)")
+    if not out:
+        return Parsed.fail("no answer found: empty move sequence")
+    return Parsed("".join(out))
+
+
+def _adjacent(cells: list[Cell]) -> bool:
+    return all(abs(a[0] - b[0]) + abs(a[1] - b[1]) == 1 for a, b in zip(cells, cells[1:], strict=False))
+
+
+def _jump(cells: list[Cell]) -> str:
+    for i, (a, b) in enumerate(zip(cells, cells[1:], strict=False), start=1):
+        if abs(a[0] - b[0]) + abs(a[1] - b[1]) != 1:
+            return f"step {i} jumps from {list(a)} to {list(b)}"
+    return "cells are not adjacent"
+
+
+def cells_to_moves(cells: list[Cell]) -> str:
+    inv = {v: k for k, v in MOVES.items()}
+    return "".join(inv[(b[0] - a[0], b[1] - a[1])] for a, b in zip(cells, cells[1:], strict=False))
+
+
+def moves_to_cells(moves: str, start: Cell) -> list[Cell]:
+    cells = [start]
+    for m in moves:
+        dr, dc = MOVES[m]
+        cells.append((cells[-1][0] + dr, cells[-1][1] + dc))
+    return cells
+
+
+def bfs(start: Cell, neighbours: Callable[[Cell], Iterable[Cell]]) -> dict[Cell, Cell | None]:
+    """Parent map of a breadth-first search: distances are path lengths back to ``start``."""
+    parent: dict[Cell, Cell | None] = {start: None}
+    queue = deque([start])
+    while queue:
+        cur = queue.popleft()
+        for nxt in neighbours(cur):
+            if nxt not in parent:
+                parent[nxt] = cur
+                queue.append(nxt)
+    return parent
+
+
+def distances(start: Cell, neighbours: Callable[[Cell], Iterable[Cell]]) -> dict[Cell, int]:
+    dist = {start: 0}
+    queue = deque([start])
+    while queue:
+        cur = queue.popleft()
+        for nxt in neighbours(cur):
+            if nxt not in dist:
+                dist[nxt] = dist[cur] + 1
+                queue.append(nxt)
+    return dist
+
+
+def path_to(parent: dict[Cell, Cell | None], goal: Cell) -> list[Cell]:
+    cells = [goal]
+    while (p := parent[cells[-1]]) is not None:
+        cells.append(p)
+    return cells[::-1]
+
+
+def prefix_moves(prefix: Any, start: Cell) -> Parsed:
+    """A step prefix (a move string, a list of moves, or a list of cells after start) -> moves."""
+    if not prefix:
+        return Parsed("")
+    if isinstance(prefix, str):
+        return parse_moves(prefix, start)
+    if all(isinstance(p, str) for p in prefix):
+        return parse_moves("".join(prefix), start)
+    return parse_moves([list(p) for p in prefix], start)

@@ -1,0 +1,168 @@
+"""Travelling salesman on plotted points: give the order of a shortest closed tour.
+
+Points sit on an integer 0..100 lattice so the facts are exact; the optimum comes from
+Held-Karp dynamic programming (n <= 10 keeps it at a few ms). Score = optimum / tour length.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import random
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from PIL import Image, ImageDraw
+
+from embodia.envs.puzzles.core import (
+    Parsed,
+    PuzzleInstance,
+    PuzzleTask,
+    Verdict,
+    answer_format_note,
+    find_answer,
+)
+
+SIZES: dict[str, int] = {"easy": 5, "medium": 7, "hard": 10}
+TOL = 1e-6
+
+
+def tour_length(points: Sequence[Sequence[int]], order: Sequence[int]) -> float:
+    return sum(math.dist(points[a], points[b]) for a, b in zip(order, [*order[1:], order[0]], strict=True))
+
+
+def best_path(dist: list[list[float]], first: int, last: int, rest: Sequence[int]) -> float:
+    """Shortest path from ``last`` through all of ``rest`` ending at ``first`` (Held-Karp)."""
+    rest = list(rest)
+    if not rest:
+        return dist[last][first]
+    m = len(rest)
+
+    @functools.cache
+    def dp(mask: int, j: int) -> float:  # min cost from `last` visiting mask, ending at rest[j]
+        if mask == 1 << j:
+            return dist[last][rest[j]]
+        prev = mask ^ (1 << j)
+        return min(dp(prev, k) + dist[rest[k]][rest[j]] for k in range(m) if prev >> k & 1)
+
+    full = (1 << m) - 1
+    return min(dp(full, j) + dist[rest[j]][first] for j in range(m))
+
+
+def solve(points: Sequence[Sequence[int]]) -> tuple[float, list[int]]:
+    """Optimal tour starting at point 0, by Held-Karp with path reconstruction."""
+    n = len(points)
+    dist = [[math.dist(a, b) for b in points] for a in points]
+    cost: dict[tuple[int, int], tuple[float, int]] = {}
+    for j in range(1, n):
+        cost[(1 << j, j)] = (dist[0][j], 0)
+    for size in range(2, n):
+        for mask in range(1 << n):
+            if mask & 1 or mask.bit_count() != size:
+                continue
+            for j in range(1, n):
+                if mask >> j & 1:
+                    prev = mask ^ (1 << j)
+                    cost[(mask, j)] = min(
+                        (cost[(prev, k)][0] + dist[k][j], k) for k in range(1, n) if prev >> k & 1
+                    )
+    full = ((1 << n) - 1) ^ 1
+    best, last = min((cost[(full, j)][0] + dist[j][0], j) for j in range(1, n))
+    order, mask = [], full
+    while last:
+        order.append(last)
+        mask, last = mask ^ (1 << last), cost[(mask, last)][1]
+    return best, [0, *order[::-1]]
+
+
+class TSPTask(PuzzleTask):
+    """Numbered points on a plot; answer = the visiting order of a shortest closed tour."""
+
+    name = "tsp"
+
+    def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+        n = SIZES[self._difficulty(difficulty)]
+        rng = random.Random(f"tsp/{difficulty}/{seed}")
+        points: list[list[int]] = []
+        while len(points) < n:  # keep points apart so labels stay legible
+            p = [rng.randint(5, 95), rng.randint(5, 95)]
+            if all(math.dist(p, q) >= 12 for q in points):
+                points.append(p)
+        best, order = solve(points)
+        prompt = (
+            f"The image shows {n} numbered points (0-{n - 1}). Give the order in which to visit every "
+            "point exactly once, returning to the first, so that the total straight-line length is as "
+            "short as possible. " + answer_format_note('{"tour": [0, 3, 1, 2]}')
+        )
+        facts = {"points": points, "optimal_length": best, "legend": "points are [x, y] on 0..100, y down"}
+        return self._instance(seed, difficulty, prompt, order, facts)
+
+    def render(self, instance: PuzzleInstance) -> np.ndarray:
+        size, scale = 240, 2.2
+        img = Image.new("RGB", (size, size), (255, 255, 255))
+        draw = ImageDraw.Draw(img)
+        for i, (x, y) in enumerate(instance.facts["points"]):
+            cx, cy = 10 + x * scale, 10 + y * scale
+            draw.ellipse([cx - 4, cy - 4, cx + 4, cy + 4], fill=(200, 40, 40))
+            draw.text((cx + 6, cy - 6), str(i), fill=(0, 0, 0), font_size=12)
+        return np.asarray(img)
+
+    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
+        raw = find_answer(reply, ("tour", "order", "answer"))
+        if not raw.ok:
+            return raw
+        value = raw.value
+        if isinstance(value, str):
+            import re
+
+            value = [int(t) for t in re.findall(r"-?\d+", value)]
+        if not isinstance(value, list) or not value:
+            return Parsed.fail("no answer found: expected a list of point numbers")
+        try:
+            order = [int(v) for v in value]
+        except (TypeError, ValueError):
+            return Parsed.fail("tour contains something that is not a point number")
+        if len(order) > 1 and order[0] == order[-1]:
+            order = order[:-1]  # a closed tour written with the start repeated
+        n = len(instance.facts["points"])
+        bad = [v for v in order if not 0 <= v < n]
+        if bad:
+            return Parsed.fail(f"point {bad[0]} does not exist (points are 0-{n - 1})")
+        dup = [v for v in set(order) if order.count(v) > 1]
+        if dup:
+            return Parsed.fail(f"point {min(dup)} is visited more than once")
+        if len(order) != n:
+            missing = sorted(set(range(n)) - set(order))
+            return Parsed.fail(f"tour misses point {missing[0]}")
+        return Parsed(order)
+
+    def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
+        points = instance.facts["points"]
+        if not isinstance(value, list) or sorted(value) != list(range(len(points))):
+            return Verdict(False, 0.0, "answer is not a permutation of the points")
+        length, best = tour_length(points, value), instance.facts["optimal_length"]
+        if length <= best + TOL:
+            return Verdict(True, 1.0, f"optimal tour (length {best:.3f})")
+        return Verdict(False, best / length, f"tour length {length:.3f}; optimal is {best:.3f}")
+
+    def steps(self, instance: PuzzleInstance) -> list[Any]:
+        return list(instance.answer)
+
+    def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
+        """A partial tour is consistent iff its best completion is still optimal (exact DP)."""
+        points = instance.facts["points"]
+        n = len(points)
+        try:
+            order = [int(v) for v in prefix]
+        except (TypeError, ValueError):
+            return False
+        if len(set(order)) != len(order) or any(not 0 <= v < n for v in order):
+            return False
+        if len(order) <= 1:
+            return True
+        dist = [[math.dist(a, b) for b in points] for a in points]
+        done = sum(dist[a][b] for a, b in zip(order, order[1:], strict=False))
+        rest = [v for v in range(n) if v not in order]
+        total = done + best_path(dist, order[0], order[-1], rest)
+        return total <= instance.facts["optimal_length"] + TOL
