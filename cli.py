@@ -705,6 +705,57 @@ def eval_live(
     console.print_json(text)
 
 
+@eval_app.command("csmr")
+def eval_csmr(
+    out: Annotated[Path, typer.Option("--out", help="Run directory (results.jsonl, report.json).")],
+    reasoner: Annotated[
+        str, typer.Option("--reasoner", help="Text LLM policy spec (openai:URL?model=M, hf:DIR).")
+    ],
+    perceiver: Annotated[
+        str,
+        typer.Option(
+            "--perceiver", help="oracle (exact, from ground truth), crop:SPEC or a VLM policy spec."
+        ),
+    ] = "oracle",
+    task: Annotated[
+        str, typer.Option("--task", help="A puzzle task: clevr, embodied, maze, sudoku, ...")
+    ] = "clevr",
+    ablation: Annotated[
+        str, typer.Option("--ablation", help="none, static, always-k, no-stop or direct.")
+    ] = "none",
+    difficulty: Annotated[str, typer.Option("--difficulty", help="easy, medium or hard.")] = "medium",
+    items: Annotated[int, typer.Option("--items", help="How many items (seeds seed..seed+N-1).")] = 20,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    k: Annotated[int, typer.Option("--k", help="Looks for always-k.")] = 3,
+    max_queries: Annotated[int, typer.Option("--max-queries")] = 6,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out.")] = False,
+) -> None:
+    """CSMR look-on-demand reasoning (or an ablation) on puzzle items: accuracy, looks, tokens."""
+    from embodia.evals.csmr import CSMRRunSettings, run_csmr
+
+    with user_errors():
+        settings = CSMRRunSettings(
+            task=task,
+            reasoner=reasoner,
+            perceiver=perceiver,
+            ablation=ablation,
+            difficulty=difficulty,
+            items=items,
+            seed=seed,
+            k=k,
+            max_queries=max_queries,
+        )
+        with err_console.status(f"CSMR {ablation} on {task}"):
+            report = run_csmr(settings, out, resume=resume)
+    rate = report["hallucination_rate"]
+    console.print(
+        f"{task} ({ablation}): accuracy {100 * report['accuracy']:.1f}% over {report['items']} items, "
+        f"{report['queries_per_item']:.2f} looks and {report['tokens_per_item']:.0f} tokens per item, "
+        f"hallucination rate {'n/a' if rate is None else f'{100 * rate:.1f}%'}; wrote [bold]{out}[/]",
+        highlight=False,
+    )
+
+
 def main() -> None:
     app()
 

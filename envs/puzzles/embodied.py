@@ -1,0 +1,375 @@
+"""Questions over simulator panoramas, answered from the embedded simulator's semantics.
+
+A procedural house is generated from the seed, the agent stands at a navigable point, and a
+small equirectangular panorama (:data:`PANO_H` x :data:`PANO_W`) is rendered. The panorama's
+semantic image holds category ids only, so instances come from casting the same rays and
+reading each hit face's instance id (``Scene.face_instance``). An object is an (instance,
+category) pair: a TV on its cabinet stand is one TV and one cabinet.
+
+Visibility rule: an object instance (any category except structure: void, wall, floor,
+ceiling, door) is *visible* when at least :data:`MIN_PIXELS` panorama pixels hit it. Count
+questions are asked only about categories with no borderline instance (1 to MIN_PIXELS-1
+pixels), and existence questions only about categories that are visible or have no pixel at
+all, so the answer never hangs on the threshold.
+
+Azimuth convention: panorama column = azimuth, ``az = 360 * (col + 0.5) / W - 180`` degrees,
+0 = the agent's heading, negative = left. "Left of X" means a smaller column, reading the
+panorama as a flat image (no wrap-around); relation questions need a unique, non-wrapping
+anchor and a neighbour separated from it and from the runner-up by :data:`SEPARATION_DEG`.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from embodia.envs.puzzles.clevr import parse_count, parse_yes_no
+from embodia.envs.puzzles.core import (
+    Parsed,
+    PuzzleError,
+    PuzzleInstance,
+    PuzzleTask,
+    Verdict,
+    answer_format_note,
+    find_answer,
+)
+
+PANO_H, PANO_W = 128, 256
+MIN_PIXELS = 30
+"""Pixels an instance needs in the panorama to count as visible."""
+SEPARATION_DEG = 15.0
+STRUCTURE: frozenset[str] = frozenset({"void", "wall", "floor", "ceiling", "door"})
+ROOMS: dict[str, int] = {"easy": 3, "medium": 4, "hard": 6}
+QUESTION_KINDS: dict[str, tuple[str, ...]] = {
+    "easy": ("count", "exists"),
+    "medium": ("count", "exists", "relation"),
+    "hard": ("count", "relation", "relation"),
+}
+CANDIDATE_POSES = 4
+
+_SIMS: dict[str, Any] = {}
+
+
+def simulator(spec: str) -> Any:
+    """A shared :class:`EmbeddedSimulator` holding scene ``spec`` (a few are cached)."""
+    from embodia.envs.sim.simulator import EmbeddedSimulator
+
+    if spec not in _SIMS:
+        if len(_SIMS) >= 4:
+            _SIMS.pop(next(iter(_SIMS)))
+        sim = EmbeddedSimulator()
+        sim.reset(spec)
+        _SIMS[spec] = sim
+    return _SIMS[spec]
+
+
+def azimuth_of_column(col: float, width: int) -> float:
+    """Azimuth (deg) of a panorama column centre; 0 = heading, negative = left."""
+    return 360.0 * (col + 0.5) / width - 180.0
+
+
+def instance_image(sim: Any, pose: Any, height: int = PANO_H, width: int = PANO_W) -> np.ndarray:
+    """(H, W) instance id per pixel (0 = miss) of the panorama seen from ``pose``."""
+    renderer = sim.renderer
+    rays = renderer.equirect_rays(pose.sensor_position(sim.config.sensor_height), pose.yaw, height, width)
+    _, prim, _ = renderer.raycaster.cast(rays)
+    face_instance = np.append(sim.scene.face_instance.astype(np.int64), np.int64(0))
+    return face_instance[prim.astype(np.int64)].reshape(height, width)
+
+
+def _column_range(cols: np.ndarray, width: int) -> tuple[int, int, bool]:
+    """(first, last, wraps) of the occupied columns, spanning the complement of the widest gap."""
+    occupied = np.zeros(width, dtype=bool)
+    occupied[cols] = True
+    idx = np.flatnonzero(occupied)
+    if len(idx) == width:
+        return 0, width - 1, False
+    gaps = np.diff(np.append(idx, idx[0] + width))
+    k = int(np.argmax(gaps))
+    first, last = int(idx[(k + 1) % len(idx)]), int(idx[k])
+    return first, last, first > last
+
+
+def visible_objects(sim: Any, pose: Any, height: int = PANO_H, width: int = PANO_W) -> list[dict[str, Any]]:
+    """Every non-structure instance with at least one pixel, with its panorama statistics."""
+    from embodia.envs.sim.protocol import Pose
+
+    pose = pose if isinstance(pose, Pose) else Pose.from_array(pose["position"], pose["yaw"])
+    frame = sim.panorama_at(pose, height, width)
+    inst = instance_image(sim, pose, height, width)
+    semantic, depth = frame["semantic"], frame["depth"]
+    categories = sim.categories
+    out: list[dict[str, Any]] = []
+    key = inst * len(categories) + semantic
+    for k in np.unique(key[inst > 0]):
+        iid, cat = divmod(int(k), len(categories))
+        name = categories[cat]
+        if name in STRUCTURE:
+            continue
+        mask = key == k
+        rows, cols = np.nonzero(mask)
+        first, last, wraps = _column_range(cols, width)
+        ang = np.radians([azimuth_of_column(float(c), width) for c in cols])
+        centre = math.degrees(math.atan2(float(np.sin(ang).mean()), float(np.cos(ang).mean())))
+        out.append(
+            {
+                "instance": int(iid),
+                "category": name,
+                "pixels": int(mask.sum()),
+                "azimuth_min": round(azimuth_of_column(first, width), 3),
+                "azimuth_max": round(azimuth_of_column(last, width), 3),
+                "azimuth_centre": round(centre, 3),
+                "wraps": bool(wraps),
+                "mean_depth": round(float(depth[mask].mean()), 4),
+            }
+        )
+    return out
+
+
+def _visible(facts: Mapping[str, Any], category: str | None = None) -> list[Mapping[str, Any]]:
+    return [
+        o
+        for o in facts["objects"]
+        if o["pixels"] >= facts["min_pixels"] and (category is None or o["category"] == category)
+    ]
+
+
+def _neighbour(
+    facts: Mapping[str, Any], anchor: Mapping[str, Any], relation: str
+) -> Mapping[str, Any] | None:
+    """The well-separated nearest visible object on ``relation`` side of ``anchor``, else None."""
+    sign = -1.0 if relation == "left" else 1.0
+    side = [
+        o
+        for o in _visible(facts)
+        if o is not anchor and not o["wraps"] and sign * (o["azimuth_centre"] - anchor["azimuth_centre"]) > 0
+    ]
+    side.sort(key=lambda o: sign * (o["azimuth_centre"] - anchor["azimuth_centre"]))
+    if not side:
+        return None
+    near = side[0]
+    edge_gap = (
+        anchor["azimuth_min"] - near["azimuth_max"]
+        if relation == "left"
+        else near["azimuth_min"] - anchor["azimuth_max"]
+    )
+    if edge_gap < SEPARATION_DEG:
+        return None
+    runner_up = side[1] if len(side) > 1 else None
+    if (
+        runner_up is not None
+        and abs(runner_up["azimuth_centre"] - near["azimuth_centre"]) < SEPARATION_DEG
+        and runner_up["category"] != near["category"]
+    ):
+        return None
+    return near
+
+
+def oracle(facts: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
+    """Exact answer to a perception query over the panorama facts.
+
+    ``{"kind": "count", "category": "chair"}`` -> visible instances; ``{"kind": "exists",
+    "category"}`` -> "yes"/"no"; ``{"kind": "relation", "anchor": "bed", "relation":
+    "left"|"right"}`` -> the category of the nearest well-separated object on that side, or
+    "none"/"ambiguous"; ``{"kind": "objects"}`` -> the visible object records.
+    """
+    kind = query.get("kind")
+    if kind == "count":
+        return len(_visible(facts, str(query["category"])))
+    if kind == "exists":
+        return "yes" if _visible(facts, str(query["category"])) else "no"
+    if kind == "objects":
+        return [dict(o) for o in _visible(facts)]
+    if kind == "relation":
+        relation = query.get("relation", "left")
+        if relation not in ("left", "right"):
+            raise PuzzleError(f"unknown relation {relation!r}; known: left, right")
+        anchors = _visible(facts, str(query["anchor"]))
+        if not anchors:
+            return "none"
+        if len(anchors) > 1 or anchors[0]["wraps"]:
+            return "ambiguous"
+        near = _neighbour(facts, anchors[0], relation)
+        return "none" if near is None else near["category"]
+    raise PuzzleError(f"unknown query kind {kind!r}; known: count, exists, relation, objects")
+
+
+def question_text(query: Mapping[str, Any]) -> str:
+    """The English question of a generated query."""
+    if query["kind"] == "count":
+        plural = "shelves" if query["category"] == "shelf" else query["category"] + "s"
+        return f"How many {plural} are visible in the panorama?"
+    if query["kind"] == "exists":
+        return f"Is there a {query['category']} in view?"
+    return f"What object is immediately to the {query['relation']} of the {query['anchor']} in the panorama?"
+
+
+def _borderline(objects: list[dict[str, Any]], category: str, min_pixels: int) -> bool:
+    return any(o["category"] == category and 0 < o["pixels"] < min_pixels for o in objects)
+
+
+def _make_query(
+    rng: np.random.Generator, facts: Mapping[str, Any], kind: str, categories: list[str]
+) -> dict[str, Any] | None:
+    objects, k = facts["objects"], facts["min_pixels"]
+    visible = sorted({o["category"] for o in _visible(facts)})
+    if kind == "count":
+        pool = [c for c in visible if not _borderline(objects, c, k)]
+        if not pool:
+            return None
+        return {"kind": "count", "category": pool[int(rng.integers(len(pool)))]}
+    if kind == "exists":
+        seen = {o["category"] for o in objects}
+        absent = [c for c in categories if c not in seen and c not in STRUCTURE and c != "object"]
+        present = [c for c in visible if not _borderline(objects, c, k)]
+        pool = present if (rng.random() < 0.5 and present) or not absent else absent
+        if not pool:
+            return None
+        return {"kind": "exists", "category": pool[int(rng.integers(len(pool)))]}
+    options = []
+    for category in visible:
+        if _borderline(objects, category, k):
+            continue
+        for relation in ("left", "right"):
+            answer = oracle(facts, {"kind": "relation", "anchor": category, "relation": relation})
+            if answer not in ("none", "ambiguous"):
+                options.append({"kind": "relation", "anchor": category, "relation": relation})
+    if not options:
+        return None
+    return options[int(rng.integers(len(options)))]
+
+
+def _parse_category(text: str, categories: list[str]) -> Parsed:
+    from embodia.envs.sim.scene import category_from_name
+
+    words = [w for w in text.lower().replace(",", " ").replace(".", " ").split() if w]
+    hits = set()
+    for w in words:
+        base = w[:-1] if w.endswith("s") and w[:-1] in categories else w
+        name = category_from_name(base)
+        if name is None and base in categories and base not in STRUCTURE:
+            name = base
+        if name is not None:
+            hits.add(name)
+    if not hits:
+        return Parsed.fail(f"answer {text[:60]!r} names no object category")
+    if len(hits) > 1:
+        return Parsed.fail(f"answer {text[:60]!r} names several categories: {', '.join(sorted(hits))}")
+    return Parsed(hits.pop())
+
+
+class EmbodiedTask(PuzzleTask):
+    """Counting, presence and azimuth-order questions over a procedural-house panorama."""
+
+    name = "embodied"
+
+    def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+        from embodia.envs.sim.protocol import Pose
+
+        difficulty = self._difficulty(difficulty)
+        if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
+            raise PuzzleError(f"embodied seed must be a non-negative integer, got {seed!r}")
+        level = self.difficulties.index(difficulty)
+        rng = np.random.default_rng([int(seed), level, 0xE3B])
+        spec = f"procedural:seed={int(seed)},rooms={ROOMS[difficulty]}"
+        sim = simulator(spec)
+        cells = np.argwhere(sim.nav.island)
+        best: tuple[int, dict[str, Any], list[dict[str, Any]]] | None = None
+        for _ in range(CANDIDATE_POSES):
+            r, c = cells[int(rng.integers(len(cells)))]
+            position = [float(v) for v in sim.nav.cell_centre(int(r), int(c))]
+            pose = {"position": position, "yaw": math.radians(30.0 * int(rng.integers(12)))}
+            objects = visible_objects(sim, Pose.from_array(position, pose["yaw"]))
+            n = sum(o["pixels"] >= MIN_PIXELS for o in objects)
+            if best is None or n > best[0]:
+                best = (n, pose, objects)
+        assert best is not None
+        _, pose, objects = best
+        facts: dict[str, Any] = {
+            "scene": spec,
+            "pose": pose,
+            "height": PANO_H,
+            "width": PANO_W,
+            "min_pixels": MIN_PIXELS,
+            "objects": objects,
+        }
+        kinds = QUESTION_KINDS[difficulty]
+        query: dict[str, Any] | None = None
+        for _ in range(6):
+            query = _make_query(rng, facts, str(kinds[int(rng.integers(len(kinds)))]), sim.categories)
+            if query is not None:
+                break
+        if query is None:
+            query = {"kind": "exists", "category": "bathtub" if not _visible(facts, "bathtub") else "bed"}
+        facts["question"] = query
+        facts["answer_type"] = {"count": "count", "exists": "yesno"}.get(query["kind"], "category")
+        question = question_text(query)
+        facts["question_text"] = question
+        example = {"count": '{"answer": 2}', "yesno": '{"answer": "yes"}'}.get(
+            facts["answer_type"], '{"answer": "sofa"}'
+        )
+        prompt = (
+            "The image is a 360-degree equirectangular panorama taken inside a house; the centre "
+            "column looks ahead, the left edge is behind you to the left, the right edge behind you "
+            "to the right. Left/right refer to columns of the image.\n"
+            f"{question}\n{answer_format_note(example)}"
+        )
+        return self._instance(seed, difficulty, prompt, oracle(facts, query), facts)
+
+    def render(self, instance: PuzzleInstance) -> np.ndarray:
+        from embodia.envs.sim.protocol import Pose
+
+        facts = instance.facts
+        sim = simulator(str(facts["scene"]))
+        pose = Pose.from_array(facts["pose"]["position"], facts["pose"]["yaw"])
+        rgb: np.ndarray = sim.panorama_at(pose, int(facts["height"]), int(facts["width"]))["rgb"]
+        return rgb
+
+    def semantic(self, instance: PuzzleInstance) -> tuple[np.ndarray, np.ndarray]:
+        """(category ids, instance ids) of the instance's panorama, for pixel-level checks."""
+        from embodia.envs.sim.protocol import Pose
+
+        facts = instance.facts
+        sim = simulator(str(facts["scene"]))
+        pose = Pose.from_array(facts["pose"]["position"], facts["pose"]["yaw"])
+        h, w = int(facts["height"]), int(facts["width"])
+        return sim.panorama_at(pose, h, w)["semantic"], instance_image(sim, pose, h, w)
+
+    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
+        raw = find_answer(reply, ("answer", "count", "object", "category"))
+        if not raw.ok:
+            return raw
+        value, kind = raw.value, instance.facts["answer_type"]
+        if kind == "count":
+            if isinstance(value, bool):
+                return Parsed.fail(f"answer {value!r} is not a count")
+            if isinstance(value, int | float) and float(value).is_integer():
+                return Parsed(int(value))
+            return parse_count(str(value))
+        if kind == "yesno":
+            if isinstance(value, bool):
+                return Parsed("yes" if value else "no")
+            return parse_yes_no(str(value))
+        from embodia.envs.sim.scene import CATEGORIES
+
+        return _parse_category(str(value), list(CATEGORIES))
+
+    def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
+        if value == instance.answer:
+            return Verdict(True, 1.0, "correct")
+        return Verdict(False, 0.0, f"expected {instance.answer!r}, got {value!r}")
+
+
+__all__ = [
+    "MIN_PIXELS",
+    "EmbodiedTask",
+    "azimuth_of_column",
+    "instance_image",
+    "oracle",
+    "question_text",
+    "simulator",
+    "visible_objects",
+]

@@ -1,0 +1,159 @@
+"""``embodia eval csmr``: CSMR (or an ablation) over puzzle items, resumable, with a report.
+
+``runs/NAME/results.jsonl`` gets one line per item as it is solved (the item's record, the
+answer, the task's verdict, queries, tokens, wall time, the evidence and the reasoner's
+replies); a rerun with the same settings skips the items already there. ``report.json``:
+accuracy, mean score, queries per item, tokens per item, wall time per item, how items
+stopped, which guards fired, and the hallucination rate (items whose answer asserts objects
+or attributes the scene does not have) where the task can tell (``hallucinated_objects(text, facts)``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from embodia.agents.csmr import CSMRSettings, solve
+from embodia.envs.puzzles import make_task
+from embodia.errors import EmbodiaError
+from embodia.evals.resume import check_resumable
+from embodia.perception.scheduler import CropPerceiver, OraclePerceiver, Perceiver, VLMPerceiver
+
+
+@dataclass(frozen=True)
+class CSMRRunSettings:
+    task: str
+    reasoner: str
+    perceiver: str
+    ablation: str = "none"
+    difficulty: str = "medium"
+    items: int = 20
+    seed: int = 0
+    k: int = 3
+    max_queries: int = 6
+    max_tokens: int = 4096
+
+
+def make_perceiver(spec: str, task: Any) -> Perceiver:
+    """``oracle`` (exact, from the task's ground truth), ``crop:SPEC`` (zoom + VLM) or a VLM
+    policy spec."""
+    from embodia.policies import make_policy
+
+    if spec == "oracle":
+        oracle = task_function(task, "oracle")
+        if oracle is None:
+            raise EmbodiaError(
+                f"the {task.name} task has no oracle perception: pass a VLM spec as --perceiver"
+            )
+        return OraclePerceiver(lambda item, query: oracle(item.facts, query))
+    if spec.startswith("crop:"):
+        return CropPerceiver(make_policy(spec.removeprefix("crop:")))
+    return VLMPerceiver(make_policy(spec))
+
+
+def task_function(task: Any, name: str) -> Callable[..., Any] | None:
+    """A ground-truth helper of a task (``oracle(facts, query)``,
+    ``hallucinated_objects(text, facts)``): the task's own method, or its module's function."""
+    import sys
+
+    found = getattr(task, name, None) or getattr(sys.modules[type(task).__module__], name, None)
+    return found if callable(found) else None
+
+
+def _read_results(path: Path) -> list[dict[str, Any]]:
+    out = []
+    if path.exists():
+        for line in path.read_text().splitlines():
+            try:
+                out.append(json.loads(line))
+            except json.JSONDecodeError:
+                break  # a torn last line from a kill
+    return out
+
+
+def run_csmr(
+    settings: CSMRRunSettings,
+    out: Path,
+    resume: bool = False,
+    on_item: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    import yaml
+
+    from embodia.policies import make_policy
+
+    if settings.items < 1:
+        raise EmbodiaError(f"--items must be at least 1, got {settings.items}")
+    task = make_task(settings.task)
+    csmr = CSMRSettings(
+        ablation=settings.ablation,
+        k=settings.k,
+        max_queries=settings.max_queries,
+        max_tokens=settings.max_tokens,
+    )
+    if settings.difficulty not in task.difficulties:
+        raise EmbodiaError(
+            f"unknown difficulty {settings.difficulty!r}: expected one of {', '.join(task.difficulties)}"
+        )
+    done = _read_results(out / "results.jsonl") if check_resumable(out, asdict(settings), resume) else []
+    perceiver = make_perceiver(settings.perceiver, task)
+    reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump({"settings": asdict(settings)}))
+    results = out / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in done))
+    finished = {int(r["index"]) for r in done}
+    rows = list(done)
+    hallucinated = task_function(task, "hallucinated_objects")
+    with results.open("a") as sink:
+        for index in range(settings.items):
+            if index in finished:
+                continue
+            instance = task.generate(settings.seed + index, settings.difficulty)
+            result = solve(instance, instance.prompt, perceiver, reasoner, csmr)
+            verdict = task.score(result.answer or "", instance)
+            row: dict[str, Any] = {
+                "index": index,
+                "instance": instance.to_record(),
+                "correct": verdict.correct,
+                "score": verdict.score,
+                "reason": verdict.reason,
+                **result.to_record(),
+            }
+            if hallucinated is not None and result.answer:
+                row["hallucinations"] = list(hallucinated(result.answer, instance.facts))
+            sink.write(json.dumps(row, default=str) + "\n")
+            sink.flush()
+            rows.append(row)
+            if on_item is not None:
+                on_item(row)
+    report = summarise(rows, settings)
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+def summarise(rows: list[dict[str, Any]], settings: CSMRRunSettings) -> dict[str, Any]:
+    n = len(rows)
+
+    def mean(key: str) -> float:
+        return sum(float(r[key]) for r in rows) / n if n else 0.0
+
+    checked = [r for r in rows if "hallucinations" in r]
+    return {
+        "settings": asdict(settings),
+        "items": n,
+        "accuracy": mean("correct"),
+        "score": mean("score"),
+        "queries_per_item": mean("queries"),
+        "repeats_per_item": mean("repeats"),
+        "tokens_per_item": mean("tokens"),
+        "wall_s_per_item": mean("wall_s"),
+        "stops": dict(Counter(str(r["stop"]) for r in rows)),
+        "guards": dict(Counter(g for r in rows for g in r["guards"])),
+        "hallucination_rate": (sum(1 for r in checked if r["hallucinations"]) / len(checked))
+        if checked
+        else None,
+    }
