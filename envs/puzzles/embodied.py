@@ -281,8 +281,9 @@ class EmbodiedTask(PuzzleTask):
         for _ in range(CANDIDATE_POSES):
             r, c = cells[int(rng.integers(len(cells)))]
             position = [float(v) for v in sim.nav.cell_centre(int(r), int(c))]
-            pose = {"position": position, "yaw": math.radians(30.0 * int(rng.integers(12)))}
-            objects = visible_objects(sim, Pose.from_array(position, pose["yaw"]))
+            yaw = math.radians(30.0 * int(rng.integers(12)))
+            pose = {"position": position, "yaw": yaw}
+            objects = visible_objects(sim, Pose.from_array(position, yaw))
             n = sum(o["pixels"] >= MIN_PIXELS for o in objects)
             if best is None or n > best[0]:
                 best = (n, pose, objects)
