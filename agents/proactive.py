@@ -26,7 +26,6 @@ factor and the backlog a slower-than-real-time agent accumulates.
 
 from __future__ import annotations
 
-import json
 import math
 import operator
 import threading
@@ -34,7 +33,6 @@ import time
 from collections import deque
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Annotated, Any, Literal, Protocol, TypedDict
 
 from langgraph.graph import END, START, StateGraph
@@ -524,15 +522,3 @@ def _chunk_record(
     if chunk.query:
         entry["query"] = chunk.query
     return entry
-
-
-def read_records(path: Path) -> list[dict[str, Any]]:
-    """Per-chunk records of a run, a torn last line (from a kill) left out."""
-    out = []
-    if path.exists():
-        for text in path.read_text().splitlines():
-            try:
-                out.append(json.loads(text))
-            except json.JSONDecodeError:
-                break
-    return out

@@ -20,7 +20,7 @@ from typing import Any
 from embodia.agents.csmr import CSMRSettings, solve
 from embodia.envs.puzzles import make_task
 from embodia.errors import EmbodiaError
-from embodia.evals.resume import check_resumable
+from embodia.evals.resume import check_resumable, read_run_records
 from embodia.perception.scheduler import CropPerceiver, OraclePerceiver, Perceiver, VLMPerceiver
 
 
@@ -64,17 +64,6 @@ def task_function(task: Any, name: str) -> Callable[..., Any] | None:
     return found if callable(found) else None
 
 
-def _read_results(path: Path) -> list[dict[str, Any]]:
-    out = []
-    if path.exists():
-        for line in path.read_text().splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                break  # a torn last line from a kill
-    return out
-
-
 def run_csmr(
     settings: CSMRRunSettings,
     out: Path,
@@ -98,7 +87,7 @@ def run_csmr(
         raise EmbodiaError(
             f"unknown difficulty {settings.difficulty!r}: expected one of {', '.join(task.difficulties)}"
         )
-    done = _read_results(out / "results.jsonl") if check_resumable(out, asdict(settings), resume) else []
+    done = read_run_records(out / "results.jsonl") if check_resumable(out, asdict(settings), resume) else []
     perceiver = make_perceiver(settings.perceiver, task)
     reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner)
     out.mkdir(parents=True, exist_ok=True)

@@ -25,7 +25,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from embodia.errors import EmbodiaError
-from embodia.evals.resume import check_resumable
+from embodia.evals.resume import check_resumable, read_run_records
 
 logger = logging.getLogger(__name__)
 
@@ -140,24 +140,10 @@ def _start(settings: ExploreSettings, out: Path) -> tuple[Any, tuple[Any, dict[s
         raise
 
 
-def _read_records(path: Path) -> list[dict[str, Any]]:
-    """Step records of an earlier (possibly killed) run; a torn last line is dropped."""
-    records: list[dict[str, Any]] = []
-    if not path.exists():
-        return records
-    for number, line in enumerate(path.read_text().splitlines(), start=1):
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            logger.warning("%s:%d is incomplete (the run was killed mid-write); dropping it", path, number)
-            break
-    return records
-
-
 def _check_resumable(out: Path, settings: ExploreSettings, resume: bool) -> list[dict[str, Any]]:
     if not check_resumable(out, asdict(settings), resume):
         return []
-    return _read_records(out / "episodes.jsonl")
+    return read_run_records(out / "episodes.jsonl")
 
 
 def run_exploration(
@@ -340,7 +326,7 @@ def _run_dfs(
         summary["policy"] = settings.policy
         summary["instruction"] = settings.instruction
         if policy is not None:
-            summary["vlm"] = vlm_counts(_read_records(out / "episodes.jsonl"))
+            summary["vlm"] = vlm_counts(read_run_records(out / "episodes.jsonl"))
         _write_pictures(out, base, _step_curve(base), summary)
         _write_tree(out, base, state)
         summary["files"] = sorted(p.name for p in out.iterdir() if p.is_file())

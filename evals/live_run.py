@@ -30,14 +30,13 @@ from embodia.agents.proactive import (
     ProactiveAgent,
     PromptDecider,
     Speaker,
-    read_records,
     run_stream,
 )
 from embodia.envs.streams.core import Stream, StreamError
 from embodia.envs.streams.env import DEFAULT_TOKEN_CAP, LiveGamingEnv
 from embodia.envs.streams.sources import check_scenario, open_stream
 from embodia.errors import EmbodiaError
-from embodia.evals.resume import check_resumable
+from embodia.evals.resume import check_resumable, read_run_records
 
 logger = logging.getLogger(__name__)
 
@@ -154,7 +153,7 @@ class _SelfPlayStream(Stream):
 def _check_resumable(out: Path, settings: LiveSettings, resume: bool) -> list[dict[str, Any]]:
     if not check_resumable(out, asdict(settings), resume):
         return []
-    return read_records(out / "decisions.jsonl")
+    return read_run_records(out / "decisions.jsonl")
 
 
 def run_live(
@@ -193,7 +192,7 @@ def run_live(
 
         run = run_stream(env, agents, record=record, replay=replay, on_event=on_event, keep_records=False)
     deciders = [_decider_summary(agent) for agent in agents]
-    return write_outputs(out, stream, settings, names, run.predictions, read_records(decisions), deciders)
+    return write_outputs(out, stream, settings, names, run.predictions, read_run_records(decisions), deciders)
 
 
 def _decider_summary(agent: ProactiveAgent) -> dict[str, Any]:

@@ -1,13 +1,33 @@
-"""The resume rule every run folder follows: a folder that holds a run is continued only when
-asked (``--resume``) and only with the settings it was started with."""
+"""Run folders: a folder that holds a run is continued only when asked (``--resume``) and
+only with the settings it was started with; what a run appended as it went is read back
+without its torn last line."""
 
 from __future__ import annotations
 
+import json
+import logging
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from embodia.errors import EmbodiaError
+
+logger = logging.getLogger(__name__)
+
+
+def read_run_records(path: Path) -> list[dict[str, Any]]:
+    """The JSON lines a run appended as it went; a torn last line (a kill mid-write) is
+    dropped, and so is anything after it."""
+    records: list[dict[str, Any]] = []
+    if not path.exists():
+        return records
+    for number, line in enumerate(path.read_text().splitlines(), start=1):
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            logger.warning("%s:%d is incomplete (the run was killed mid-write); dropping it", path, number)
+            break
+    return records
 
 
 def check_resumable(out: Path, settings: Mapping[str, Any], resume: bool) -> bool:

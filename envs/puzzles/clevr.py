@@ -508,8 +508,7 @@ class ClevrTask(PuzzleTask):
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
         difficulty = self._difficulty(difficulty)
-        if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
-            raise PuzzleError(f"clevr seed must be a non-negative integer, got {seed!r}")
+        seed = self._seed(seed)
         level = self.difficulties.index(difficulty)
         rng = np.random.default_rng([int(seed), level, 0xC1E])
         lo, hi = OBJECT_COUNTS[difficulty]

@@ -153,6 +153,11 @@ class PuzzleTask(ABC):
             )
         return difficulty
 
+    def _seed(self, seed: int) -> int:
+        if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
+            raise PuzzleError(f"{self.name} seed must be a non-negative integer, got {seed!r}")
+        return int(seed)
+
     def _instance(
         self, seed: int, difficulty: str, prompt: str, answer: Any, facts: Mapping[str, Any]
     ) -> PuzzleInstance:

@@ -270,8 +270,7 @@ class EmbodiedTask(PuzzleTask):
         from embodia.envs.sim.protocol import Pose
 
         difficulty = self._difficulty(difficulty)
-        if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
-            raise PuzzleError(f"embodied seed must be a non-negative integer, got {seed!r}")
+        seed = self._seed(seed)
         level = self.difficulties.index(difficulty)
         rng = np.random.default_rng([int(seed), level, 0xE3B])
         spec = f"procedural:seed={int(seed)},rooms={ROOMS[difficulty]}"

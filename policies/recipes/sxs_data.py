@@ -104,7 +104,7 @@ def to_sft_record(
     meta: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """``{"messages": [...], ...meta}``; with a HF tokenizer that has a chat template, also
-    ``text``. The template renders a placeholder that is then replaced by the content, so the
+    ``text``. The template is rendered around a marker string that the content then replaces, so the
     interleaved tags reach ``text`` verbatim (templates such as Qwen3's would otherwise keep only
     one ``<think>`` block); template-specific wrapping (e.g. an empty think block) is kept."""
     messages: list[dict[str, str]] = []
