@@ -39,6 +39,11 @@ stream_app = typer.Typer(
     help="Live game streams (Proact-VL): run proactive commentators and guides.", no_args_is_help=True
 )
 app.add_typer(stream_app, name="stream")
+sxs_app = typer.Typer(
+    help="SxS think/speak interleaving: build SFT data from exact (reasoning, answer) pairs.",
+    no_args_is_help=True,
+)
+app.add_typer(sxs_app, name="sxs")
 
 console = Console()
 err_console = Console(stderr=True)
@@ -754,6 +759,96 @@ def eval_csmr(
         f"hallucination rate {'n/a' if rate is None else f'{100 * rate:.1f}%'}; wrote [bold]{out}[/]",
         highlight=False,
     )
+
+
+SXS_SOURCE_HELP = "maze, sudoku, frozenlake, tsp, or dsr:OPERATION (e.g. dsr:queue.compound)."
+
+
+@eval_app.command("sxs")
+def eval_sxs(
+    out: Annotated[Path, typer.Option("--out", help="Run directory (results.jsonl, report.json, plots).")],
+    policy: Annotated[
+        str,
+        typer.Option("--policy", help="Chat policy spec (openai:URL?model=M streams wall-clock latency)."),
+    ] = "",
+    source: Annotated[str, typer.Option("--source", help=SXS_SOURCE_HELP)] = "maze",
+    modes: Annotated[
+        str,
+        typer.Option(
+            "--modes",
+            help="Comma-separated: think_then_answer, naive_early_streaming, prompted_interleaving, sxs, "
+            "sft_target.",
+        ),
+    ] = "think_then_answer,naive_early_streaming,prompted_interleaving,sxs,sft_target",
+    difficulty: Annotated[
+        str, typer.Option("--difficulty", help="Puzzle difficulty, or DSR length (short, medium, long).")
+    ] = "medium",
+    items: Annotated[int, typer.Option("--items", help="How many items (seeds seed..seed+N-1).")] = 10,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    max_tokens: Annotated[int, typer.Option("--max-tokens")] = 1024,
+    k: Annotated[int, typer.Option("--k", help="Tokens per update of naive early streaming.")] = 16,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out.")] = False,
+) -> None:
+    """Accuracy against content latency for SxS and its baselines, with Pareto plots."""
+    from embodia.evals.sxs_run import POLICY_MODES, SxSRunSettings, parse_modes, run_sxs_eval
+
+    with user_errors():
+        if not policy and any(m in POLICY_MODES for m in parse_modes(modes)):
+            raise EmbodiaError("--policy is needed for every mode but sft_target")
+        settings = SxSRunSettings(
+            source=source,
+            policy=policy,
+            modes=modes,
+            difficulty=difficulty,
+            items=items,
+            seed=seed,
+            max_tokens=max_tokens,
+            k=k,
+        )
+        with err_console.status(f"SxS on {source}"):
+            report = run_sxs_eval(settings, out, resume=resume)
+    for mode, means in report["modes"].items():
+        console.print(
+            f"{mode}: accuracy {100 * means['accuracy']:.1f}%, wait to content "
+            f"{means['wait_to_content_tokens']:.1f} tokens, observer wait {means['expected_wait']:.1f}",
+            highlight=False,
+        )
+    console.print(f"wrote [bold]{out}[/]")
+
+
+@sxs_app.command("data")
+def sxs_data(
+    out: Annotated[Path, typer.Option("--out", help="SFT JSONL file to write.")],
+    source: Annotated[str, typer.Option("--source", help=SXS_SOURCE_HELP)] = "maze",
+    difficulty: Annotated[
+        str, typer.Option("--difficulty", help="Puzzle difficulty, or DSR length (short, medium, long).")
+    ] = "medium",
+    items: Annotated[int, typer.Option("--items", help="How many items (seeds seed..seed+N-1).")] = 100,
+    seed: Annotated[int, typer.Option("--seed")] = 0,
+    tokenizer: Annotated[
+        Path | None,
+        typer.Option(
+            "--tokenizer", help="A transformers model/tokenizer directory: adds chat-templated text."
+        ),
+    ] = None,
+) -> None:
+    """Interleaved think/speak SFT records from exact (reasoning, answer) pairs."""
+    from embodia.evals.sxs_run import make_item
+    from embodia.policies.recipes.sxs_data import sft_records, write_jsonl
+
+    with user_errors():
+        if items < 1:
+            raise EmbodiaError(f"--items must be at least 1, got {items}")
+        loaded = None
+        if tokenizer is not None:
+            if not tokenizer.is_dir():
+                raise EmbodiaError(f"--tokenizer {tokenizer} is not a directory")
+            from transformers import AutoTokenizer
+
+            loaded = AutoTokenizer.from_pretrained(str(tokenizer))
+        chosen = (make_item(source, i, difficulty, seed) for i in range(items))
+        write_jsonl(sft_records(chosen, loaded), out)
+    console.print(f"wrote {items} records to [bold]{out}[/]", highlight=False)
 
 
 def main() -> None:

@@ -137,23 +137,36 @@ class SxSResult:
     withheld: list[str]
     tokens: int
     wall_s: float
+    token_times: list[float] = field(default_factory=list)
+    """Arrival time (s since the request) of each generated token, for wall-clock latency."""
 
     def visible_spans(self) -> list[Span]:
         """The stream as the user saw it: think spans where they were generated, each
-        released chunk as a speak span at the token where it was released."""
+        released chunk as a speak span at the token where it was released. Spans carry
+        arrival times when the token times are known (a released chunk: its release time)."""
         spans: list[Span] = []
         position = 0
+        timed = len(self.token_times) == self.tokens and self.tokens > 0
+
+        def think(a: int, b: int) -> Span:
+            if not timed:
+                return Span("think", a, b, "")
+            last = len(self.token_times) - 1
+            return Span(
+                "think", a, b, "", True, self.token_times[min(a, last)], self.token_times[min(b - 1, last)]
+            )
+
         for d in self.disclosures:
             if d.released_at > position:
-                spans.append(Span("think", position, d.released_at, ""))
+                spans.append(think(position, d.released_at))
             size = max(1, len(whitespace_tokenize(d.text)))
-            spans.append(
-                Span("speak", max(d.released_at, position), max(d.released_at, position) + size, d.text)
-            )
+            start = max(d.released_at, position)
+            when = d.wall_s if timed else None
+            spans.append(Span("speak", start, start + size, d.text, True, when, when))
             position = spans[-1].end
         end = max(self.tokens, position)
         if end > position:
-            spans.append(Span("think", position, end, ""))
+            spans.append(think(position, end))
         return spans
 
     @property
@@ -189,6 +202,7 @@ def generate(state: SxSState, runtime: Runtime[SxSContext]) -> dict[str, Any]:
     splitter = SpanSplitter()
     guard = DisclosureGuard(context.support, context.release_unsupported)
     think: list[str] = []
+    token_times: list[float] = []
     current = {"think": "", "speak": ""}
     position = 0
     speak_start = 0
@@ -212,8 +226,13 @@ def generate(state: SxSState, runtime: Runtime[SxSContext]) -> dict[str, Any]:
             if text:
                 if channel == "speak" and not current["speak"]:
                     speak_start = position
+                # a word may arrive in several pieces: it is one token, counted when it starts
+                count = len(whitespace_tokenize(text))
+                if count and current[channel][-1:].strip() and text[0].strip():
+                    count -= 1
                 current[channel] += text
-                position += len(whitespace_tokenize(text))
+                position += count
+                token_times.extend([time.perf_counter() - started] * count)
             if closes and current[channel].strip():
                 now = time.perf_counter() - started
                 if channel == "think":
@@ -237,7 +256,13 @@ def generate(state: SxSState, runtime: Runtime[SxSContext]) -> dict[str, Any]:
     handle(splitter.close())
     release(guard.finish(position, time.perf_counter() - started))
     context.result = SxSResult(
-        completion.text, think, guard.released, guard.withheld, position, time.perf_counter() - started
+        completion.text,
+        think,
+        guard.released,
+        guard.withheld,
+        position,
+        time.perf_counter() - started,
+        token_times,
     )
     return {"text": completion.text}
 

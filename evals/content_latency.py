@@ -38,11 +38,15 @@ from __future__ import annotations
 
 import math
 import re
+import time
 from collections import defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from embodia.policies.base import Message, Policy
 
 Channel = Literal["think", "speak"]
 Tokenizer = Callable[[str], list[str]]
@@ -130,17 +134,43 @@ def parse_interleaved(
     return spans
 
 
-def parse_deltas(
-    deltas: Iterable[tuple[float, str]], tokenizer: Tokenizer = whitespace_tokenize
-) -> list[Span]:
-    """Parse streamed ``(arrival_time_s, text_delta)`` pairs, e.g. from an OpenAI-compatible
-    ``stream=True`` response; each character gets the time of the delta that carried it."""
+def _joined(deltas: Iterable[tuple[float, str]]) -> tuple[str, list[float]]:
+    """The streamed text and each character's arrival time (that of the delta carrying it)."""
     parts: list[str] = []
     times: list[float] = []
     for t, d in deltas:
         parts.append(d)
         times.extend([float(t)] * len(d))
-    return parse_interleaved("".join(parts), tokenizer, times)
+    return "".join(parts), times
+
+
+def parse_deltas(
+    deltas: Iterable[tuple[float, str]], tokenizer: Tokenizer = whitespace_tokenize
+) -> list[Span]:
+    """Parse streamed ``(arrival_time_s, text_delta)`` pairs, e.g. from an OpenAI-compatible
+    ``stream=True`` response; each character gets the time of the delta that carried it."""
+    text, times = _joined(deltas)
+    return parse_interleaved(text, tokenizer, times)
+
+
+def timed_blocks(deltas: Iterable[tuple[float, str]], k: int) -> list[Span]:
+    """A stream shown as it is written, tags and all (naive early streaming of a live reply):
+    speak spans of ``k`` whitespace tokens each, timed by their first and last token's
+    arrival (a token arrives with its last character)."""
+    text, times = _joined(deltas)
+    words = [(m.group(), times[m.end() - 1]) for m in re.finditer(r"\S+", text)]
+    return [
+        Span(
+            "speak",
+            i,
+            min(i + k, len(words)),
+            " ".join(w for w, _ in words[i : i + k]),
+            True,
+            words[i][1],
+            words[min(i + k, len(words)) - 1][1],
+        )
+        for i in range(0, len(words), k)
+    ]
 
 
 def to_events(spans: Sequence[Span], tokenizer: Tokenizer = whitespace_tokenize) -> list[StreamEvent]:
@@ -155,6 +185,24 @@ def to_events(spans: Sequence[Span], tokenizer: Tokenizer = whitespace_tokenize)
                 t = s.start_time_s + frac * (s.end_time_s - s.start_time_s)
             events.append(StreamEvent(s.start + j, t, s.channel, tok))
     return events
+
+
+def timed_completion(
+    policy: Policy, messages: Sequence[Message], max_tokens: int
+) -> tuple[str, list[tuple[float, str]]]:
+    """The reply and its ``(arrival s, piece)`` deltas as the backend streamed them (a backend
+    that does not stream gives one delta at the end)."""
+    started = time.perf_counter()
+    deltas: list[tuple[float, str]] = []
+    completion = policy.complete(
+        messages,
+        max_tokens=max_tokens,
+        temperature=0.0,
+        on_text=lambda piece: deltas.append((time.perf_counter() - started, piece)),
+    )
+    if not deltas and completion.text:
+        deltas.append((time.perf_counter() - started, completion.text))
+    return completion.text, deltas
 
 
 # --- contradiction -----------------------------------------------------------------------

@@ -145,6 +145,36 @@ class PuzzleTask(ABC):
         steps = self.steps(instance)
         return list(prefix) == steps[: len(prefix)]
 
+    def text(self, instance: PuzzleInstance) -> str | None:
+        """The puzzle written out as text, for text-only reasoners (SxS runs); None when the
+        puzzle exists only as a picture."""
+        return None
+
+    step_format: str = ""
+    """How a reply states steps so that :meth:`claimed_steps` reads them (shown to models)."""
+
+    def answer_steps(self, value: Any, instance: PuzzleInstance) -> list[Any]:
+        """The steps a complete parsed answer amounts to (same form as :meth:`steps`)."""
+        return list(value)
+
+    def claimed_steps(self, text: str, instance: PuzzleInstance) -> list[Any]:
+        """The steps a piece of free text asserts, in order: a complete answer object (``{"path":
+        ...}``) counts as all its steps; otherwise every JSON value shaped like one step (a list
+        of as many integers as a true step has, or an integer where steps are integers), found
+        at any depth. Prose states no steps: only what can be checked exactly is a claim."""
+        truth = self.steps(instance)
+        if not truth:
+            return []
+        out: list[Any] = []
+        for value in json_values(text):
+            if isinstance(value, dict):
+                parsed = self.parse(json.dumps(value), instance)
+                if parsed.ok:
+                    out.extend(self.answer_steps(parsed.value, instance))
+                    continue
+            out.extend(_step_shaped(value, truth[0]))
+        return out
+
     # helpers for subclasses
     def _difficulty(self, difficulty: str) -> str:
         if difficulty not in self.difficulties:
@@ -162,6 +192,21 @@ class PuzzleTask(ABC):
         self, seed: int, difficulty: str, prompt: str, answer: Any, facts: Mapping[str, Any]
     ) -> PuzzleInstance:
         return PuzzleInstance(self.name, difficulty, int(seed), prompt, answer, facts, renderer=self.render)
+
+
+def _step_shaped(value: Any, example: Any) -> list[Any]:
+    """The parts of a JSON value shaped like ``example`` (one true step), depth first."""
+
+    def is_int(v: Any) -> bool:
+        return isinstance(v, int) and not isinstance(v, bool)
+
+    if isinstance(example, list):
+        if isinstance(value, list) and len(value) == len(example) and all(is_int(v) for v in value):
+            return [list(value)]
+    elif is_int(value):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
+    return [step for v in items for step in _step_shaped(v, example)]
 
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\n?(.*?)```", re.S)

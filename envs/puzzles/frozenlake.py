@@ -20,7 +20,17 @@ from embodia.envs.puzzles.core import (
     answer_format_note,
     find_answer,
 )
-from embodia.envs.puzzles.grid import MOVES, Cell, bfs, distances, parse_moves, path_to, prefix_moves
+from embodia.envs.puzzles.grid import (
+    GRID_STEP_FORMAT,
+    MOVES,
+    Cell,
+    bfs,
+    cells_after,
+    distances,
+    parse_moves,
+    path_to,
+    prefix_moves,
+)
 
 SIZES: dict[str, int] = {"easy": 4, "medium": 6, "hard": 8}
 HOLES: dict[str, float] = {"easy": 0.15, "medium": 0.2, "hard": 0.25}
@@ -119,13 +129,21 @@ class FrozenLakeTask(PuzzleTask):
             return Verdict(True, 1.0, f"reaches the goal in {best} moves (optimal)")
         return Verdict(True, 1.0, f"reaches the goal in {len(value)} moves (optimal is {best})")
 
+    step_format = GRID_STEP_FORMAT
+
+    def text(self, instance: PuzzleInstance) -> str:
+        f = instance.facts
+        return (
+            f"Frozen lake of {f['size']}x{f['size']} cells, row 0 at the top (S start, G goal, F ice, "
+            "H hole):\n" + "\n".join(f["rows"])
+        )
+
     def steps(self, instance: PuzzleInstance) -> list[Any]:
-        r, c = instance.facts["start"]
-        out = []
-        for m in instance.answer:
-            r, c = r + MOVES[m][0], c + MOVES[m][1]
-            out.append([r, c])
-        return out
+        """The cell reached after each move of the true path, as [r, c] lists."""
+        return self.answer_steps(instance.answer, instance)
+
+    def answer_steps(self, value: Any, instance: PuzzleInstance) -> list[Any]:
+        return cells_after(str(value), tuple(instance.facts["start"]))
 
     def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
         """A move prefix is consistent iff it stays on ice and the goal is still reachable."""

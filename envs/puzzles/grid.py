@@ -75,6 +75,17 @@ def moves_to_cells(moves: str, start: Cell) -> list[Cell]:
     return cells
 
 
+def cells_after(moves: str, start: Cell) -> list[list[int]]:
+    """The cell reached after each move, as ``[r, c]`` lists (the grid tasks' steps)."""
+    return [list(cell) for cell in moves_to_cells(moves, start)[1:]]
+
+
+GRID_STEP_FORMAT = (
+    "state the cells you commit to as JSON [row, col] pairs (0-based), e.g. [[0, 1], [0, 2]], "
+    "and the final answer as the JSON object asked for"
+)
+
+
 def bfs(start: Cell, neighbours: Callable[[Cell], Iterable[Cell]]) -> dict[Cell, Cell | None]:
     """Parent map of a breadth-first search: distances are path lengths back to ``start``."""
     parent: dict[Cell, Cell | None] = {start: None}

@@ -21,7 +21,17 @@ from embodia.envs.puzzles.core import (
     answer_format_note,
     find_answer,
 )
-from embodia.envs.puzzles.grid import MOVES, Cell, bfs, distances, parse_moves, path_to, prefix_moves
+from embodia.envs.puzzles.grid import (
+    GRID_STEP_FORMAT,
+    MOVES,
+    Cell,
+    bfs,
+    cells_after,
+    distances,
+    parse_moves,
+    path_to,
+    prefix_moves,
+)
 
 SIZES: dict[str, int] = {"easy": 5, "medium": 9, "hard": 15}
 LOOPS: dict[str, float] = {"easy": 0.0, "medium": 0.08, "hard": 0.12}
@@ -147,14 +157,25 @@ class MazeTask(PuzzleTask):
             return Verdict(False, best / len(value), f"path has {len(value)} moves; the shortest has {best}")
         return Verdict(True, 1.0, f"shortest path ({best} moves)")
 
+    step_format = GRID_STEP_FORMAT
+
+    def text(self, instance: PuzzleInstance) -> str:
+        f = instance.facts
+        blocks = [list(row) for row in f["grid"]]
+        for (r, c), mark in ((f["start"], "S"), (f["goal"], "G")):
+            blocks[2 * r + 1][2 * c + 1] = mark
+        return (
+            f"Maze of {f['rows']}x{f['cols']} cells drawn as blocks ('#' wall, '.' open, S start, G goal); "
+            "cell [r, c] is block row 2r+1, block column 2c+1, and a move crosses the block between "
+            "two cells:\n" + "\n".join("".join(row) for row in blocks)
+        )
+
     def steps(self, instance: PuzzleInstance) -> list[Any]:
         """The cells of the true path after each move, as [r, c] lists."""
-        r, c = instance.facts["start"]
-        out = []
-        for m in instance.answer:
-            r, c = r + MOVES[m][0], c + MOVES[m][1]
-            out.append([r, c])
-        return out
+        return self.answer_steps(instance.answer, instance)
+
+    def answer_steps(self, value: Any, instance: PuzzleInstance) -> list[Any]:
+        return cells_after(str(value), tuple(instance.facts["start"]))
 
     def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
         """A move or cell prefix lies on SOME shortest path: each cell is at BFS distance k from

@@ -209,10 +209,24 @@ class SudokuTask(PuzzleTask):
         wrong = [i for i in blanks if value[i] != answer[i]]
         return Verdict(False, score, f"{len(wrong)} of {len(blanks)} cells wrong, first at {_rc(wrong[0])}")
 
+    step_format = (
+        "state each digit you commit to as a JSON [row, col, digit] triple (1-based), e.g. [1, 3, 4], "
+        "and the final answer as the JSON object asked for"
+    )
+
+    def text(self, instance: PuzzleInstance) -> str:
+        rows = instance.facts["rows"]
+        return "Sudoku, row by row ('.' is an empty cell):\n" + "\n".join(
+            " ".join("." if ch == "0" else ch for ch in row) for row in rows
+        )
+
+    def answer_steps(self, value: Any, instance: PuzzleInstance) -> list[Any]:
+        g = instance.facts["givens"]
+        return [[i // 9 + 1, i % 9 + 1, int(value[i])] for i in range(81) if g[i] == "0"]
+
     def steps(self, instance: PuzzleInstance) -> list[Any]:
         """Placements [row, col, digit] (1-based) of the blank cells in row-major order."""
-        g, a = instance.facts["givens"], instance.answer
-        return [[i // 9 + 1, i % 9 + 1, int(a[i])] for i in range(81) if g[i] == "0"]
+        return self.answer_steps(instance.answer, instance)
 
     def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
         """Placements in any order are consistent iff each fills a blank with its (unique) solution digit."""

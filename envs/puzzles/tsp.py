@@ -146,6 +146,16 @@ class TSPTask(PuzzleTask):
             return Verdict(True, 1.0, f"optimal tour (length {best:.3f})")
         return Verdict(False, best / length, f"tour length {length:.3f}; optimal is {best:.3f}")
 
+    step_format = (
+        "state the tour so far as a JSON list of point numbers, e.g. [0, 3], and the final answer as "
+        "the JSON object asked for; write coordinates as (x, y), never as JSON lists"
+    )
+
+    def text(self, instance: PuzzleInstance) -> str:
+        return "Points as (x, y), y down:\n" + "\n".join(
+            f"point {i}: ({x}, {y})" for i, (x, y) in enumerate(instance.facts["points"])
+        )
+
     def steps(self, instance: PuzzleInstance) -> list[Any]:
         return list(instance.answer)
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import math
 import re
-from collections.abc import Callable, Hashable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
@@ -184,3 +184,202 @@ def table_support(min_steps: Mapping[str, int | None]) -> Support:
         return m is not None and len(prefix) >= m
 
     return supports
+
+
+class StepSupport:
+    """Exact support for tasks with verifiable steps (puzzles, DSR traces).
+
+    A chunk's claim is the steps it states (``claimed(text)``, in the task's step form). It is
+    supported when (1) every step it adds is already stated in the reasoning prefix and (2) the
+    steps disclosed so far plus these are consistent with some correct solution
+    (``consistent(steps)``, the task's exact checker). A chunk restating the disclosed steps
+    and more (a final answer holding the whole solution) adds only what is new. A chunk that
+    states no step asserts nothing checkable and is supported.
+
+    Stateful: the steps of each supported chunk are committed, so one instance serves one
+    stream, asked about chunks in disclosure order, as :class:`DisclosureGuard` and
+    :func:`align` do (each asks until a chunk is supported, then moves to the next).
+    """
+
+    def __init__(self, claimed: Callable[[str], list[Any]], consistent: Callable[[list[Any]], bool]) -> None:
+        self.claimed = claimed
+        self.consistent = consistent
+        self.committed: list[Any] = []
+
+    def __call__(self, prefix: Sequence[str], chunk: str) -> bool:
+        claim = self.claimed(chunk)
+        if not claim:
+            return True
+        done = self.committed
+        total = claim if claim[: len(done)] == done else [*done, *claim]
+        new = total[len(done) :]
+        stated = self.claimed("\n".join(prefix)) if new else []
+        if any(step not in stated for step in new) or not self.consistent(total):
+            return False
+        self.committed = total
+        return True
+
+
+# --- items with exact support: puzzles and DSR-Bench traces ----------------------------
+
+
+@dataclass(frozen=True)
+class Verdict:
+    correct: bool
+    score: float
+    reason: str
+
+
+@dataclass(frozen=True)
+class SxSItem:
+    """One question with what an SxS run and the data builder need: the text question, an
+    exact scorer of a reply, a fresh exact support checker per stream, and a reference
+    ``(reasoning steps, answer chunks)`` pair derived from the ground truth."""
+
+    id: str
+    question: str
+    step_format: str
+    """How to state steps so that the support checker can read them (shown to the model)."""
+    reasoning: tuple[str, ...]
+    chunks: tuple[str, ...]
+    score: Callable[[str], Verdict]
+    new_support: Callable[[], Support]
+    contradicts: Callable[[str, str], bool]
+    """``contradicts(chunk, final)``: the chunk commits to something the final answer does not."""
+    record: Mapping[str, Any]
+
+
+def puzzle_item(task_name: str, seed: int, difficulty: str = "medium", chunk_steps: int = 3) -> SxSItem:
+    """A puzzle instance as an SxS item; only puzzles that can be written out as text qualify.
+
+    Reference reasoning: one line per true step (``Step k: <step as JSON>``); answer chunks:
+    the steps ``chunk_steps`` at a time, then the complete answer object."""
+    from embodia.envs.puzzles import PuzzleError, make_task
+
+    task = make_task(task_name)
+    instance = task.generate(seed, difficulty)
+    text = task.text(instance)
+    steps = task.steps(instance)
+    if text is None or not steps:
+        raise PuzzleError(
+            f"the {task_name} puzzle has no text form or no verifiable steps, so SxS cannot run on it"
+        )
+
+    def score(reply: str) -> Verdict:
+        v = task.score(reply, instance)
+        return Verdict(v.correct, v.score, v.reason)
+
+    def contradicts(chunk: str, final: str) -> bool:
+        """A step the chunk states that the final answer's solution does not contain."""
+        stated, answer = task.claimed_steps(chunk, instance), task.parse(final, instance)
+        if not stated or not answer.ok:
+            return False
+        solution = task.answer_steps(answer.value, instance)
+        return any(step not in solution for step in stated)
+
+    return SxSItem(
+        id=f"{task_name}/{difficulty}/{seed}",
+        question=f"{instance.prompt}\n{text}",
+        step_format=task.step_format,
+        # integer steps go in a list: prose numbers are not claims, JSON values are
+        reasoning=tuple(
+            f"Step {k}: {json.dumps(step if isinstance(step, list) else [step])}"
+            for k, step in enumerate(steps, start=1)
+        ),
+        chunks=(
+            *(f"Next: {json.dumps(steps[i : i + chunk_steps])}" for i in range(0, len(steps), chunk_steps)),
+            f"Answer: {json.dumps({'answer': instance.answer})}",  # every puzzle parser reads "answer"
+        ),
+        score=score,
+        new_support=lambda: StepSupport(
+            lambda t: task.claimed_steps(t, instance), lambda s: task.check_step(s, instance)
+        ),
+        contradicts=contradicts,
+        record=instance.to_record(),
+    )
+
+
+def dsr_item(operation: str, index: int, length: str = "short", seed: int | None = None) -> SxSItem:
+    """A DSR-Bench main-suite problem as an SxS item: steps are the structure's states after
+    each operation, checked exactly against the reference implementation's trace.
+
+    Reference reasoning: ``After (op, x): <state>`` per operation; answer chunks: the state
+    every ``3`` operations, then ``{"final_answer": ...}``."""
+    from embodia.envs.dsr import DSRError, canonical, prompts, scoring, suites
+    from embodia.envs.puzzles.core import json_values
+
+    options = {} if seed is None else {"seed": seed}
+    instance = suites.make_instance(suites.Group("main", operation), length, index, **options)
+    if not instance.steps:
+        raise DSRError(f"DSR operation {operation} has no per-operation states to check")
+    truth = [*(canonical(s.state) for s in instance.steps), canonical(instance.truth)]
+
+    def claimed(text: str) -> list[Any]:
+        out = []
+        for value in json_values(text):
+            if isinstance(value, dict):
+                value = next((value[k] for k in ("final_answer", "state", "output") if k in value), value)
+            out.append(canonical(value))
+        return out
+
+    def consistent(states: list[Any]) -> bool:
+        at = 0  # a subsequence of the true states, in order
+        for s in states:
+            while at < len(truth) and truth[at] != s:
+                at += 1
+            if at == len(truth):
+                return False
+            at += 1
+        return True
+
+    def final_answers(text: str) -> list[str]:
+        return [
+            canonical(v["final_answer"])
+            for v in json_values(text)
+            if isinstance(v, dict) and "final_answer" in v
+        ]
+
+    def contradicts(chunk: str, final: str) -> bool:
+        """Only final answers are compared: an intermediate state is not refuted by the final one."""
+        mine, theirs = final_answers(chunk), final_answers(final)
+        return bool(mine and theirs) and mine[-1] != theirs[-1]
+
+    def score(reply: str) -> Verdict:
+        result = scoring.score_reply(reply, instance)
+        return Verdict(
+            result.exact == 1.0, float(result.partial), result.reason or str(result.failure or "correct")
+        )
+
+    states = [s.state for s in instance.steps]
+    return SxSItem(
+        id=instance.id,
+        question=prompts.render(instance, "0-CoT"),
+        step_format="state the structure after an operation as JSON, e.g. [3, 1], and end with the JSON "
+        "object asked for",
+        reasoning=tuple(f"After {s.label}: {json.dumps(s.state)}" for s in instance.steps),
+        chunks=(
+            *(f"After {i + 1} operations: {json.dumps(states[i])}" for i in range(2, len(states) - 1, 3)),
+            json.dumps({"final_answer": instance.truth}),
+        ),
+        score=score,
+        new_support=lambda: StepSupport(claimed, consistent),
+        contradicts=contradicts,
+        record=instance.to_json(),
+    )
+
+
+def sft_records(items: Iterable[SxSItem], tokenizer: Any = None) -> Iterator[dict[str, Any]]:
+    """SFT records of the items' reference trajectories, with the prompt the SxS runtime uses
+    (so a model fine-tuned on them is asked at run time exactly as it was trained)."""
+    from embodia.agents.sxs import SXS_SYSTEM
+    from embodia.evals.sxs_run import system_prompt
+
+    for item in items:
+        segments = build_trajectory(item.reasoning, item.chunks, item.new_support())
+        yield to_sft_record(
+            item.question,
+            segments,
+            tokenizer,
+            system=system_prompt(SXS_SYSTEM, item),
+            meta={"id": item.id, "supported": all(s.supported for s in segments if s.channel == "speak")},
+        )

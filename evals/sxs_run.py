@@ -1,0 +1,236 @@
+"""``embodia eval sxs``: content latency against accuracy, for SxS and its baselines, on items
+with exact support (text puzzles, DSR-Bench traces).
+
+Modes, all on the same items and the same policy, each streamed so that wall-clock latency is
+measured from the backend's own token stream (``on_text``):
+
+- ``think_then_answer``: reason inside ``<think>``, then the whole answer in one ``<speak>``.
+- ``naive_early_streaming``: plain step-by-step reasoning, every word shown as it comes, in
+  updates of ``k`` tokens (nothing is private).
+- ``prompted_interleaving``: the interleaving prompt, no guard: speak spans are shown as written.
+- ``sxs``: the SxS runtime (:mod:`embodia.agents.sxs`), whose disclosure guard releases a
+  speak chunk only when the exact step checker finds it supported by the reasoning so far.
+- ``sft_target``: no model: the interleaved trajectory the data builder makes from the item's
+  ground-truth (reasoning, answer) pair, i.e. what SxS fine-tuning teaches. It is the point an
+  SxS policy is trained towards, not a model's result.
+
+Accuracy is the task's exact check of what the user saw (the visible text only). Per-stream
+metrics are those of :mod:`embodia.evals.content_latency`; ``wait_to_content_tokens`` is TTFC,
+or the whole stream when nothing was shown (the user waited to the end for nothing), so
+modes that never speak are not flattered on the Pareto plots. Premature commitment uses the
+item's exact contradiction test (a disclosed step absent from the final answer's solution).
+
+``runs/NAME/results.jsonl`` gets one line per (item, mode) as it finishes; ``--resume`` skips
+those already there. ``report.json`` holds the means per mode; ``pareto_ttfc.png`` and
+``pareto_wait.png`` plot accuracy against TTFC and against a random observer's expected wait.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from embodia.agents.sxs import SXS_SYSTEM, run_sxs
+from embodia.errors import EmbodiaError
+from embodia.evals.content_latency import (
+    PROMPTED_INTERLEAVING_SYSTEM,
+    Span,
+    aggregate,
+    pareto_plot,
+    parse_deltas,
+    parse_interleaved,
+    stream_metrics,
+    timed_blocks,
+    timed_completion,
+)
+from embodia.evals.resume import check_resumable, read_run_records
+from embodia.policies.base import Message, Policy
+from embodia.policies.recipes.sxs_data import SxSItem, build_trajectory, dsr_item, puzzle_item, render
+
+MODES = ("think_then_answer", "naive_early_streaming", "prompted_interleaving", "sxs", "sft_target")
+POLICY_MODES = MODES[:4]
+
+THINK_THEN_ANSWER_SYSTEM = (
+    "Reason privately inside <think>...</think>. When you are done, give the whole answer once, "
+    "inside <speak>...</speak>."
+)
+NAIVE_SYSTEM = "Think step by step, writing your reasoning out, then give the answer."
+SYSTEMS = {
+    "think_then_answer": THINK_THEN_ANSWER_SYSTEM,
+    "naive_early_streaming": NAIVE_SYSTEM,
+    "prompted_interleaving": PROMPTED_INTERLEAVING_SYSTEM,
+    "sxs": SXS_SYSTEM,
+}
+PUZZLE_SOURCES = ("maze", "sudoku", "frozenlake", "tsp")
+
+
+@dataclass(frozen=True)
+class SxSRunSettings:
+    source: str
+    """A text puzzle (maze, sudoku, frozenlake, tsp) or ``dsr:OPERATION`` (e.g. dsr:queue.compound)."""
+    policy: str
+    modes: str = ",".join(MODES)
+    difficulty: str = "medium"
+    """Puzzle difficulty, or the DSR length (short, medium, long)."""
+    items: int = 10
+    seed: int = 0
+    max_tokens: int = 1024
+    k: int = 16
+    """Tokens per update of naive early streaming."""
+
+
+def parse_modes(text: str) -> list[str]:
+    modes = [m.strip() for m in text.split(",") if m.strip()]
+    unknown = [m for m in modes if m not in MODES]
+    if unknown or not modes:
+        raise EmbodiaError(
+            f"unknown SxS mode {', '.join(unknown) or text!r}: expected some of {', '.join(MODES)}"
+        )
+    return modes
+
+
+def make_item(source: str, index: int, difficulty: str, seed: int) -> SxSItem:
+    if source.startswith("dsr:"):
+        return dsr_item(source.removeprefix("dsr:"), seed + index, difficulty)
+    if source not in PUZZLE_SOURCES:
+        raise EmbodiaError(
+            f"unknown SxS source {source!r}: expected one of {', '.join(PUZZLE_SOURCES)} or dsr:OPERATION"
+        )
+    return puzzle_item(source, seed + index, difficulty)
+
+
+def _messages(system: str, item: SxSItem) -> list[Message]:
+    return [
+        {"role": "system", "content": system_prompt(system, item)},
+        {"role": "user", "content": item.question},
+    ]
+
+
+def system_prompt(system: str, item: SxSItem) -> str:
+    """A mode's instructions plus how to state steps so they can be checked (the same for every
+    mode, and the same as the SxS training data's)."""
+    return f"{system} When you state steps, {item.step_format}."
+
+
+def run_mode(mode: str, item: SxSItem, policy: Policy | None, settings: SxSRunSettings) -> dict[str, Any]:
+    """One item under one mode: what the user saw, scored, with its content-latency metrics."""
+    started = time.perf_counter()
+    raw = ""
+    extra: dict[str, Any] = {}
+    spans: list[Span]
+    if mode == "sft_target":
+        raw = render(build_trajectory(item.reasoning, item.chunks, item.new_support()))
+        spans = parse_interleaved(raw)
+    elif policy is None:
+        raise EmbodiaError(f"mode {mode} needs a --policy")
+    elif mode == "sxs":
+        result = run_sxs(
+            item.question,
+            policy,
+            item.new_support(),
+            system=_messages(SXS_SYSTEM, item)[0]["content"],
+            max_tokens=settings.max_tokens,
+        )
+        raw, spans = result.text, result.visible_spans()
+        extra = {
+            "withheld": result.withheld,
+            "unsupported_released": sum(not d.supported for d in result.disclosures),
+        }
+    else:
+        raw, deltas = timed_completion(policy, _messages(SYSTEMS[mode], item), settings.max_tokens)
+        spans = timed_blocks(deltas, settings.k) if mode == "naive_early_streaming" else parse_deltas(deltas)
+    visible = "\n".join(s.text for s in spans if s.channel == "speak")
+    verdict = item.score(visible)
+    metrics = stream_metrics(spans, final=visible, contradicts=item.contradicts).as_dict()
+    ttfc = metrics["ttfc_tokens"]
+    return {
+        "mode": mode,
+        "item": item.id,
+        "correct": verdict.correct,
+        "score": verdict.score,
+        "reason": verdict.reason,
+        "visible": visible,
+        "raw": raw,
+        "wait_to_content_tokens": metrics["n_tokens"] if ttfc is None else ttfc,
+        **metrics,
+        **extra,
+        "wall_s": time.perf_counter() - started,
+    }
+
+
+def run_sxs_eval(
+    settings: SxSRunSettings,
+    out: Path,
+    resume: bool = False,
+    on_row: Callable[[dict[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    import yaml
+
+    from embodia.policies import make_policy
+
+    modes = parse_modes(settings.modes)
+    if settings.items < 1:
+        raise EmbodiaError(f"--items must be at least 1, got {settings.items}")
+    if settings.k < 1:
+        raise EmbodiaError(f"--k must be at least 1, got {settings.k}")
+    items = [make_item(settings.source, i, settings.difficulty, settings.seed) for i in range(settings.items)]
+    done = read_run_records(out / "results.jsonl") if check_resumable(out, asdict(settings), resume) else []
+    finished = {(int(r["index"]), str(r["mode"])) for r in done}
+    todo = [(i, m) for i in range(settings.items) for m in modes if (i, m) not in finished]
+    policy = make_policy(settings.policy) if any(m in POLICY_MODES for _, m in todo) else None
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump({"settings": asdict(settings)}))
+    results = out / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in done))
+    rows = list(done)
+    with results.open("a") as sink:
+        for index, mode in todo:
+            row = {"index": index, **run_mode(mode, items[index], policy, settings)}
+            sink.write(json.dumps(row, default=str) + "\n")
+            sink.flush()
+            rows.append(row)
+            if on_row is not None:
+                on_row(row)
+    report = summarise(rows, settings, out)
+    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    return report
+
+
+REPORTED = (
+    "correct",
+    "score",
+    "ttfc_tokens",
+    "ttfc_s",
+    "wait_to_content_tokens",
+    "mean_gap",
+    "max_gap",
+    "expected_wait",
+    "expected_wait_s",
+    "disclosure_rate",
+    "early_disclosure",
+    "premature_commitment",
+    "n_tokens",
+    "wall_s",
+    "no_content",
+    "n",
+)
+
+
+def summarise(rows: list[dict[str, Any]], settings: SxSRunSettings, out: Path) -> dict[str, Any]:
+    """Means per mode (``accuracy`` = mean of ``correct``) and the two Pareto plots."""
+    per_mode = {
+        mode: {("accuracy" if k == "correct" else k): v for k, v in means.items() if k in REPORTED}
+        for mode, means in aggregate(rows, by="mode").items()
+    }
+    points = [{"mode": mode, **means} for mode, means in per_mode.items()]
+    plots = {}
+    for name, x in (("pareto_ttfc.png", "wait_to_content_tokens"), ("pareto_wait.png", "expected_wait")):
+        pareto_plot(
+            points, out / name, x=x, y="accuracy", label="mode", title=f"{settings.source}: accuracy vs {x}"
+        )
+        plots[name.removesuffix(".png")] = name
+    return {"settings": asdict(settings), "items": settings.items, "modes": per_mode, "plots": plots}
