@@ -393,12 +393,16 @@ def pareto_plot(
     xy = [(float(r[x]), float(r[y])) for r in pts]
     front = pareto_front(xy)
     fig, ax = plt.subplots(figsize=(5, 4))
-    for r, (px, py) in zip(pts, xy, strict=True):
-        ax.scatter(px, py, s=30)
-        ax.annotate(str(r.get(label, "")), (px, py), fontsize=7, xytext=(3, 3), textcoords="offset points")
+    markers = "osD^vP*Xh<>"
+    for n, (r, (px, py)) in enumerate(zip(pts, xy, strict=True)):
+        # a legend rather than text beside the points: close points would overprint their names
+        ax.scatter(px, py, s=40, marker=markers[n % len(markers)], label=str(r.get(label, "")), zorder=3)
     if front:
         ax.plot([xy[i][0] for i in front], [xy[i][1] for i in front], "k--", lw=1, label="Pareto front")
-        ax.legend(fontsize=7)
+    if pts:
+        ax.legend(fontsize=7, loc="best")
+    if xy and all(0.0 <= py <= 1.0 for _, py in xy):
+        ax.set_ylim(-0.03, 1.03)  # rates: keep the whole scale, so one run's plot reads like another's
     ax.set_xlabel(x)
     ax.set_ylabel(y)
     ax.set_title(title or f"{y} vs {x}")

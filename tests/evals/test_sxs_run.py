@@ -218,3 +218,25 @@ def test_sft_data_with_a_chat_template(tmp_path: Path) -> None:
     content = records[0]["messages"][-1]["content"]
     assert content.startswith("<think>") and content in records[0]["text"]
     assert "When you state steps" in records[0]["messages"][0]["content"]
+
+
+@pytest.mark.slow
+def test_every_mode_with_a_tiny_transformers_model(tmp_path: Path) -> None:
+    """The real HF backend streams each mode; random weights give replies that are wrong and
+    mostly tagless, which the metrics count honestly (no content, zero accuracy)."""
+    from tinymodels import build_tiny_chat_lm
+
+    model = build_tiny_chat_lm(tmp_path / "lm")
+    out = tmp_path / "run"
+    args = ["eval", "sxs", "--source", "dsr:queue.compound", "--difficulty", "short", "--items", "2"]
+    result = runner.invoke(app, [*args, "--policy", f"hf:{model}", "--max-tokens", "24", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert len(rows) == 2 * len(MODES)
+    for row in rows:
+        assert row["n_tokens"] >= 0 and row["wall_s"] > 0
+        if row["mode"] == "naive_early_streaming" and row["n_tokens"]:
+            assert row["ttfc_tokens"] == 0 and row["ttfc_s"] is not None and row["ttfc_s"] <= row["wall_s"]
+    report = json.loads((out / "report.json").read_text())
+    assert report["modes"]["sft_target"]["accuracy"] == 1.0
+    assert set(report["modes"]) == set(MODES) and (out / "pareto_wait.png").exists()

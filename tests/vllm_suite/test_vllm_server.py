@@ -162,6 +162,25 @@ def test_streamed_replies_match_the_whole_ones(server: VLLMServer) -> None:
     assert len(stopped.tokens) == stopped.completion_tokens
 
 
+def test_content_latency_in_seconds_from_the_streamed_reply(server: VLLMServer) -> None:
+    """The wall-clock content-latency metrics of SxS runs, from a real token stream: each
+    word is timed by the delta that carried it, so the first update arrives before the last."""
+    from embodia.evals.content_latency import stream_metrics, timed_blocks, timed_completion
+
+    text, deltas = timed_completion(
+        policy(server, seed=SEED), chat("Describe the hallway to the kitchen."), max_tokens=48
+    )
+    assert len(deltas) > 1 and "".join(d for _, d in deltas) == text
+    times = [t for t, _ in deltas]
+    assert times == sorted(times) and times[0] > 0
+    spans = timed_blocks(deltas, 4)
+    metrics = stream_metrics(spans)
+    assert metrics.ttfc_tokens == 0 and metrics.ttfc_s is not None
+    assert 0 < metrics.ttfc_s < spans[-1].end_time_s <= times[-1]
+    # a random observer waits less than the whole stream lasted
+    assert metrics.expected_wait_s is not None and 0 <= metrics.expected_wait_s < times[-1]
+
+
 def test_stop_sequences_end_the_reply_before_the_stop_string(server: VLLMServer) -> None:
     messages = chat("Explore the office first, then turn left.")
     seeded = policy(server, seed=SEED)
