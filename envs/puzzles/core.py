@@ -57,8 +57,9 @@ class PuzzleInstance:
             "difficulty": self.difficulty,
             "seed": self.seed,
             "prompt": self.prompt,
-            "answer": self.answer,
-            "facts": dict(self.facts),
+            # a deep copy: a consumer editing the record must not change the live instance
+            "answer": json.loads(json.dumps(self.answer)),
+            "facts": json.loads(json.dumps(dict(self.facts))),
         }
 
     @classmethod
@@ -203,19 +204,36 @@ def _step_shaped(value: Any, example: Any) -> list[Any]:
     if isinstance(example, list):
         if isinstance(value, list) and len(value) == len(example) and all(is_int(v) for v in value):
             return [list(value)]
-    elif is_int(value):
-        return [value]
+    elif isinstance(value, list) and all(is_int(v) for v in value):
+        return list(value)  # integer steps count only inside a list ({"length": 57} is no step)
     items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else []
     return [step for v in items for step in _step_shaped(v, example)]
 
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\n?(.*?)```", re.S)
 _TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
-_LINE = re.compile(r"^\W*(?:final\s+)?answer\s*(?:is)?\s*[:=]\s*(.+?)\s*$", re.I | re.M)
+_BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
+_EMPHASIS = re.compile(r"(\*\*|__|\*(?=\S)|(?<=\S)\*)")
+_OBJECT_START = re.compile(r"\{\s*[\"']")
+
+
+def _labelled_line(keys: Sequence[str]) -> re.Pattern[str]:
+    """``Answer: X``, ``Final answer = X``, ``The answer is: X``, ``Path: X`` (any answer key as
+    the label), anywhere in a line; the value runs to the end of the line."""
+    labels = "|".join(re.escape(k) for k in ("answer", *keys))
+    return re.compile(rf"(?:^|\W)(?:final\s+)?(?:{labels})\s*(?:is\s*)?[:=]\s*(.+?)\s*$", re.I | re.M)
+
+
+def _is_phrase(keys: Sequence[str]) -> re.Pattern[str]:
+    """The weaker ``... the answer is X.`` / ``... the shortest path is X.`` (no colon)."""
+    labels = "|".join(re.escape(k) for k in ("answer", *keys))
+    return re.compile(rf"\b(?:{labels})\s+is\s+(.+?)\s*\.?\s*$", re.I | re.M)
 
 
 def json_values(text: str) -> list[Any]:
-    """Every top-level JSON object or array embedded in ``text``, in order of appearance."""
+    """Every top-level JSON object or array embedded in ``text``, in order of appearance. An
+    object JSON cannot read is tried as a Python literal (single quotes, trailing commas), the
+    way models often write them."""
     decoder = json.JSONDecoder()
     out: list[Any] = []
     i = 0
@@ -224,8 +242,11 @@ def json_values(text: str) -> list[Any]:
             try:
                 value, end = decoder.raw_decode(text, i)
             except json.JSONDecodeError:
-                i += 1
-                continue
+                literal = _python_literal(text, i)
+                if literal is None:
+                    i += 1
+                    continue
+                value, end = literal
             out.append(value)
             i = end
         else:
@@ -233,34 +254,85 @@ def json_values(text: str) -> list[Any]:
     return out
 
 
+def _python_literal(text: str, start: int) -> tuple[Any, int] | None:
+    """A dict or list literal starting at ``start`` (balanced brackets, ``ast.literal_eval``)."""
+    import ast
+    import warnings
+
+    depth = 0
+    quote = ""
+    for j in range(start, min(len(text), start + 20_000)):
+        ch = text[j]
+        if quote:
+            if ch == quote and text[j - 1] != "\\":
+                quote = ""
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "{[":
+            depth += 1
+        elif ch in "}]":
+            depth -= 1
+            if depth == 0:
+                try:
+                    with warnings.catch_warnings():  # odd escapes in model text are not our warnings
+                        warnings.simplefilter("ignore")
+                        value = ast.literal_eval(text[start : j + 1])
+                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+                    return None
+                return (value, j + 1) if isinstance(value, dict | list) else None
+    return None
+
+
+def _keyed(value: Any, keys: Sequence[str]) -> tuple[bool, Any]:
+    """The value under one of ``keys`` in a dict, looking one level into nested answer objects
+    (``{"answer": {"path": ...}}``)."""
+    if not isinstance(value, dict):
+        return False, None
+    for key in keys:
+        if key in value:
+            inner = value[key]
+            found, deeper = _keyed(inner, keys)
+            return True, deeper if found else inner
+    return False, None
+
+
 def find_answer(reply: str, keys: Sequence[str]) -> Parsed:
     """The raw answer candidate in a model reply; tasks then validate and normalise it.
 
-    Order: the last JSON object holding one of ``keys`` (or the last bare JSON array), an
-    ``<answer>`` tag, an ``Answer:`` line, else the last non-empty line. Text that opens a JSON
-    object but never closes one is reported as truncated rather than guessed at.
+    Markdown emphasis is dropped and ``\\boxed{X}`` unwrapped first. Then, in order: the last
+    JSON object holding one of ``keys`` (or ``answer``); an ``<answer>`` tag; the last line
+    labelled with ``answer`` or a key (``Final answer: X``, ``Path: X``); the last one-key JSON
+    object; the last bare JSON array; the last ``... answer is X`` phrase; else the last
+    non-empty line (of the last code fence, if any). Text that opens a JSON object but never
+    closes one is reported as truncated rather than guessed at. Lists in the reasoning never
+    override a labelled answer.
     """
     if not isinstance(reply, str) or not reply.strip():
         return Parsed.fail("empty reply")
-    text = reply.strip()
+    keys = tuple(dict.fromkeys((*keys, "answer")))
+    text = _BOXED.sub(lambda m: m.group(1), _EMPHASIS.sub("", reply.strip()))
     values = json_values(text)
     for value in reversed(values):
-        if isinstance(value, dict):
-            for key in keys:
-                if key in value:
-                    return Parsed(value[key])
-            if len(value) == 1:
-                return Parsed(next(iter(value.values())))
-        elif isinstance(value, list):
-            return Parsed(value)
+        found, inner = _keyed(value, keys)
+        if found:
+            return Parsed(inner)
     tags = _TAG.findall(text)
     if tags:
         return Parsed(tags[-1].strip())
-    lines = _LINE.findall(text)
+    lines = _labelled_line(keys).findall(text)
     if lines:
         return Parsed(lines[-1].strip().strip("`").strip())
-    if "{" in text and not values:
+    for value in reversed(values):
+        if isinstance(value, dict) and len(value) == 1:
+            return Parsed(next(iter(value.values())))
+    for value in reversed(values):
+        if isinstance(value, list):
+            return Parsed(value)
+    if _OBJECT_START.search(text) and not any(isinstance(v, dict) for v in values):
         return Parsed.fail("truncated or malformed JSON")
+    phrases = _is_phrase(keys).findall(text)
+    if phrases:
+        return Parsed(phrases[-1].strip().strip("`").strip())
     fences = _FENCE.findall(text)
     body = fences[-1] if fences else text
     rest = [ln.strip().strip("`").strip() for ln in body.splitlines()]
@@ -268,6 +340,44 @@ def find_answer(reply: str, keys: Sequence[str]) -> Parsed:
     if not rest:
         return Parsed.fail("no answer found")
     return Parsed(rest[-1])
+
+
+_INT_RUN = re.compile(r"\d+(?:(?:\s*(?:,|;|->|=>|→|–|—|-)\s*|\s+)\d+)*")
+
+
+def as_int(value: Any) -> int | None:
+    """An integer from an int, an integral float or a digit string; None for bools, fractions
+    and the rest (``True`` is not tile 1, ``0.9`` is not point 0)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
+        return int(value)
+    return None
+
+
+def int_sequence(value: Any, what: str) -> Parsed:
+    """A list of integers from an answer value: a (possibly nested, row by row) JSON list, or
+    text, where the longest run of separated integers is the answer ("the 3x3 grid, row by row:
+    2 0 1 ..." reads the run, not the 3s; "0 → 3 → 1" reads 0, 3, 1)."""
+    if isinstance(value, str):
+        runs = list(_INT_RUN.finditer(value))
+        if not runs:
+            return Parsed.fail(f"no answer found: expected a list of {what} numbers")
+        longest = max(len(re.findall(r"\d+", r.group())) for r in runs)
+        best = [r for r in runs if len(re.findall(r"\d+", r.group())) == longest][-1]
+        return Parsed([int(t) for t in re.findall(r"\d+", best.group())])
+    if not isinstance(value, list) or not value:
+        return Parsed.fail(f"no answer found: expected a list of {what} numbers")
+    flat = [x for row in value for x in (row if isinstance(row, list) else [row])]
+    numbers = [as_int(x) for x in flat]
+    if any(n is None for n in numbers):
+        bad = next(x for x, n in zip(flat, numbers, strict=True) if n is None)
+        return Parsed.fail(f"{bad!r} is not a {what} number")
+    return Parsed([n for n in numbers if n is not None])
 
 
 def answer_format_note(example: str) -> str:

@@ -18,7 +18,6 @@ from embodia.envs.puzzles.core import (
     PuzzleTask,
     Verdict,
     answer_format_note,
-    find_answer,
 )
 from embodia.envs.puzzles.grid import (
     GRID_STEP_FORMAT,
@@ -27,7 +26,7 @@ from embodia.envs.puzzles.grid import (
     bfs,
     cells_after,
     distances,
-    parse_moves,
+    parse_move_reply,
     path_to,
     prefix_moves,
 )
@@ -54,6 +53,7 @@ class FrozenLakeTask(PuzzleTask):
     name = "frozenlake"
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+        seed = self._seed(seed)
         n = SIZES[self._difficulty(difficulty)]
         rng = random.Random(f"frozenlake/{difficulty}/{seed}")
         while True:
@@ -96,10 +96,7 @@ class FrozenLakeTask(PuzzleTask):
         return np.ascontiguousarray(img)
 
     def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
-        raw = find_answer(reply, ("moves", "path", "answer"))
-        if not raw.ok:
-            return raw
-        return parse_moves(raw.value, tuple(instance.facts["start"]))
+        return parse_move_reply(reply, tuple(instance.facts["start"]), ("moves", "path", "answer"))
 
     def _walk(self, moves: str, instance: PuzzleInstance) -> tuple[Cell, str | None]:
         f = instance.facts

@@ -7,7 +7,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from embodia.envs.puzzles.core import Parsed
+from embodia.envs.puzzles.core import Parsed, as_int, find_answer
 
 Cell = tuple[int, int]
 MOVES: dict[str, Cell] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -22,24 +22,47 @@ _WORDS = {
     "EAST": "R",
 }
 _TOKEN = re.compile(r"[A-Za-z]+|[^\sA-Za-z,;>\-|/]")
+_ARROW_MOVES = {"↑": "U", "↓": "D", "←": "L", "→": "R", "⬆": "U", "⬇": "D", "⬅": "L", "➡": "R"}
+_SEPARATORS = re.compile(r"->|=>|[→⇒➔⟶,;|/]")
+_NUMBERED = re.compile(r"^\s*(?:step\s*)?\d+\s*[.):]\s*(?:move\s+|go\s+)?([A-Za-z]+)\b", re.I | re.M)
 
 
 def parse_moves(raw: Any, start: Cell) -> Parsed:
-    """A move string ("RRDL", "R R D", "right, down", ["R","D"]) or a cell list -> "RRDL".
+    """A move string ("RRDL", "R R D", "right, down", "R → R → D", "↓ ↓ →", ["R","D"]) or a
+    cell list -> "RRDL".
 
-    Cell lists may include the start cell; consecutive cells must be grid neighbours.
+    Cell lists may include the start cell; consecutive cells must be grid neighbours. Arrows
+    are moves when the text has no letters, separators when it has. In prose ("so the path is
+    R R D D."), the capital move letters are the moves.
     """
     if isinstance(raw, list) and raw and all(isinstance(c, list | tuple) and len(c) == 2 for c in raw):
-        cells = [(int(r), int(c)) for r, c in raw]
-        if cells[0] != start:
-            cells.insert(0, start)
-        return Parsed(cells_to_moves(cells)) if _adjacent(cells) else Parsed.fail(_jump(cells))
+        cells = [(as_int(r), as_int(c)) for r, c in raw]
+        if any(r is None or c is None for r, c in cells):
+            bad = next(list(p) for p, q in zip(raw, cells, strict=True) if None in q)
+            return Parsed.fail(f"cell {bad!r} is not a [row, col] pair of integers")
+        path = [(int(r), int(c)) for r, c in cells if r is not None and c is not None]
+        if path[0] != start:
+            path.insert(0, start)
+        return Parsed(cells_to_moves(path)) if _adjacent(path) else Parsed.fail(_jump(path))
     if isinstance(raw, list):
         raw = " ".join(str(x) for x in raw)
     if not isinstance(raw, str):
         return Parsed.fail(f"answer is a {type(raw).__name__}, not a move string")
+    text = raw.strip().strip(".")
+    if not re.search(r"[A-Za-z]", text):
+        text = "".join(_ARROW_MOVES.get(ch, ch) for ch in text)
+    strict = _moves_of(_SEPARATORS.sub(" ", text))
+    if strict.ok:
+        return strict
+    capitals = re.findall(r"\b[UDLR]+\b", text)
+    if capitals and re.search(r"[a-z]{2}", text):
+        return Parsed("".join(capitals))
+    return strict
+
+
+def _moves_of(text: str) -> Parsed:
     out: list[str] = []
-    for tok in _TOKEN.findall(raw.strip().strip(".").upper()):
+    for tok in _TOKEN.findall(text.upper()):
         if tok in _WORDS:
             out.append(_WORDS[tok])
         elif set(tok) <= set(MOVES):
@@ -49,6 +72,21 @@ def parse_moves(raw: Any, start: Cell) -> Parsed:
     if not out:
         return Parsed.fail("no answer found: empty move sequence")
     return Parsed("".join(out))
+
+
+def parse_move_reply(reply: str, start: Cell, keys: tuple[str, ...]) -> Parsed:
+    """A grid task's answer from a whole reply: the answer :func:`find_answer` locates, else a
+    numbered list of moves (``1. left`` / ``2. down`` ...), one per line."""
+    raw = find_answer(reply, keys)
+    parsed = parse_moves(raw.value, start) if raw.ok else raw
+    if parsed.ok or not isinstance(reply, str):
+        return parsed
+    items = _NUMBERED.findall(reply)
+    if len(items) >= 2:
+        listed = _moves_of(" ".join(items))
+        if listed.ok:
+            return listed
+    return parsed
 
 
 def _adjacent(cells: list[Cell]) -> bool:
@@ -126,4 +164,6 @@ def prefix_moves(prefix: Any, start: Cell) -> Parsed:
         return parse_moves(prefix, start)
     if all(isinstance(p, str) for p in prefix):
         return parse_moves("".join(prefix), start)
+    if not all(isinstance(p, list | tuple) for p in prefix):
+        return Parsed.fail("a step prefix is moves or [row, col] cells")
     return parse_moves([list(p) for p in prefix], start)

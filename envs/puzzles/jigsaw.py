@@ -21,7 +21,9 @@ from embodia.envs.puzzles.core import (
     PuzzleTask,
     Verdict,
     answer_format_note,
+    as_int,
     find_answer,
+    int_sequence,
 )
 
 SIZES: dict[str, int] = {"easy": 2, "medium": 3, "hard": 4}
@@ -57,6 +59,7 @@ class JigsawTask(PuzzleTask):
     name = "jigsaw"
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+        seed = self._seed(seed)
         k = SIZES[self._difficulty(difficulty)]
         rng = random.Random(f"jigsaw/{difficulty}/{seed}")
         perm = list(range(k * k))
@@ -87,16 +90,16 @@ class JigsawTask(PuzzleTask):
         raw = find_answer(reply, ("permutation", "perm", "answer", "tiles"))
         if not raw.ok:
             return raw
-        value = raw.value
-        if isinstance(value, str):
-            value = [int(t) for t in re.findall(r"-?\d+", value)]
-        if not isinstance(value, list) or not value:
-            return Parsed.fail("no answer found: expected a list of tile numbers")
-        try:
-            perm = [int(v) for v in (x for row in value for x in (row if isinstance(row, list) else [row]))]
-        except (TypeError, ValueError):
-            return Parsed.fail("permutation contains something that is not a tile number")
-        n = instance.facts["k"] ** 2
+        k = instance.facts["k"]
+        n = k * k
+        parsed = int_sequence(raw.value, "tile")
+        if isinstance(raw.value, str) and (not parsed.ok or len(parsed.value) != n):
+            grid = _grid_rows(reply, k)  # the k x k grid written as k lines of k numbers
+            if grid is not None:
+                parsed = Parsed(grid)
+        if not parsed.ok:
+            return parsed
+        perm = parsed.value
         if len(perm) != n:
             return Parsed.fail(f"expected {n} tile numbers, found {len(perm)}")
         bad = [v for v in perm if not 0 <= v < n]
@@ -109,7 +112,11 @@ class JigsawTask(PuzzleTask):
 
     def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
         truth = instance.answer
-        if not isinstance(value, list) or sorted(value) != list(range(len(truth))):
+        if (
+            not isinstance(value, list)
+            or any(as_int(v) != v for v in value)
+            or sorted(value) != list(range(len(truth)))
+        ):
             return Verdict(False, 0.0, "answer is not a permutation of the tiles")
         wrong = [p for p, (a, b) in enumerate(zip(value, truth, strict=True)) if a != b]
         score = 1 - len(wrong) / len(truth)
@@ -127,3 +134,15 @@ class JigsawTask(PuzzleTask):
 
     def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
         return list(prefix) == list(instance.answer[: len(prefix)])
+
+
+def _grid_rows(reply: str, k: int) -> list[int] | None:
+    """The last ``k`` consecutive lines that each hold exactly ``k`` numbers, flattened."""
+    numeric = re.compile(r"[\s\d,;|\[\]]+")
+    rows = [re.findall(r"\d+", ln) if numeric.fullmatch(ln) else [] for ln in reply.splitlines()]
+    for end in range(len(rows), k - 1, -1):
+        block = rows[end - k : end]
+        if all(len(r) == k for r in block):
+            return [int(t) for r in block for t in r]
+    return None
+

@@ -19,7 +19,6 @@ from embodia.envs.puzzles.core import (
     PuzzleTask,
     Verdict,
     answer_format_note,
-    find_answer,
 )
 from embodia.envs.puzzles.grid import (
     GRID_STEP_FORMAT,
@@ -28,7 +27,7 @@ from embodia.envs.puzzles.grid import (
     bfs,
     cells_after,
     distances,
-    parse_moves,
+    parse_move_reply,
     path_to,
     prefix_moves,
 )
@@ -90,6 +89,7 @@ class MazeTask(PuzzleTask):
     name = "maze"
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+        seed = self._seed(seed)
         n = SIZES[self._difficulty(difficulty)]
         rng = random.Random(f"maze/{difficulty}/{seed}")
         grid = carve(n, n, rng, LOOPS[difficulty])
@@ -126,10 +126,7 @@ class MazeTask(PuzzleTask):
         return np.ascontiguousarray(img.repeat(px, axis=0).repeat(px, axis=1))
 
     def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
-        raw = find_answer(reply, ("path", "moves", "answer"))
-        if not raw.ok:
-            return raw
-        return parse_moves(raw.value, tuple(instance.facts["start"]))
+        return parse_move_reply(reply, tuple(instance.facts["start"]), ("path", "moves", "answer"))
 
     def _walk(self, moves: str, instance: PuzzleInstance) -> tuple[Cell, str | None]:
         f = instance.facts

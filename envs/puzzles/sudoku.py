@@ -25,6 +25,7 @@ from embodia.envs.puzzles.core import (
     PuzzleTask,
     Verdict,
     answer_format_note,
+    as_int,
     find_answer,
 )
 
@@ -139,6 +140,7 @@ class SudokuTask(PuzzleTask):
     name = "sudoku"
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+        seed = self._seed(seed)
         self._difficulty(difficulty)
         rng = random.Random(f"sudoku/{difficulty}/{seed}")
         givens, solution = base_puzzle(difficulty, rng.randrange(POOL))
@@ -177,7 +179,8 @@ class SudokuTask(PuzzleTask):
         raw = find_answer(reply, ("solution", "grid", "answer"))
         text = _flatten(raw.value) if raw.ok else ""
         if len(text) != 81 and isinstance(reply, str):
-            rows = [re.sub(r"[^0-9.]", "", ln) for ln in reply.splitlines()]
+            # a row label ("Row 1:", "R1:", "1.") is not a digit of the grid
+            rows = [re.sub(r"[^0-9.]", "", _ROW_LABEL.sub("", ln)) for ln in reply.splitlines()]
             rows = [r for r in rows if len(r) == 9]
             if len(rows) >= 9:
                 text = "".join(rows[-9:])
@@ -233,15 +236,19 @@ class SudokuTask(PuzzleTask):
         g, a = instance.facts["givens"], instance.answer
         seen: set[int] = set()
         for step in prefix:
-            try:
-                r, c, d = (int(x) for x in step)
-            except (TypeError, ValueError):
+            if not isinstance(step, list | tuple) or len(step) != 3:
+                return False
+            r, c, d = (as_int(x) if not isinstance(x, str) else None for x in step)
+            if r is None or c is None or d is None:
                 return False
             i = (r - 1) * 9 + (c - 1)
             if not (1 <= r <= 9 and 1 <= c <= 9) or g[i] != "0" or a[i] != str(d) or i in seen:
                 return False
             seen.add(i)
         return True
+
+
+_ROW_LABEL = re.compile(r"^\s*(?:row\s*|r)?\d\s*[:.)]\s*(?=\S)", re.I)
 
 
 def _flatten(value: Any) -> str:

@@ -21,7 +21,9 @@ from embodia.envs.puzzles.core import (
     PuzzleTask,
     Verdict,
     answer_format_note,
+    as_int,
     find_answer,
+    int_sequence,
 )
 
 SIZES: dict[str, int] = {"easy": 5, "medium": 7, "hard": 10}
@@ -82,6 +84,7 @@ class TSPTask(PuzzleTask):
     name = "tsp"
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+        seed = self._seed(seed)
         n = SIZES[self._difficulty(difficulty)]
         rng = random.Random(f"tsp/{difficulty}/{seed}")
         points: list[list[int]] = []
@@ -112,17 +115,10 @@ class TSPTask(PuzzleTask):
         raw = find_answer(reply, ("tour", "order", "answer"))
         if not raw.ok:
             return raw
-        value = raw.value
-        if isinstance(value, str):
-            import re
-
-            value = [int(t) for t in re.findall(r"-?\d+", value)]
-        if not isinstance(value, list) or not value:
-            return Parsed.fail("no answer found: expected a list of point numbers")
-        try:
-            order = [int(v) for v in value]
-        except (TypeError, ValueError):
-            return Parsed.fail("tour contains something that is not a point number")
+        parsed = int_sequence(raw.value, "point")
+        if not parsed.ok:
+            return parsed
+        order = parsed.value
         if len(order) > 1 and order[0] == order[-1]:
             order = order[:-1]  # a closed tour written with the start repeated
         n = len(instance.facts["points"])
@@ -139,7 +135,11 @@ class TSPTask(PuzzleTask):
 
     def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
         points = instance.facts["points"]
-        if not isinstance(value, list) or sorted(value) != list(range(len(points))):
+        if (
+            not isinstance(value, list)
+            or any(as_int(v) != v for v in value)
+            or sorted(value) != list(range(len(points)))
+        ):
             return Verdict(False, 0.0, "answer is not a permutation of the points")
         length, best = tour_length(points, value), instance.facts["optimal_length"]
         if length <= best + TOL:
