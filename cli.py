@@ -787,6 +787,12 @@ def eval_sxs(
     seed: Annotated[int, typer.Option("--seed")] = 0,
     max_tokens: Annotated[int, typer.Option("--max-tokens")] = 1024,
     k: Annotated[int, typer.Option("--k", help="Tokens per update of naive early streaming.")] = 16,
+    support: Annotated[
+        str,
+        typer.Option(
+            "--support", help="The SxS guard: exact (step checker), judge:SPEC (chat model) or nli:DIR."
+        ),
+    ] = "exact",
     resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out.")] = False,
 ) -> None:
     """Accuracy against content latency for SxS and its baselines, with Pareto plots."""
@@ -804,6 +810,7 @@ def eval_sxs(
             seed=seed,
             max_tokens=max_tokens,
             k=k,
+            support=support,
         )
         with err_console.status(f"SxS on {source}"):
             report = run_sxs_eval(settings, out, resume=resume)

@@ -49,7 +49,16 @@ from embodia.evals.content_latency import (
 )
 from embodia.evals.resume import check_resumable, read_run_records
 from embodia.policies.base import Message, Policy
-from embodia.policies.recipes.sxs_data import SxSItem, build_trajectory, dsr_item, puzzle_item, render
+from embodia.policies.recipes.sxs_data import (
+    JudgeSupport,
+    NLISupport,
+    Support,
+    SxSItem,
+    build_trajectory,
+    dsr_item,
+    puzzle_item,
+    render,
+)
 
 MODES = ("think_then_answer", "naive_early_streaming", "prompted_interleaving", "sxs", "sft_target")
 POLICY_MODES = MODES[:4]
@@ -81,6 +90,27 @@ class SxSRunSettings:
     max_tokens: int = 1024
     k: int = 16
     """Tokens per update of naive early streaming."""
+    support: str = "exact"
+    """The SxS guard's support check: ``exact`` (the item's step checker), ``judge:SPEC`` (a chat
+    model asked yes/no) or ``nli:DIR`` (an NLI cross-encoder)."""
+
+
+SupportFactory = Callable[[SxSItem], Support]
+
+
+def make_support(spec: str) -> SupportFactory:
+    """A per-item support checker from ``--support``; models are loaded once per run."""
+    if spec == "exact":
+        return lambda item: item.new_support()
+    if spec.startswith("judge:"):
+        from embodia.policies import make_policy
+
+        judge = make_policy(spec.removeprefix("judge:"))
+        return lambda item: JudgeSupport(judge)
+    if spec.startswith("nli:"):
+        nli = NLISupport(spec.removeprefix("nli:"))
+        return lambda item: nli
+    raise EmbodiaError(f"unknown --support {spec!r}: expected exact, judge:SPEC or nli:DIR")
 
 
 def parse_modes(text: str) -> list[str]:
@@ -116,7 +146,13 @@ def system_prompt(system: str, item: SxSItem) -> str:
     return f"{system} When you state steps, {item.step_format}."
 
 
-def run_mode(mode: str, item: SxSItem, policy: Policy | None, settings: SxSRunSettings) -> dict[str, Any]:
+def run_mode(
+    mode: str,
+    item: SxSItem,
+    policy: Policy | None,
+    settings: SxSRunSettings,
+    support: SupportFactory | None = None,
+) -> dict[str, Any]:
     """One item under one mode: what the user saw, scored, with its content-latency metrics."""
     started = time.perf_counter()
     raw = ""
@@ -128,10 +164,11 @@ def run_mode(mode: str, item: SxSItem, policy: Policy | None, settings: SxSRunSe
     elif policy is None:
         raise EmbodiaError(f"mode {mode} needs a --policy")
     elif mode == "sxs":
+        check = item.new_support() if support is None else support(item)
         result = run_sxs(
             item.question,
             policy,
-            item.new_support(),
+            check,
             system=_messages(SXS_SYSTEM, item)[0]["content"],
             max_tokens=settings.max_tokens,
         )
@@ -139,6 +176,7 @@ def run_mode(mode: str, item: SxSItem, policy: Policy | None, settings: SxSRunSe
         extra = {
             "withheld": result.withheld,
             "unsupported_released": sum(not d.supported for d in result.disclosures),
+            **({"judge_verdicts": check.verdicts} if isinstance(check, JudgeSupport) else {}),
         }
     else:
         raw, deltas = timed_completion(policy, _messages(SYSTEMS[mode], item), settings.max_tokens)
@@ -182,6 +220,7 @@ def run_sxs_eval(
     finished = {(int(r["index"]), str(r["mode"])) for r in done}
     todo = [(i, m) for i in range(settings.items) for m in modes if (i, m) not in finished]
     policy = make_policy(settings.policy) if any(m in POLICY_MODES for _, m in todo) else None
+    support = make_support(settings.support) if "sxs" in modes else None
     out.mkdir(parents=True, exist_ok=True)
     (out / "config.yaml").write_text(yaml.safe_dump({"settings": asdict(settings)}))
     results = out / "results.jsonl"
@@ -189,7 +228,7 @@ def run_sxs_eval(
     rows = list(done)
     with results.open("a") as sink:
         for index, mode in todo:
-            row = {"index": index, **run_mode(mode, items[index], policy, settings)}
+            row = {"index": index, **run_mode(mode, items[index], policy, settings, support)}
             sink.write(json.dumps(row, default=str) + "\n")
             sink.flush()
             rows.append(row)

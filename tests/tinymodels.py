@@ -288,3 +288,30 @@ def build_tiny_vlm(directory: Path | str, seed: int = 0) -> Path:
     processor.save_pretrained(directory)
     _mark_built(directory, "vlm", seed)
     return directory
+
+
+def build_tiny_nli(
+    directory: Path | str, seed: int = 0, labels: tuple[str, ...] = ("contradiction", "neutral", "entailment")
+) -> Path:
+    """A random-weight BERT sequence classifier with NLI labels (an NLI cross-encoder's shape)."""
+    from transformers import BertConfig, BertForSequenceClassification
+
+    directory = Path(directory)
+    if _is_built(directory):
+        return directory
+    tokenizer = train_tokenizer(directory)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=128,
+        pad_token_id=tokenizer.pad_token_id,
+        id2label=dict(enumerate(labels)),
+        label2id={label: i for i, label in enumerate(labels)},
+    )
+    torch.manual_seed(seed)
+    BertForSequenceClassification(config).eval().save_pretrained(directory)
+    _mark_built(directory, "nli", seed)
+    return directory

@@ -15,7 +15,7 @@ import json
 import math
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
@@ -218,6 +218,86 @@ class StepSupport:
             return False
         self.committed = total
         return True
+
+
+# --- model-based support: a judge chat model, an NLI cross-encoder ----------------------
+
+JUDGE_PROMPT = (
+    "Reasoning so far:\n{reasoning}\n\nClaim: {chunk}\n\n"
+    "Does the reasoning so far establish the claim? Answer yes or no."
+)
+
+
+@dataclass
+class JudgeSupport:
+    """Support decided by a chat model asked whether the reasoning entails the chunk (yes/no,
+    temperature 0). An unreadable verdict is not support: the chunk waits for more reasoning.
+    Every question and raw verdict is kept in ``verdicts`` for inspection."""
+
+    policy: Any
+    max_tokens: int = 8
+    verdicts: list[dict[str, Any]] = field(default_factory=list)
+
+    def __call__(self, prefix: Sequence[str], chunk: str) -> bool:
+        from embodia.envs.puzzles.clevr import parse_yes_no
+
+        prompt = JUDGE_PROMPT.format(reasoning="\n".join(prefix) or "(none yet)", chunk=chunk)
+        reply = self.policy.complete([{"role": "user", "content": prompt}], max_tokens=self.max_tokens).text
+        parsed = parse_yes_no(reply)
+        supported = parsed.ok and parsed.value == "yes"
+        self.verdicts.append({"chunk": chunk, "steps": len(prefix), "raw": reply, "supported": supported})
+        return supported
+
+
+class NLISupport:
+    """Support from an NLI cross-encoder (premise: the reasoning so far, hypothesis: the
+    chunk): supported when P(entailment) >= ``threshold``. The entailment class is the label
+    in ``config.id2label`` containing "entail"; a long premise keeps its latest reasoning
+    (truncated from the left), since that is where a chunk's support was just derived."""
+
+    def __init__(self, model_dir: str | Path, threshold: float = 0.5, device: str = "cpu") -> None:
+        import torch
+        from transformers import AutoModelForSequenceClassification, AutoTokenizer
+
+        from embodia.errors import EmbodiaError
+
+        path = Path(model_dir)
+        if not path.is_dir():
+            raise EmbodiaError(f"NLI model {path} is not a directory")
+        self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        self.tokenizer.truncation_side = "left"
+        self.model = AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True)
+        self.model.eval().to(device)
+        labels = {int(k): str(v).lower() for k, v in self.model.config.id2label.items()}
+        found = [k for k, v in labels.items() if "entail" in v and "not" not in v]
+        if len(found) != 1:
+            raise EmbodiaError(
+                f"NLI model {path} has no single entailment label among {sorted(labels.values())}"
+            )
+        self.entailment = found[0]
+        self.threshold = threshold
+        self.device = device
+        self._torch = torch
+
+    def probability(self, prefix: Sequence[str], chunk: str) -> float:
+        batch = self.tokenizer(
+            " ".join(prefix),
+            chunk,
+            truncation="only_first",
+            max_length=self._max_length(),
+            return_tensors="pt",
+        ).to(self.device)
+        with self._torch.no_grad():
+            logits = self.model(**batch).logits[0]
+        return float(self._torch.softmax(logits.float(), dim=-1)[self.entailment])
+
+    def _max_length(self) -> int:
+        limit = int(getattr(self.tokenizer, "model_max_length", 512))
+        positions = int(getattr(self.model.config, "max_position_embeddings", limit))
+        return min(limit, positions, 4096)
+
+    def __call__(self, prefix: Sequence[str], chunk: str) -> bool:
+        return self.probability(prefix, chunk) >= self.threshold
 
 
 # --- items with exact support: puzzles and DSR-Bench traces ----------------------------

@@ -240,3 +240,42 @@ def test_every_mode_with_a_tiny_transformers_model(tmp_path: Path) -> None:
     report = json.loads((out / "report.json").read_text())
     assert report["modes"]["sft_target"]["accuracy"] == 1.0
     assert set(report["modes"]) == set(MODES) and (out / "pareto_wait.png").exists()
+
+
+def test_a_judge_model_decides_support_and_its_verdicts_are_kept() -> None:
+    from embodia.policies.recipes.sxs_data import JudgeSupport
+
+    judge = JudgeSupport(ScriptedPolicy(["No.", "Yes, it follows.", "I cannot tell"]))
+    assert not judge(["2 + 3 = 5"], "The answer is 6.")
+    assert judge(["2 + 3 = 5"], "The answer is 5.")
+    assert not judge([], "Anything")  # an unreadable verdict is not support
+    assert [v["supported"] for v in judge.verdicts] == [False, True, False]
+    assert judge.verdicts[2]["raw"] == "I cannot tell" and judge.verdicts[0]["steps"] == 1
+    # In the runtime: the first chunk waits for a "yes" that comes with the second think span.
+    reply = "<think>a</think><speak>claim</speak><think>b</think>"
+    result = run_sxs("q", ScriptedPolicy([reply]), JudgeSupport(ScriptedPolicy(["no", "yes"])))
+    assert [(d.text, d.supported, d.released_at) for d in result.disclosures] == [("claim", True, 3)]
+
+
+def test_an_nli_cross_encoder_decides_support(tmp_path: Path) -> None:
+    from tinymodels import build_tiny_nli
+
+    from embodia.errors import EmbodiaError
+    from embodia.policies.recipes.sxs_data import NLISupport
+
+    model = build_tiny_nli(tmp_path / "nli", labels=("ENTAILMENT", "neutral", "contradiction"))
+    nli = NLISupport(model)
+    assert nli.entailment == 0  # found by name, wherever it sits
+    p = nli.probability(["The queue is [3, 1]."], "It holds 3.")
+    assert 0.0 < p < 1.0 and p == nli.probability(["The queue is [3, 1]."], "It holds 3.")
+    nli.threshold = p
+    assert nli(["The queue is [3, 1]."], "It holds 3.")
+    nli.threshold = min(1.0, p + 1e-6)
+    assert not nli(["The queue is [3, 1]."], "It holds 3.")
+    # A reasoning prefix far past the model's 128 positions is cut from the left, not refused.
+    long = [f"step {i}: the state is [{i}, {i + 1}]" for i in range(200)]
+    assert 0.0 < nli.probability(long, "It holds 3.") < 1.0
+    with pytest.raises(EmbodiaError, match="no single entailment label"):
+        NLISupport(build_tiny_nli(tmp_path / "bad", labels=("yes", "no")))
+    with pytest.raises(EmbodiaError, match="not a directory"):
+        NLISupport(tmp_path / "missing")
