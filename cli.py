@@ -723,7 +723,11 @@ def eval_csmr(
         ),
     ] = "oracle",
     task: Annotated[
-        str, typer.Option("--task", help="A puzzle task: clevr, embodied, maze, sudoku, ...")
+        str,
+        typer.Option(
+            "--task",
+            help="A puzzle task: clevr, clevr-describe (free text, ROUGE-L), embodied, maze, sudoku, ...",
+        ),
     ] = "clevr",
     ablation: Annotated[
         str, typer.Option("--ablation", help="none, static, always-k, no-stop or direct.")
@@ -752,10 +756,11 @@ def eval_csmr(
         )
         with err_console.status(f"CSMR {ablation} on {task}"):
             report = run_csmr(settings, out, resume=resume)
-    rate = report["hallucination_rate"]
+    rate, rouge = report["hallucination_rate"], report.get("rouge_l")
     console.print(
         f"{task} ({ablation}): accuracy {100 * report['accuracy']:.1f}% over {report['items']} items, "
-        f"{report['queries_per_item']:.2f} looks and {report['tokens_per_item']:.0f} tokens per item, "
+        + ("" if rouge is None else f"ROUGE-L {rouge:.3f}, ")
+        + f"{report['queries_per_item']:.2f} looks and {report['tokens_per_item']:.0f} tokens per item, "
         f"hallucination rate {'n/a' if rate is None else f'{100 * rate:.1f}%'}; wrote [bold]{out}[/]",
         highlight=False,
     )

@@ -4,8 +4,11 @@
 answer, the task's verdict, queries, tokens, wall time, the evidence and the reasoner's
 replies); a rerun with the same settings skips the items already there. ``report.json``:
 accuracy, mean score, queries per item, tokens per item, wall time per item, how items
-stopped, which guards fired, and the hallucination rate (items whose answer asserts objects
-or attributes the scene does not have) where the task can tell (``hallucinated_objects(text, facts)``).
+stopped, which guards fired, the hallucination rate (the share of answered items whose answer
+asserts objects or attributes the ground truth does not have, as the task's
+``hallucinated_objects(text, facts)`` defines them; None where the task has none) and, for
+free-text tasks (a task whose ``score_name`` is ``"rouge_l"``, e.g. ``clevr-describe``), the
+mean ROUGE-L F1 as ``rouge_l`` (None for other tasks).
 """
 
 from __future__ import annotations
@@ -49,15 +52,22 @@ def make_perceiver(spec: str, task: Any) -> Perceiver:
             raise EmbodiaError(
                 f"the {task.name} task has no oracle perception: pass a VLM spec as --perceiver"
             )
-        return OraclePerceiver(lambda item, query: oracle(item.facts, query))
+        parse_question = task_function(task, "parse_question")
+        return OraclePerceiver(
+            lambda item, query: oracle(item.facts, query),
+            parse=None
+            if parse_question is None
+            else lambda item, question: parse_question(question, item.facts),
+        )
     if spec.startswith("crop:"):
         return CropPerceiver(make_policy(spec.removeprefix("crop:")))
     return VLMPerceiver(make_policy(spec))
 
 
 def task_function(task: Any, name: str) -> Callable[..., Any] | None:
-    """A ground-truth helper of a task (``oracle(facts, query)``,
-    ``hallucinated_objects(text, facts)``): the task's own method, or its module's function."""
+    """A ground-truth helper of a task (``oracle(facts, query)``, ``parse_question(text,
+    facts)``, ``hallucinated_objects(text, facts)``): the task's own method, or its module's
+    function."""
     import sys
 
     found = getattr(task, name, None) or getattr(sys.modules[type(task).__module__], name, None)
@@ -97,6 +107,7 @@ def run_csmr(
     finished = {int(r["index"]) for r in done}
     rows = list(done)
     hallucinated = task_function(task, "hallucinated_objects")
+    scores_rouge_l = task.score_name == "rouge_l"
     with results.open("a") as sink:
         for index in range(settings.items):
             if index in finished:
@@ -112,6 +123,8 @@ def run_csmr(
                 "reason": verdict.reason,
                 **result.to_record(),
             }
+            if scores_rouge_l:
+                row["rouge_l"] = verdict.score
             if hallucinated is not None and result.answer:
                 row["hallucinations"] = list(hallucinated(result.answer, instance.facts))
             sink.write(json.dumps(row, default=str) + "\n")
@@ -131,6 +144,7 @@ def summarise(rows: list[dict[str, Any]], settings: CSMRRunSettings) -> dict[str
         return sum(float(r[key]) for r in rows) / n if n else 0.0
 
     checked = [r for r in rows if "hallucinations" in r]
+    free_text = [float(r["rouge_l"]) for r in rows if "rouge_l" in r]
     return {
         "settings": asdict(settings),
         "items": n,
@@ -145,4 +159,5 @@ def summarise(rows: list[dict[str, Any]], settings: CSMRRunSettings) -> dict[str
         "hallucination_rate": (sum(1 for r in checked if r["hallucinations"]) / len(checked))
         if checked
         else None,
+        "rouge_l": sum(free_text) / len(free_text) if free_text else None,
     }

@@ -9,8 +9,9 @@ query)`` with an :class:`Evidence`:
 - :class:`CropPerceiver`: the same, on a crop of the image (``query["region"]`` =
   ``[x0, y0, x1, y1]`` in 0-1 image coordinates) scaled back up, to look closer.
 - :class:`OraclePerceiver`: exact answers from the item's ground truth (``item.facts``) for
-  structured queries, through the task's ``oracle``; it separates reasoning errors from
-  perception errors.
+  structured queries, through the task's ``oracle``, and for free questions the task's
+  ``parse_question`` can read into one; it separates reasoning errors from perception
+  errors.
 
 :class:`QueryGuard` holds the budget of one item: at most ``max_queries`` questions, at most
 ``max_tokens`` reasoner tokens, and no question asked twice (after normalising case, spaces
@@ -125,26 +126,41 @@ class CropPerceiver(VLMPerceiver):
 
 
 Oracle = Callable[[Any, Mapping[str, Any]], str]
+QuestionParser = Callable[[Any, str], Mapping[str, Any] | None]
+"""``parse(item, question) -> query | None``: the structured query a free question asks."""
+
+NEEDS_QUERY = "unanswerable: the oracle needs a structured query"
+UNREAD_QUESTION = (
+    "unanswerable: the oracle could not read the question as a count, exists, attribute, compare "
+    "or relation question about what this scene holds; rephrase it or give a structured query"
+)
 
 
 class OraclePerceiver:
     """Exact answers from the item's ground truth, for structured queries.
 
     ``oracle(item, query) -> str`` is the task's (``task.oracle`` by default). A question
-    without a structured query cannot be answered exactly and gets ``"unanswerable: ..."``
-    back, which the reasoner sees like any other evidence.
+    without a structured query is read into one by ``parse`` (the task's ``parse_question``)
+    when given; one that cannot be read, or any free question without ``parse``, cannot be
+    answered exactly and gets ``"unanswerable: ..."`` back saying why, which the reasoner sees
+    like any other evidence.
     """
 
     name = "oracle"
 
-    def __init__(self, oracle: Oracle) -> None:
+    def __init__(self, oracle: Oracle, parse: QuestionParser | None = None) -> None:
         self.oracle = oracle
+        self.parse = parse
         self.calls = 0
 
     def look(self, item: Any, question: str, query: Mapping[str, Any] | None = None) -> Evidence:
         self.calls += 1
         if not query:
-            return Evidence(question, "unanswerable: the oracle needs a structured query", self.name)
+            if self.parse is None:
+                return Evidence(question, NEEDS_QUERY, self.name)
+            query = self.parse(item, question)
+            if not query:
+                return Evidence(question, UNREAD_QUESTION, self.name)
         started = time.perf_counter()
         try:
             answer = self.oracle(item, query)

@@ -1,4 +1,4 @@
-"""Visual reasoning puzzles (maze, sudoku, jigsaw, frozenlake, tsp, clevr, embodied).
+"""Visual reasoning puzzles (maze, sudoku, jigsaw, frozenlake, tsp, clevr, clevr-describe, embodied).
 
 Tasks are registered as ``"module:Class"`` strings and imported on first use, so importing
 this package stays cheap and a task with heavy or optional dependencies costs nothing until
@@ -26,6 +26,7 @@ TASKS: dict[str, str] = {
     "frozenlake": "embodia.envs.puzzles.frozenlake:FrozenLakeTask",
     "tsp": "embodia.envs.puzzles.tsp:TSPTask",
     "clevr": "embodia.envs.puzzles.clevr:ClevrTask",
+    "clevr-describe": "embodia.envs.puzzles.clevr:ClevrDescribeTask",
     "embodied": "embodia.envs.puzzles.embodied:EmbodiedTask",
 }
 

@@ -113,6 +113,9 @@ class PuzzleTask(ABC):
 
     name: str = ""
     difficulties: tuple[str, ...] = DIFFICULTIES
+    score_name: str = "exact"
+    """What ``Verdict.score`` measures: ``exact`` (or a partial credit of the exact check), or
+    ``rouge_l`` for free-text answers, which reports then average as ROUGE-L."""
 
     @abstractmethod
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:

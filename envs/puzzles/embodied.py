@@ -16,12 +16,16 @@ Azimuth convention: panorama column = azimuth, ``az = 360 * (col + 0.5) / W - 18
 0 = the agent's heading, negative = left. "Left of X" means a smaller column, reading the
 panorama as a flat image (no wrap-around); relation questions need a unique, non-wrapping
 anchor and a neighbour separated from it and from the runner-up by :data:`SEPARATION_DEG`.
+
+:func:`oracle` answers structured queries exactly from the facts; :func:`parse_question`
+reads the free question a language model asks into one; :func:`hallucinated_objects` lists
+the object categories a free-text answer asserts that the panorama does not show.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -36,6 +40,20 @@ from embodia.envs.puzzles.core import (
     answer_format_note,
     find_answer,
 )
+from embodia.envs.puzzles.scene_questions import (
+    Reading,
+    check_count_prefix,
+    check_exists_prefix,
+    compare_counts,
+    content_words,
+    count_steps,
+    exists_steps,
+    negated,
+    parse_free,
+    singular_forms,
+    split_relation,
+    tokens,
+)
 
 PANO_H, PANO_W = 128, 256
 MIN_PIXELS = 30
@@ -49,6 +67,14 @@ QUESTION_KINDS: dict[str, tuple[str, ...]] = {
     "hard": ("count", "relation", "relation"),
 }
 CANDIDATE_POSES = 4
+_GENERIC_NOUNS = frozenset(
+    {"object", "objects", "thing", "things", "item", "items", "anything", "something", "furniture"}
+)
+"""Nouns that name no category ("what object is left of the sofa?")."""
+_MODIFIERS = frozenset(
+    {"potted", "kitchen", "dining", "coffee", "side", "office", "bathroom", "bedside", "living", "book"}
+)
+"""Words that may precede a category noun without changing it ("dining table", "potted plant")."""
 
 _SIMS: dict[str, Any] = {}
 
@@ -172,15 +198,20 @@ def oracle(facts: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
     """Exact answer to a perception query over the panorama facts.
 
     ``{"kind": "count", "category": "chair"}`` -> visible instances; ``{"kind": "exists",
-    "category"}`` -> "yes"/"no"; ``{"kind": "relation", "anchor": "bed", "relation":
-    "left"|"right"}`` -> the category of the nearest well-separated object on that side, or
-    "none"/"ambiguous"; ``{"kind": "objects"}`` -> the visible object records.
+    "category"}`` -> "yes"/"no"; ``{"kind": "compare", "a": "chair", "b": "table", "op":
+    "more"|"fewer"|"same"}`` -> "yes"/"no" over the visible counts; ``{"kind": "relation",
+    "anchor": "bed", "relation": "left"|"right"}`` -> the category of the nearest
+    well-separated object on that side, or "none"/"ambiguous"; ``{"kind": "objects"}`` -> the
+    visible object records.
     """
     kind = query.get("kind")
     if kind == "count":
         return len(_visible(facts, str(query["category"])))
     if kind == "exists":
         return "yes" if _visible(facts, str(query["category"])) else "no"
+    if kind == "compare":
+        na, nb = len(_visible(facts, str(query["a"]))), len(_visible(facts, str(query["b"])))
+        return compare_counts(na, nb, str(query.get("op", "more")))
     if kind == "objects":
         return [dict(o) for o in _visible(facts)]
     if kind == "relation":
@@ -194,16 +225,24 @@ def oracle(facts: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
             return "ambiguous"
         near = _neighbour(facts, anchors[0], relation)
         return "none" if near is None else near["category"]
-    raise PuzzleError(f"unknown query kind {kind!r}; known: count, exists, relation, objects")
+    raise PuzzleError(f"unknown query kind {kind!r}; known: count, exists, compare, relation, objects")
+
+
+def _plural(category: str) -> str:
+    return "shelves" if category == "shelf" else category + "s"
 
 
 def question_text(query: Mapping[str, Any]) -> str:
     """The English question of a generated query."""
     if query["kind"] == "count":
-        plural = "shelves" if query["category"] == "shelf" else query["category"] + "s"
-        return f"How many {plural} are visible in the panorama?"
+        return f"How many {_plural(query['category'])} are visible in the panorama?"
     if query["kind"] == "exists":
         return f"Is there a {query['category']} in view?"
+    if query["kind"] == "compare":
+        a, b = _plural(query["a"]), _plural(query["b"])
+        if query["op"] == "same":
+            return f"Are there the same number of {a} and {b} in the panorama?"
+        return f"Are there {query['op']} {a} than {b} in the panorama?"
     return f"What object is immediately to the {query['relation']} of the {query['anchor']} in the panorama?"
 
 
@@ -242,23 +281,170 @@ def _make_query(
     return options[int(rng.integers(len(options)))]
 
 
-def _parse_category(text: str, categories: list[str]) -> Parsed:
+def _category_word(word: str, categories: Sequence[str]) -> str | None:
+    """The category ``word`` (or its singular) names, through the built-in names and synonyms
+    ("couches" -> sofa, "fridge" -> refrigerator) or ``categories``; structure included."""
     from embodia.envs.sim.scene import category_from_name
 
-    words = [w for w in text.lower().replace(",", " ").replace(".", " ").split() if w]
-    hits = set()
-    for w in words:
-        base = w[:-1] if w.endswith("s") and w[:-1] in categories else w
-        name = category_from_name(base)
-        if name is None and base in categories and base not in STRUCTURE:
-            name = base
+    for form in singular_forms(word):
+        name = category_from_name(form) if form.isalpha() else None
+        if name is None and form in categories and form not in STRUCTURE:
+            name = form
         if name is not None:
-            hits.add(name)
+            return name
+    return None
+
+
+def _parse_category(text: str, categories: list[str]) -> Parsed:
+    hits = {c for c in (_category_word(w, categories) for w in tokens(text)) if c is not None}
     if not hits:
         return Parsed.fail(f"answer {text[:60]!r} names no object category")
     if len(hits) > 1:
         return Parsed.fail(f"answer {text[:60]!r} names several categories: {', '.join(sorted(hits))}")
     return Parsed(hits.pop())
+
+
+def _vocabulary(facts: Mapping[str, Any] | None) -> list[str]:
+    from embodia.envs.sim.scene import CATEGORIES
+
+    seen = [str(o["category"]) for o in (facts or {}).get("objects", [])]
+    return list(dict.fromkeys([*CATEGORIES, *seen]))
+
+
+def _phrase_category(words: Sequence[str], categories: Sequence[str]) -> str | None:
+    """The one object category a noun phrase names, "" for a generic one ("object",
+    "anything"), or None when a word is unknown, two categories clash, or the category is
+    structure (walls, floors and doors are not objects here)."""
+    named: set[str] = set()
+    for word in content_words(words, _MODIFIERS):
+        if word in _GENERIC_NOUNS:
+            continue
+        category = _category_word(word, categories)
+        if category is None or category in STRUCTURE or category == "object":
+            return None
+        named.add(category)
+    if len(named) > 1:
+        return None
+    return named.pop() if named else ""
+
+
+def parse_question(text: str, facts: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+    """The structured query (:func:`oracle`) a free question asks, or None when it cannot be
+    mapped exactly.
+
+    Question forms are those of :func:`~embodia.envs.puzzles.scene_questions.read_question`;
+    phrases name one object category (synonyms and plurals: "couches" = sofa, "fridge" =
+    refrigerator, "TVs" = tv; the categories seen in ``facts`` count too), with harmless
+    modifiers ("dining table"). Count ("how many chairs are in this room?"), existence ("is
+    there a bed?") and comparison ("are there more chairs than tables?") questions map to
+    their kinds; "what is (the object) left of the sofa?" to a ``relation`` query. None for
+    what the panorama facts cannot answer exactly: colours, shapes and sizes, the relations
+    behind / in front of, structure (walls, floors, doors), a relation inside a count or
+    existence question, descriptions, and any unknown word. A longer text (a task prompt) is
+    read by its one sentence that asks something
+    (:func:`~embodia.envs.puzzles.scene_questions.parse_free`).
+    """
+    categories = _vocabulary(facts)
+    return parse_free(text, lambda reading: _query(reading, categories))
+
+
+def _query(reading: Reading, categories: Sequence[str]) -> dict[str, Any] | None:
+    """The structured query of a reading, or None when its phrases name no single category."""
+    if reading.kind == "compare":
+        a, b = _phrase_category(reading.subject, categories), _phrase_category(reading.other, categories)
+        return {"kind": "compare", "a": a, "b": b, "op": reading.op} if a and b else None
+    split = split_relation(reading.subject)
+    if split is not None:
+        target, relation, anchor_words = split
+        anchor = _phrase_category(anchor_words, categories)
+        if reading.kind != "identify" or relation not in ("left", "right") or not anchor:
+            return None
+        if _phrase_category(target, categories) != "":  # "which chair is left of ..." is not asked
+            return None
+        return {"kind": "relation", "anchor": anchor, "relation": relation}
+    category = _phrase_category(reading.subject, categories)
+    if reading.kind in ("count", "exists") and category:
+        return {"kind": reading.kind, "category": category}
+    return None
+
+
+def _object_step(obj: Mapping[str, Any]) -> dict[str, Any]:
+    return {"instance": int(obj["instance"]), "category": str(obj["category"])}
+
+
+def question_steps(facts: Mapping[str, Any], query: Mapping[str, Any]) -> list[Any]:
+    """The steps of answering ``query`` (see :meth:`EmbodiedTask.steps`)."""
+    kind = query["kind"]
+    if kind in ("count", "exists"):
+        members = [_object_step(o) for o in _visible(facts, str(query["category"]))]
+        return count_steps(members) if kind == "count" else exists_steps(members)
+    if kind == "compare":
+        counts = [{"count": len(_visible(facts, str(query[side])))} for side in ("a", "b")]
+        return [*counts, {"answer": oracle(facts, query)}]
+    answer = {"answer": oracle(facts, query)}
+    anchors = _visible(facts, str(query["anchor"]))
+    if len(anchors) != 1 or anchors[0]["wraps"]:
+        return [answer]
+    near = _neighbour(facts, anchors[0], str(query.get("relation", "left")))
+    return [_object_step(anchors[0]), *([_object_step(near)] if near is not None else []), answer]
+
+
+def _mentions(text: str, categories: Sequence[str]) -> list[tuple[int, str]]:
+    """(word index, category) of every object category ``text`` names outside a negation."""
+    words = tokens(text)
+    found = [(i, _category_word(w, categories)) for i, w in enumerate(words)]
+    return [
+        (i, c)
+        for i, c in found
+        if c is not None and c not in STRUCTURE and c != "object" and not negated(words, i)
+    ]
+
+
+def hallucinated_objects(text: str, facts: Mapping[str, Any]) -> list[str]:
+    """Object categories a free-text answer asserts that the panorama does not show.
+
+    1. Categories it names (synonyms and plurals included) of which no panorama pixel shows
+       an instance. An instance with a few pixels, below the visibility threshold, is still
+       in the image, so naming it is not a hallucination. Structure words (wall, floor,
+       door) and mentions after a negation ("no bed") are skipped.
+    2. Through the instance's question (in ``facts``): a count above 0 or "yes" for a
+       category with no pixel in view; a relation answer naming a category with no object
+       on that side of the anchor ("chair right of the sofa"), unless the anchor is not
+       unique.
+
+    Not hallucinations: wrong counts of categories in view, "no" for a category in view.
+    """
+    shown = {str(o["category"]) for o in facts["objects"]}
+    found = [c for _, c in _mentions(text, _vocabulary(facts)) if c not in shown]
+    query = facts.get("question")
+    if isinstance(query, Mapping):
+        found += _answer_assertions(text, facts, query, shown)
+    return list(dict.fromkeys(found))
+
+
+def _answer_assertions(
+    text: str, facts: Mapping[str, Any], query: Mapping[str, Any], shown: set[str]
+) -> list[str]:
+    kind = query.get("kind")
+    if kind in ("count", "exists"):
+        category = str(query["category"])
+        parsed = parse_count(text) if kind == "count" else parse_yes_no(text)
+        asserted = parsed.ok and parsed.value not in (0, "no")
+        return [category] if asserted and category not in shown else []
+    if kind == "relation":
+        parsed = _parse_category(text, _vocabulary(facts))
+        anchors = _visible(facts, str(query["anchor"]))
+        if not parsed.ok or len(anchors) != 1 or anchors[0]["wraps"]:
+            return []
+        sign = -1.0 if query.get("relation") == "left" else 1.0
+        centre = anchors[0]["azimuth_centre"]
+        on_side = [
+            o
+            for o in facts["objects"]
+            if o["category"] == parsed.value and sign * (o["azimuth_centre"] - centre) > 0
+        ]
+        return [] if on_side else [f"{parsed.value} {query.get('relation')} of the {query['anchor']}"]
+    return []
 
 
 class EmbodiedTask(PuzzleTask):
@@ -362,13 +548,41 @@ class EmbodiedTask(PuzzleTask):
             return Verdict(True, 1.0, "correct")
         return Verdict(False, 0.0, f"expected {instance.answer!r}, got {value!r}")
 
+    def steps(self, instance: PuzzleInstance) -> list[Any]:
+        """The steps of the true answer, with objects as ``{"instance": id, "category": c}``
+        (visible ones only, :data:`MIN_PIXELS`):
+
+        - count: every visible instance of the category (id order), then ``{"count": n}``;
+        - exists: one visible instance then ``{"answer": "yes"}``, or just ``{"answer": "no"}``;
+        - relation: the anchor, the neighbour on that side, then ``{"answer": category}``
+          (just ``{"answer": "none"|"ambiguous"}`` where the anchor is missing or not unique);
+        - compare: ``{"count": n_a}``, ``{"count": n_b}``, then ``{"answer": "yes"|"no"}``.
+        """
+        return question_steps(instance.facts, instance.facts["question"])
+
+    def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
+        """Whether ``prefix`` can be continued into a correct solution. Count: visible instances
+        in any order, each once, and the right count only after all of them; exists: any one
+        visible instance as the witness, then "yes" (just "no" when none is visible). Relation
+        and compare have a single solution, so the prefix must be one of :meth:`steps`."""
+        facts = instance.facts
+        query = facts["question"]
+        if query["kind"] in ("count", "exists"):
+            members = [_object_step(o) for o in _visible(facts, str(query["category"]))]
+            check = check_count_prefix if query["kind"] == "count" else check_exists_prefix
+            return check(prefix, members)
+        return super().check_step(prefix, instance)
+
 
 __all__ = [
     "MIN_PIXELS",
     "EmbodiedTask",
     "azimuth_of_column",
+    "hallucinated_objects",
     "instance_image",
     "oracle",
+    "parse_question",
+    "question_steps",
     "question_text",
     "simulator",
     "visible_objects",

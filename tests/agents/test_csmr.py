@@ -161,6 +161,35 @@ def test_oracle_needs_a_structured_query_and_reports_bad_ones() -> None:
     assert "unknown query kind" in oracle.look(SCENE, "?", {"kind": "colour"}).answer
 
 
+def test_oracle_reads_free_questions_through_the_task_parser() -> None:
+    from embodia.envs.puzzles.clevr import oracle, parse_question
+
+    read: list[str] = []
+
+    def parse(item: Any, question: str) -> Mapping[str, Any] | None:
+        read.append(question)
+        return parse_question(question, item.facts)
+
+    perceiver = OraclePerceiver(lambda item, query: str(oracle(item.facts, query)), parse=parse)
+    assert perceiver.look(SCENE, "How many red objects are there?").answer == "2"
+    assert perceiver.look(SCENE, "Is there a blue cube?").answer == "yes"
+    unread = perceiver.look(SCENE, "What is the weather like?").answer
+    assert unread.startswith("unanswerable:") and "count, exists, attribute, compare or relation" in unread
+    # a structured query is answered as given: the question is not read
+    assert perceiver.look(SCENE, "anything", {"kind": "count", "filters": {"shape": "cube"}}).answer == "2"
+    assert read == ["How many red objects are there?", "Is there a blue cube?", "What is the weather like?"]
+    # a reasoner that asks in plain words reaches its answer
+    reasoner = ScriptedPolicy(
+        [
+            json.dumps({"action": "query", "question": "How many red things are there?"}),
+            json.dumps({"action": "query", "question": "how many red blocks?"}),
+            a("1"),
+        ]
+    )
+    result = solve(SCENE, "How many red objects are not cubes?", perceiver, reasoner)
+    assert [e["answer"] for e in result.evidence] == ["2", "1"] and result.answer == "1"
+
+
 def test_crop_perceiver_zooms_into_the_region() -> None:
     image = np.zeros((40, 60, 3), np.uint8)
     image[:20, 30:] = 255  # the top right quarter is white
