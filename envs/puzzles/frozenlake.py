@@ -2,6 +2,17 @@
 
 Any valid route is correct (as in the gymnasium game); the verdict reason reports whether it
 was optimal, so planners can be compared on path length without failing them for detours.
+
+Start and goal are drawn anywhere on the grid; a layout is redrawn from the same seeded rng
+until it meets its level's guarantees:
+
+- easy: 4x4, ~15% holes, start and goal at Manhattan distance >= 4, goal reachable (a
+  straight or staircase route may work);
+- medium: 6x6, ~20% holes, Manhattan distance >= 6, and the shortest path is at least 2 moves
+  longer than the Manhattan distance: every monotone route is blocked, so no blind staircase
+  (alternating the two needed directions, in either order) or other guess that only heads
+  towards the goal reaches it;
+- hard: 8x8, ~25% holes, Manhattan distance >= 8, shortest path >= Manhattan distance + 4.
 """
 
 from __future__ import annotations
@@ -33,6 +44,10 @@ from embodia.envs.puzzles.grid import (
 
 SIZES: dict[str, int] = {"easy": 4, "medium": 6, "hard": 8}
 HOLES: dict[str, float] = {"easy": 0.15, "medium": 0.2, "hard": 0.25}
+SEPARATION: dict[str, int] = {"easy": 4, "medium": 6, "hard": 8}
+"""Least Manhattan distance between start and goal (the grid side)."""
+DETOUR: dict[str, int] = {"easy": 0, "medium": 2, "hard": 4}
+"""Least excess of the shortest path over the Manhattan distance."""
 
 
 def _neighbours(rows: Sequence[str]) -> Any:
@@ -56,16 +71,17 @@ class FrozenLakeTask(PuzzleTask):
         seed = self._seed(seed)
         n = SIZES[self._difficulty(difficulty)]
         rng = random.Random(f"frozenlake/{difficulty}/{seed}")
-        while True:
+        while True:  # redraw (deterministically, from the same rng) until the level's promise holds
+            start, goal = divmod(rng.randrange(n * n), n), divmod(rng.randrange(n * n), n)
+            manhattan = abs(start[0] - goal[0]) + abs(start[1] - goal[1])
+            if manhattan < SEPARATION[difficulty]:
+                continue
             cells = ["H" if rng.random() < HOLES[difficulty] else "F" for _ in range(n * n)]
-            start, goal = (0, 0), (n - 1, n - 1)
-            if rng.random() < 0.5:
-                start, goal = (0, n - 1), (n - 1, 0)
             cells[start[0] * n + start[1]] = "S"
             cells[goal[0] * n + goal[1]] = "G"
             rows = ["".join(cells[r * n : r * n + n]) for r in range(n)]
             parent = bfs(start, _neighbours(rows))
-            if goal in parent:
+            if goal in parent and len(path_to(parent, goal)) - 1 >= manhattan + DETOUR[difficulty]:
                 break
         path = path_to(parent, goal)
         inv = {v: k for k, v in MOVES.items()}

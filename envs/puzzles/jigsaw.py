@@ -3,11 +3,14 @@
 Tiles are numbered row by row. The answer lists, for each position of the shuffled image
 (row by row), the number of the original tile shown there. The picture is drawn from a seed
 in the facts (smooth gradients plus shapes), so tile edges carry the continuity cues a solver
-needs and records re-render exactly.
+needs and records re-render exactly. A picture in which two tiles look alike would make a
+swapped answer visually identical to the truth, so generation redraws the picture seed (from
+the same seeded rng) until every pair of tiles differs clearly (see ``tiles_distinct``).
 """
 
 from __future__ import annotations
 
+import functools
 import random
 import re
 from collections.abc import Sequence
@@ -28,29 +31,75 @@ from embodia.envs.puzzles.core import (
 
 SIZES: dict[str, int] = {"easy": 2, "medium": 3, "hard": 4}
 SIDE = 240
+DISTINCT_LEVELS = 24
+"""Two tiles differ at a pixel when some channel differs by more than this many grey levels."""
+DISTINCT_FRACTION = 0.05
+"""Every pair of tiles differs at no less than this fraction of their pixels (180 of the 3,600
+pixels of a hard tile): a swap of any two tiles is then plainly visible."""
+
+
+@functools.cache
+def _unit_grid(side: int) -> tuple[np.ndarray, np.ndarray]:
+    yy, xx = np.mgrid[0:side, 0:side].astype(np.float32) / side
+    yy.setflags(write=False)
+    xx.setflags(write=False)
+    return yy, xx
 
 
 def picture(seed: int, side: int = SIDE) -> np.ndarray:
-    """A deterministic RGB picture: a two-colour gradient with random discs and bars."""
+    """A deterministic RGB picture: a two-colour gradient with random discs and bars.
+
+    Drawn channel by channel (channel-first) for speed; the arithmetic is the same per pixel,
+    so pictures are bit-identical to the original interleaved drawing."""
     rng = np.random.default_rng(seed)
-    yy, xx = np.mgrid[0:side, 0:side].astype(np.float32) / side
+    yy, xx = _unit_grid(side)
     angle = rng.uniform(0, 2 * np.pi)
-    t = np.clip(0.5 + (np.cos(angle) * (xx - 0.5) + np.sin(angle) * (yy - 0.5)), 0, 1)[..., None]
+    t = np.clip(0.5 + (np.cos(angle) * (xx - 0.5) + np.sin(angle) * (yy - 0.5)), 0, 1)
     a, b = rng.uniform(30, 225, 3), rng.uniform(30, 225, 3)
-    img = a * (1 - t) + b * t
+    u = 1 - t
+    img = np.empty((3, side, side))
+    for ch in range(3):
+        np.add(a[ch] * u, b[ch] * t, out=img[ch])
     for _ in range(6):
         color = rng.uniform(0, 255, 3)
         cx, cy, r = rng.uniform(0, 1), rng.uniform(0, 1), rng.uniform(0.08, 0.25)
-        img[(xx - cx) ** 2 + (yy - cy) ** 2 < r * r] = color
+        mask = (xx - cx) ** 2 + (yy - cy) ** 2 < r * r
+        for ch in range(3):
+            img[ch][mask] = color[ch]
     for _ in range(3):
         color = rng.uniform(0, 255, 3)
         if rng.random() < 0.5:
             y0 = rng.uniform(0, 0.9)
-            img[(yy > y0) & (yy < y0 + 0.05)] = color
+            mask = (yy > y0) & (yy < y0 + 0.05)
         else:
             x0 = rng.uniform(0, 0.9)
-            img[(xx > x0) & (xx < x0 + 0.05)] = color
-    return img.astype(np.uint8)
+            mask = (xx > x0) & (xx < x0 + 0.05)
+        for ch in range(3):
+            img[ch][mask] = color[ch]
+    return np.ascontiguousarray(img.astype(np.uint8).transpose(1, 2, 0))
+
+
+def tiles(image: np.ndarray, k: int) -> np.ndarray:
+    """The ``k * k`` tiles of a square image, row by row: shape (k*k, t, t, channels)."""
+    t = image.shape[0] // k
+    return image[: k * t, : k * t].reshape(k, t, k, t, -1).swapaxes(1, 2).reshape(k * k, t, t, -1)
+
+
+def tiles_distinct(image: np.ndarray, k: int) -> bool:
+    """Whether every pair of tiles differs clearly: on at least ``DISTINCT_FRACTION`` of the
+    pixels, some channel differs by more than ``DISTINCT_LEVELS`` grey levels."""
+    n = k * k
+    # channel-first (tile, channel, pixel) so the per-pixel "any channel" reduction is fast
+    flat = np.ascontiguousarray(tiles(image, k).reshape(n, -1, image.shape[-1]).transpose(0, 2, 1))
+    need = DISTINCT_FRACTION * flat.shape[2]
+    for i in range(n - 1):
+        a, b = flat[i], flat[i + 1 :]
+        diff = np.maximum(a, b)
+        diff -= np.minimum(a, b)  # |a - b| without leaving uint8
+        far = (diff > DISTINCT_LEVELS).any(axis=1)
+        if (np.count_nonzero(far, axis=1) < need).any():
+            return False
+    return True
 
 
 class JigsawTask(PuzzleTask):
@@ -71,7 +120,10 @@ class JigsawTask(PuzzleTask):
             "row by row, give the number of the original tile shown there. "
             + answer_format_note('{"permutation": [2, 0, 3, 1]}')
         )
-        facts = {"k": k, "picture_seed": rng.randrange(2**31), "perm": perm, "tile_px": SIDE // k}
+        picture_seed = rng.randrange(2**31)
+        while not tiles_distinct(picture(picture_seed, k * (SIDE // k)), k):
+            picture_seed = rng.randrange(2**31)  # two tiles look alike: a swap would be invisible
+        facts = {"k": k, "picture_seed": picture_seed, "perm": list(perm), "tile_px": SIDE // k}
         return self._instance(seed, difficulty, prompt, perm, facts)
 
     def render(self, instance: PuzzleInstance) -> np.ndarray:
@@ -145,4 +197,3 @@ def _grid_rows(reply: str, k: int) -> list[int] | None:
         if all(len(r) == k for r in block):
             return [int(t) for r in block for t in r]
     return None
-

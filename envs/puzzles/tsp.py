@@ -2,6 +2,8 @@
 
 Points sit on an integer 0..100 lattice so the facts are exact; the optimum comes from
 Held-Karp dynamic programming (n <= 10 keeps it at a few ms). Score = optimum / tour length.
+The optimum is clear-cut: point sets whose second-best cycle (not a rotation or reversal of
+the optimal one) is within ``MIN_GAP`` of the optimum are redrawn from the same seeded rng.
 """
 
 from __future__ import annotations
@@ -28,6 +30,10 @@ from embodia.envs.puzzles.core import (
 
 SIZES: dict[str, int] = {"easy": 5, "medium": 7, "hard": 10}
 TOL = 1e-6
+MIN_GAP = 0.01
+"""Every other cycle is at least 1% longer than the optimal tour. Near-ties (down to 1e-6 of
+the optimum) are unresolvable on a 240-pixel plot; a 1% margin is ~6 px of total tour length,
+the least a careful solver measuring the plot can tell apart. Costs ~1/3 redraws at hard."""
 
 
 def tour_length(points: Sequence[Sequence[int]], order: Sequence[int]) -> float:
@@ -52,30 +58,60 @@ def best_path(dist: list[list[float]], first: int, last: int, rest: Sequence[int
     return min(dp(full, j) + dist[rest[j]][first] for j in range(m))
 
 
-def solve(points: Sequence[Sequence[int]]) -> tuple[float, list[int]]:
-    """Optimal tour starting at point 0, by Held-Karp with path reconstruction."""
+def ranked_tours(points: Sequence[Sequence[int]], keep: int = 3) -> list[tuple[float, list[int]]]:
+    """The ``keep`` shortest tours starting at point 0, shortest first, as (length, order).
+
+    Held-Karp keeping the ``keep`` shortest partial paths per state (a k-best DP: the k best
+    paths into a state extend the k best of its predecessors). Tours are directed, so every
+    cycle appears twice (once per direction): entries 0 and 1 are the optimal cycle both ways
+    and entry 2 has the length of the best different cycle (the optimum again when two cycles
+    tie). Equal lengths go to the lower last point, then the lower rank, so entry 0 is the
+    order plain Held-Karp reconstruction gives.
+    """
     n = len(points)
     dist = [[math.dist(a, b) for b in points] for a in points]
-    cost: dict[tuple[int, int], tuple[float, int]] = {}
+    cols = [[row[j] for row in dist] for j in range(n)]
+    # best[(mask, j)]: up to `keep` (length, previous point, its rank) of paths 0 -> mask -> j
+    best: dict[tuple[int, int], list[tuple[float, int, int]]] = {}
     for j in range(1, n):
-        cost[(1 << j, j)] = (dist[0][j], 0)
-    for size in range(2, n):
-        for mask in range(1 << n):
-            if mask & 1 or mask.bit_count() != size:
-                continue
-            for j in range(1, n):
-                if mask >> j & 1:
-                    prev = mask ^ (1 << j)
-                    cost[(mask, j)] = min(
-                        (cost[(prev, k)][0] + dist[k][j], k) for k in range(1, n) if prev >> k & 1
-                    )
+        best[(1 << j, j)] = [(dist[0][j], 0, 0)]
+    for mask in range(2, 1 << n, 2):  # predecessors (mask minus one point) are smaller masks
+        if mask & (mask - 1) == 0:
+            continue
+        for j in range(1, n):
+            if mask >> j & 1:
+                prev, dj = mask ^ (1 << j), cols[j]
+                cand = [
+                    (c + dj[k], k, r)
+                    for k in range(1, n)
+                    if prev >> k & 1
+                    for r, (c, _, _) in enumerate(best[(prev, k)])
+                ]
+                cand.sort()
+                best[(mask, j)] = cand[:keep]
     full = ((1 << n) - 1) ^ 1
-    best, last = min((cost[(full, j)][0] + dist[j][0], j) for j in range(1, n))
-    order, mask = [], full
-    while last:
-        order.append(last)
-        mask, last = mask ^ (1 << last), cost[(mask, last)][1]
-    return best, [0, *order[::-1]]
+    ends = sorted((c + dist[j][0], j, r) for j in range(1, n) for r, (c, _, _) in enumerate(best[(full, j)]))
+    out = []
+    for length, last, rank in ends[:keep]:
+        order, mask, j, r = [], full, last, rank
+        while j:
+            order.append(j)
+            _, k, r = best[(mask, j)][r]
+            mask, j = mask ^ (1 << j), k
+        out.append((length, [0, *order[::-1]]))
+    return out
+
+
+def solve(points: Sequence[Sequence[int]]) -> tuple[float, list[int]]:
+    """Optimal tour starting at point 0, by Held-Karp with path reconstruction."""
+    return ranked_tours(points, 1)[0]
+
+
+def tie_gap(points: Sequence[Sequence[int]]) -> float:
+    """Relative excess of the best tour that is a different cycle from the optimal one (not the
+    same up to rotation and reversal) over the optimum: 0 when two optimal cycles tie."""
+    ranked = ranked_tours(points, 3)
+    return ranked[2][0] / ranked[0][0] - 1
 
 
 class TSPTask(PuzzleTask):
@@ -87,12 +123,16 @@ class TSPTask(PuzzleTask):
         seed = self._seed(seed)
         n = SIZES[self._difficulty(difficulty)]
         rng = random.Random(f"tsp/{difficulty}/{seed}")
-        points: list[list[int]] = []
-        while len(points) < n:  # keep points apart so labels stay legible
-            p = [rng.randint(5, 95), rng.randint(5, 95)]
-            if all(math.dist(p, q) >= 12 for q in points):
-                points.append(p)
-        best, order = solve(points)
+        while True:
+            points: list[list[int]] = []
+            while len(points) < n:  # keep points apart so labels stay legible
+                p = [rng.randint(5, 95), rng.randint(5, 95)]
+                if all(math.dist(p, q) >= 12 for q in points):
+                    points.append(p)
+            ranked = ranked_tours(points, 3)
+            if ranked[2][0] >= (1 + MIN_GAP) * ranked[0][0]:
+                break  # otherwise another cycle is nearly as short: redraw the points
+        best, order = ranked[0]
         prompt = (
             f"The image shows {n} numbered points (0-{n - 1}). Give the order in which to visit every "
             "point exactly once, returning to the first, so that the total straight-line length is as "

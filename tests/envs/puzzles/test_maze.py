@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import collections
+
+import numpy as np
 import pytest
 
 from embodia.envs.puzzles import PuzzleInstance, make_task
@@ -114,3 +117,63 @@ def test_check_step_supports_shortest_prefixes_only() -> None:
     assert TASK.check_step(list(inst.answer[:4]), inst)
     first = inst.answer[0]
     assert not TASK.check_step(first + {"U": "D", "D": "U", "L": "R", "R": "L"}[first], inst)
+
+
+def _image_blocks(inst: PuzzleInstance) -> np.ndarray:
+    """The rendered maze read back as one RGB colour per block (each block a uniform square)."""
+    img, nb = inst.image, 2 * inst.facts["rows"] + 1
+    px = img.shape[0] // nb
+    assert img.shape == (nb * px, nb * px, 3) and px >= 1
+    blocks = img.reshape(nb, px, nb, px, 3)
+    assert (blocks == blocks[:, :1, :, :1]).all(), "blocks are not uniform squares"
+    return blocks[:, 0, :, 0].astype(int)
+
+
+def _cell_of(blocks: np.ndarray, pick: np.ndarray) -> list[int]:
+    ys, xs = np.nonzero(pick)
+    assert len(ys) == 1, f"{len(ys)} blocks of that colour"
+    assert ys[0] % 2 == 1 and xs[0] % 2 == 1, "a marker sits on a wall block"
+    return [int(ys[0]) // 2, int(xs[0]) // 2]
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_image_matches_facts(difficulty: str) -> None:
+    """Read back from the pixels: dark blocks are exactly the walls, the one green block is the
+    start, the one red block is the goal (caught: colours swapped, rows/cols transposed)."""
+    for seed in range(15):
+        inst = TASK.generate(seed, difficulty)
+        f, blocks = inst.facts, _image_blocks(inst)
+        r, g, b = blocks[..., 0], blocks[..., 1], blocks[..., 2]
+        dark = blocks.max(axis=2) < 100
+        assert dark.tolist() == [[ch == "#" for ch in row] for row in f["grid"]]
+        assert _cell_of(blocks, (g > r + 60) & (g > b + 60)) == f["start"]
+        assert _cell_of(blocks, (r > g + 100) & (r > b + 100)) == f["goal"]
+
+
+def _image_bfs(blocks: np.ndarray) -> int:
+    """Shortest start-goal path in cell moves, found on the picture alone: BFS over open blocks
+    from the green block to the red block (two blocks per move)."""
+    r, g, b = blocks[..., 0], blocks[..., 1], blocks[..., 2]
+    (sy,), (sx,) = np.nonzero((g > r + 60) & (g > b + 60))
+    (gy,), (gx,) = np.nonzero((r > g + 100) & (r > b + 100))
+    open_ = blocks.max(axis=2) >= 100
+    dist = {(sy, sx): 0}
+    queue = collections.deque([(sy, sx)])
+    while queue:
+        y, x = queue.popleft()
+        for ny, nx in ((y - 1, x), (y + 1, x), (y, x - 1), (y, x + 1)):
+            inside = 0 <= ny < open_.shape[0] and 0 <= nx < open_.shape[1]
+            if inside and open_[ny, nx] and (ny, nx) not in dist:
+                dist[(ny, nx)] = dist[(y, x)] + 1
+                queue.append((ny, nx))
+    steps = dist[(gy, gx)]
+    assert steps % 2 == 0
+    return steps // 2
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_shortest_length_confirmed_on_the_image(difficulty: str) -> None:
+    """An oracle independent of the module's BFS: the picture's own shortest path length."""
+    for seed in range(15):
+        inst = TASK.generate(seed, difficulty)
+        assert _image_bfs(_image_blocks(inst)) == inst.facts["shortest_length"] == len(inst.answer)

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from embodia.envs.puzzles import make_task
-from embodia.envs.puzzles.sudoku import count_solutions
+from embodia.envs.puzzles.sudoku import GIVENS, POOL, base_puzzle, count_solutions
 
 TASK = make_task("sudoku")
 
@@ -75,3 +76,100 @@ def test_check_step() -> None:
     r, c, d = steps[0]
     assert not TASK.check_step([[r, c, d % 9 + 1]], inst)
     assert not TASK.check_step([steps[0], steps[0]], inst)
+
+
+def _oracle_count(givens: str, limit: int = 2) -> int:
+    """Solutions of a sudoku (up to ``limit``) by plain set-based backtracking: an oracle that
+    shares nothing with the module's bitmask solver."""
+    grid = [int(ch) for ch in givens]
+    units = [
+        [
+            j
+            for j in range(81)
+            if j // 9 == i // 9 or j % 9 == i % 9 or (j // 27, j % 9 // 3) == (i // 27, i % 9 // 3)
+        ]
+        for i in range(81)
+    ]
+
+    def candidates(i: int) -> set[int]:
+        return set(range(1, 10)) - {grid[j] for j in units[i]}
+
+    for i, v in enumerate(grid):
+        if v and any(grid[j] == v for j in units[i] if j != i):
+            return 0
+
+    def count() -> int:
+        blanks = [i for i in range(81) if not grid[i]]
+        if not blanks:
+            return 1
+        i = min(blanks, key=lambda b: len(candidates(b)))
+        found = 0
+        for d in sorted(candidates(i)):
+            grid[i] = d
+            found += count()
+            grid[i] = 0
+            if found >= limit:
+                break
+        return found
+
+    return count()
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "medium", "hard"])
+def test_unique_by_an_independent_solver(difficulty: str) -> None:
+    for seed in range(4):
+        inst = TASK.generate(seed, difficulty)
+        givens = inst.facts["givens"]
+        assert _oracle_count(givens) == 1
+        assert _oracle_count(inst.answer) == 1 and "0" not in inst.answer
+        assert all(g in ("0", a) for g, a in zip(givens, inst.answer, strict=True))
+        # any other digit in a blank admits no solution at all (the solution is the only one)
+        i = givens.index("0")
+        for d in set("123456789") - {inst.answer[i]}:
+            assert _oracle_count(givens[:i] + d + givens[i + 1 :]) == 0
+    assert _oracle_count("0" * 81) == 2
+
+
+def test_every_base_has_exactly_the_promised_givens() -> None:
+    """GIVENS is a promise (40 easy, 32 medium, 26 hard): every pool base keeps it, so every
+    instance does (one hard base used to stop at 27)."""
+    assert GIVENS == {"easy": 40, "medium": 32, "hard": 26}
+    for difficulty, target in GIVENS.items():
+        for k in range(POOL):
+            givens, solution = base_puzzle(difficulty, k)
+            assert sum(1 for v in givens if v) == target, (difficulty, k)
+            assert count_solutions(list(givens)) == 1 and 0 not in solution
+        for seed in range(50):
+            f = TASK.generate(seed, difficulty).facts
+            assert f["num_givens"] == target == sum(ch != "0" for ch in f["givens"])
+
+
+def _cell_crops(img: np.ndarray) -> list[np.ndarray]:
+    """The inside of each of the 81 cells (26 px cells after a 6 px margin), grid lines cut off."""
+    cell, pad, inset = 26, 6, 3
+    assert img.shape == (9 * cell + 2 * pad, 9 * cell + 2 * pad, 3)
+    return [
+        img[
+            pad + r * cell + inset : pad + (r + 1) * cell - inset + 1,
+            pad + c * cell + inset : pad + (c + 1) * cell - inset + 1,
+        ]
+        for r in range(9)
+        for c in range(9)
+    ]
+
+
+@pytest.mark.parametrize("difficulty", ["easy", "hard"])
+def test_image_matches_facts(difficulty: str) -> None:
+    """Dark ink lies in exactly the cells with givens; cells with the same given look the same
+    and cells with different givens look different (caught: digits transposed or misplaced)."""
+    for seed in range(8):
+        inst = TASK.generate(seed, difficulty)
+        givens = inst.facts["givens"]
+        crops = _cell_crops(inst.image)
+        inked = [bool((crop.max(axis=2) < 128).any()) for crop in crops]
+        assert inked == [ch != "0" for ch in givens], seed
+        looks: dict[str, bytes] = {}
+        for ch, crop in zip(givens, crops, strict=True):
+            if ch != "0":
+                assert looks.setdefault(ch, crop.tobytes()) == crop.tobytes(), (seed, ch)
+        assert len(set(looks.values())) == len(looks)
