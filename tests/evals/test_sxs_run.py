@@ -240,6 +240,15 @@ def test_every_mode_with_a_tiny_transformers_model(tmp_path: Path) -> None:
     report = json.loads((out / "report.json").read_text())
     assert report["modes"]["sft_target"]["accuracy"] == 1.0
     assert set(report["modes"]) == set(MODES) and (out / "pareto_wait.png").exists()
+    # The tiny VLM is a chat policy too: the same run, on a puzzle, through its processor.
+    from tinymodels import build_tiny_vlm
+
+    vlm = build_tiny_vlm(tmp_path / "vlm")
+    args = ["eval", "sxs", "--source", "maze", "--difficulty", "easy", "--items", "1", "--max-tokens", "16"]
+    result = runner.invoke(app, [*args, "--policy", f"hf:{vlm}", "--out", str(tmp_path / "vlm-run")])
+    assert result.exit_code == 0, result.output
+    rows = [json.loads(line) for line in (tmp_path / "vlm-run" / "results.jsonl").read_text().splitlines()]
+    assert [r["mode"] for r in rows] == list(MODES) and all(r["raw"] for r in rows)
 
 
 def test_a_judge_model_decides_support_and_its_verdicts_are_kept() -> None:
