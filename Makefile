@@ -7,7 +7,7 @@ TYPECHECK := /tmp/embodia-typecheck
 SYSTEM_LIBS := libusb-1.0-0 libgl1 libegl1 libgomp1
 SYSTEM_SONAMES := libusb-1.0.so.0 libGL.so.1 libEGL.so.1 libgomp.so.1
 
-.PHONY: demo test test-fast test-vllm lint format system-libs clean
+.PHONY: demo test test-fast test-vllm lint format system-libs browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -26,6 +26,14 @@ system-libs:
 	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $(SYSTEM_LIBS); \
 	fi
 
+# Debian's Chromium for the run viewer's browser tests (tests/viewer/test_browser.py).
+browser:
+	@if ! command -v chromium >/dev/null; then \
+	  echo "installing Debian's chromium for the viewer's browser tests"; \
+	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
+	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends chromium; \
+	fi
+
 DEMO_SCENE := procedural:seed=0,rooms=5
 
 demo: system-libs $(VENV)/.installed
@@ -36,7 +44,7 @@ demo: system-libs $(VENV)/.installed
 	$(BIN)/embodia stream run --scenario solo --source procedural:arena,seed=3 --agent heuristic \
 	  --out runs/demo/stream
 
-test: system-libs $(VENV)/.installed
+test: system-libs browser $(VENV)/.installed
 	$(BIN)/python -m pytest
 
 test-fast: system-libs $(VENV)/.installed

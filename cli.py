@@ -863,6 +863,35 @@ def sxs_data(
     console.print(f"wrote {items} records to [bold]{out}[/]", highlight=False)
 
 
+@app.command("view")
+def view(
+    runs: Annotated[
+        Path, typer.Argument(help="The runs folder to look at (every run below it is listed).")
+    ] = Path("runs"),
+    host: Annotated[str, typer.Option("--host", help="Address to listen on (keep it local).")] = "127.0.0.1",
+    port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one.")] = 8765,
+) -> None:
+    """A local web page over run folders: panoramas, BEV, tree, prompts and answers, streams, curves."""
+    from embodia.viewer.server import make_server
+
+    with user_errors():
+        if not runs.is_dir():
+            raise EmbodiaError(f"{runs} is not a folder of runs")
+        if not 0 <= port <= 65535:
+            raise EmbodiaError(f"--port must be 0-65535, got {port}")
+        try:
+            server = make_server(runs, host, port)
+        except OSError as error:
+            raise EmbodiaError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
+    console.print(f"viewing [bold]{runs}[/] at http://{host}:{server.server_address[1]}/ (Ctrl-C stops)")
+    try:
+        server.serve_forever()
+    except KeyboardInterrupt:
+        pass
+    finally:
+        server.server_close()
+
+
 def main() -> None:
     app()
 

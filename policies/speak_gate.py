@@ -53,6 +53,8 @@ BOUNDARY_RATE = 5.0
 BOUNDARY_SMOOTH = (0.05, 0.20)
 GATE_WEIGHTS = "gate.safetensors"
 GATE_META = "gate.json"
+TRAIN_METRICS = "metrics.jsonl"
+"""Per-epoch training curves (loss and its parts), written as training goes."""
 GATE_FORMAT = 1
 Pooling = Literal["flag", "flag+frames"]
 POOLINGS: tuple[Pooling, ...] = ("flag", "flag+frames")
@@ -493,6 +495,7 @@ def train_gate(
     weight_decay: float = 0.0,
     standardize: bool = True,
     bias: bool = False,
+    on_epoch: Callable[[dict[str, float]], None] | None = None,
     **loss_options: Any,
 ) -> tuple[ResponseHead, TrainLog]:
     """Fit a :class:`ResponseHead` with Adam on :func:`gate_loss`, one step per stream per
@@ -537,6 +540,8 @@ def train_gate(
             for key, value in zip(totals, loss, strict=True):
                 totals[key] += float(value.detach()) / len(indices)
         log.append({"epoch": float(epoch), **totals})
+        if on_epoch is not None:
+            on_epoch(log[-1])
     head.eval()
     return head, TrainLog(log, sum(int(y.numel()) for y in labels), len(features))
 
@@ -563,9 +568,23 @@ def fit_gate(
         raise GateError("no stream to train the gate on: give at least one source")
     features = FlagFeatures(model_dir, pooling=pooling, seed=seed)
     train = [open_stream(spec, scenario) for spec in train_sources]
-    head, log = train_gate(
-        features.stream_features(train), [stream_labels(s) for s in train], epochs=epochs, lr=lr, seed=seed
-    )
+    out = Path(out)
+    out.mkdir(parents=True, exist_ok=True)
+    with (out / TRAIN_METRICS).open("w") as metrics:
+
+        def record(epoch: dict[str, float]) -> None:
+            # one line per epoch as it ends, so a viewer or a killed run still has the curves
+            metrics.write(json.dumps({**epoch, "epoch": int(epoch["epoch"])}) + "\n")
+            metrics.flush()
+
+        head, log = train_gate(
+            features.stream_features(train),
+            [stream_labels(s) for s in train],
+            epochs=epochs,
+            lr=lr,
+            seed=seed,
+            on_epoch=record,
+        )
     save_gate(
         out, head, features.meta(threshold=threshold, trained_on=list(train_sources), scenario=scenario)
     )

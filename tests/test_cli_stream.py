@@ -154,6 +154,10 @@ def test_train_a_gate_then_run_it_with_its_vlm_speaking(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert report["train_streams"] == 4 and (gate / "gate.json").exists()
+    # the training curves, one line per epoch, ending at the reported loss
+    epochs = [json.loads(line) for line in (gate / "metrics.jsonl").read_text().splitlines()]
+    assert [e["epoch"] for e in epochs] == list(range(60))
+    assert epochs[-1]["loss"] == pytest.approx(report["final_loss"])
     held = report["held_out"]
     assert held["never_f1"] == 0.0 and held["gate_f1"] > held["always_f1"]
     out = tmp_path / "run"

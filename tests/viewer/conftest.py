@@ -1,0 +1,53 @@
+"""A runs folder made by the real commands (two explorations of one house, a live stream, an
+SxS evaluation), a training run's curves from the real gate trainer, and malformed runs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from embodia.cli import app
+
+SCENE = "procedural:seed=0,rooms=5"
+
+
+def _invoke(*args: str) -> None:
+    result = CliRunner().invoke(app, list(args))
+    assert result.exit_code == 0, result.output
+
+
+@pytest.fixture(scope="session")
+def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import torch
+
+    from embodia.policies.speak_gate import TRAIN_METRICS, train_gate
+
+    root = tmp_path_factory.mktemp("runs")
+    explore = ["explore", "--agent", "dfs", "--policy", "heuristic", "--scene", SCENE]
+    explore += ["--height", "64", "--width", "128"]
+    _invoke(*explore, "--steps", "60", "--out", str(root / "house" / "short"))
+    _invoke(*explore, "--steps", "120", "--out", str(root / "house" / "long"))
+    _invoke(
+        "stream", "run", "--scenario", "solo", "--source", "procedural:arena,seed=3,duration=12",
+        "--agent", "heuristic", "--out", str(root / "stream"),
+    )  # fmt: skip
+    _invoke("eval", "sxs", "--source", "maze", "--difficulty", "easy", "--modes", "sft_target",
+            "--items", "2", "--out", str(root / "sxs"))  # fmt: skip
+    training = root / "gate"
+    training.mkdir()
+    generator = torch.Generator().manual_seed(0)
+    features = [torch.randn(12, 8, generator=generator) for _ in range(3)]
+    labels = [[int(i % 3 == 0) for i in range(12)] for _ in range(3)]
+    with (training / TRAIN_METRICS).open("w") as sink:
+        train_gate(features, labels, epochs=15, on_epoch=lambda e: sink.write(json.dumps(e) + "\n"))
+    bad = root / "broken"
+    bad.mkdir()
+    (bad / "episodes.jsonl").write_text('{"decision": 1}\nnot json at all\n{"decision": 3}\n')
+    garbled = root / "garbled-summary"
+    garbled.mkdir()
+    (garbled / "episodes.jsonl").write_text('{"decision": 1, "choice": {}}\n')
+    (garbled / "summary.json").write_text("{ this is not json")
+    return root

@@ -1,0 +1,194 @@
+"""The run viewer end to end in headless Chromium (Debian's chromium, driven by Playwright):
+the list loads the fixture runs, the slider moves every view to the same step, the
+comparison shows both runs, a malformed run says what is wrong, and the page reads nothing
+outside the runs folder.
+
+Skipped where Chromium or Playwright is missing, unless EMBODIA_REQUIRE_BROWSER=1 (CI), where
+that is a failure.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from embodia.viewer.server import serving
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _skip_reason() -> str | None:
+    if CHROMIUM is None:
+        return "Debian's chromium is not installed (apt-get install chromium)"
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed (pip install -e '.[test]')"
+    return None
+
+
+REASON = _skip_reason()
+if REASON and os.environ.get("EMBODIA_REQUIRE_BROWSER") == "1":
+    raise RuntimeError(f"EMBODIA_REQUIRE_BROWSER=1 but {REASON}")
+pytestmark = pytest.mark.skipif(REASON is not None, reason=REASON or "")
+
+
+@pytest.fixture(scope="module")
+def base(runs_root: Path) -> Iterator[str]:
+    with serving(runs_root) as url:
+        yield url
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        # --no-sandbox: CI runs as root, where Chromium's sandbox cannot start
+        launched = p.chromium.launch(executable_path=CHROMIUM, args=["--no-sandbox", "--mute-audio"])
+        yield launched
+        launched.close()
+
+
+@pytest.fixture
+def page(browser: Any) -> Iterator[Any]:
+    context = browser.new_context(viewport={"width": 1280, "height": 1000})
+    tab = context.new_page()
+    errors: list[str] = []
+    tab.on("pageerror", lambda error: errors.append(str(error)))
+    yield tab
+    context.close()
+    assert errors == [], errors  # no script error on any page
+
+
+def steps_of(page: Any) -> dict[str, str]:
+    return page.eval_on_selector_all(
+        "[data-view]",
+        "els => Object.fromEntries(els.map(e => "
+        "[e.closest('[data-run-id]').dataset.runId + ':' + e.dataset.view, e.dataset.step]))",
+    )
+
+
+def move_to(page: Any, step: int) -> None:
+    page.fill("#step", str(step))
+    page.dispatch_event("#step", "input")
+
+
+def test_the_list_shows_every_run_and_which_are_broken(page: Any, base: str) -> None:
+    page.goto(base + "/")
+    page.wait_for_selector("#runs")
+    ids = page.eval_on_selector_all("#runs tbody tr", "rows => rows.map(r => r.dataset.runId)")
+    assert ids == ["broken", "garbled-summary", "gate", "house/long", "house/short", "stream", "sxs"]
+    assert "coverage_ratio" in page.inner_text('tr[data-run-id="house/long"]')
+    assert "episodes.jsonl line 2 is not valid JSON" in page.inner_text('tr[data-run-id="broken"] td.error')
+
+
+def test_the_slider_moves_every_view_to_the_same_step(page: Any, base: str, runs_root: Path) -> None:
+    records = [
+        json.loads(x) for x in (runs_root / "house" / "long" / "episodes.jsonl").read_text().splitlines()
+    ]
+    page.goto(base + "/#/run?id=house/long")
+    page.wait_for_selector("#step")
+    assert page.get_attribute("#step", "max") == str(len(records))
+    views = {"frame", "trajectory", "tree", "coverage", "decision"}
+    for step in (3, 1, len(records)):
+        move_to(page, step)
+        assert steps_of(page) == {f"house/long:{v}": str(step) for v in views}
+        text = page.inner_text('[data-view="decision"] .decided')
+        assert text.startswith(f"decision {step} of {len(records)}: ")
+        # the video shows the frame the decision was made on; the ring sits on the chosen pixel
+        video = page.eval_on_selector('[data-view="frame"] video', "v => [v.dataset.frame, v.currentTime]")
+        assert video[0] == str(step - 1) and video[1] == pytest.approx((step - 0.5) / 10)
+        choice = records[step - 1]["choice"]
+        marker = page.eval_on_selector(".marker", "m => [m.style.display, m.style.left, m.style.top]")
+        if choice["kind"] == "pixel":
+            assert marker[0] == "block"
+            assert float(marker[1].rstrip("%")) == pytest.approx(choice["col"] / 128 * 200 / 3, abs=1e-3)
+            assert float(marker[2].rstrip("%")) == pytest.approx(choice["row"] / 64 * 100, abs=1e-3)
+        else:
+            assert marker[0] == "none"
+        # the tree shows the waypoints decided so far and no later one
+        shown = page.eval_on_selector_all(
+            "[data-node^=waypoint]",
+            "ns => ns.filter(n => n.style.display !== 'none').map(n => n.dataset.node)",
+        )
+        assert sorted(shown) == sorted(
+            f"waypoint-{d}" for d in range(1, step + 1) if f"waypoint-{d}" in _waypoints(runs_root)
+        )
+    # the video is streamed from the run's own file, not inlined
+    src = page.get_attribute('[data-view="frame"] video', "src")
+    assert src == "/files/house/long/episode.mp4"
+    assert page.evaluate("document.querySelector('video').readyState") >= 1
+
+
+def _waypoints(runs_root: Path) -> set[str]:
+    tree = json.loads((runs_root / "house" / "long" / "tree.json").read_text())
+    return {n["id"] for n in tree["nodes"] if n["kind"] == "waypoint"}
+
+
+def test_the_comparison_shows_both_runs_on_one_slider(page: Any, base: str) -> None:
+    page.goto(base + "/")
+    page.wait_for_selector("#runs")
+    page.check('tr[data-run-id="house/short"] input')
+    page.check('tr[data-run-id="house/long"] input')
+    page.click("#compare")
+    page.wait_for_selector("#comparison")
+    panels = page.eval_on_selector_all("#comparison > [data-run-id]", "ps => ps.map(p => p.dataset.runId)")
+    assert sorted(panels) == ["house/long", "house/short"]
+    assert "both on procedural:seed=0,rooms=5" in page.inner_text("main")
+    maximum = int(page.get_attribute("#step", "max") or 0)
+    move_to(page, maximum)
+    steps = steps_of(page)
+    long_steps = {v for k, v in steps.items() if k.startswith("house/long:")}
+    short_steps = {v for k, v in steps.items() if k.startswith("house/short:")}
+    assert long_steps == {str(maximum)} and len(short_steps) == 1  # each run clamps to its own last decision
+    assert int(short_steps.pop()) <= maximum
+
+
+def test_a_stream_run_shows_its_timeline_and_lines(page: Any, base: str, runs_root: Path) -> None:
+    prediction = json.loads((runs_root / "stream" / "predictions.jsonl").read_text().splitlines()[0])
+    spoken = sorted(int(s) for s in prediction["pred"])
+    page.goto(base + "/#/run?id=stream")
+    page.wait_for_selector("#step")
+    move_to(page, spoken[0])
+    assert prediction["pred"][str(spoken[0])] in page.inner_text('[data-view="lines"]')
+    assert set(steps_of(page).values()) == {str(spoken[0])}
+    bars = page.eval_on_selector_all('[data-view="timeline"] rect', "rs => rs.length")
+    labels = json.loads((runs_root / "stream" / "labels.jsonl").read_text().splitlines()[0])["label"]
+    assert bars == len(prediction["pred"]) + len(labels)
+
+
+def test_training_curves_are_drawn(page: Any, base: str) -> None:
+    page.goto(base + "/#/run?id=gate")
+    page.wait_for_selector('[data-view="curve-loss"] polyline')
+    points = page.get_attribute('[data-view="curve-loss"] polyline', "points") or ""
+    assert len(points.split()) == 15
+
+
+@pytest.mark.parametrize("run", ["broken", "garbled-summary", "no-such-run"])
+def test_a_malformed_run_says_what_is_wrong_instead_of_a_blank_page(page: Any, base: str, run: str) -> None:
+    page.goto(base + f"/#/run?id={run}")
+    page.wait_for_selector("#error")
+    message = page.inner_text("#error")
+    expected = {
+        "broken": "episodes.jsonl line 2 is not valid JSON",
+        "garbled-summary": "summary.json is not valid JSON",
+        "no-such-run": "no run 'no-such-run'",
+    }[run]
+    assert message.startswith(f"cannot show run {run}: ") and expected in message
+
+
+def test_the_page_cannot_fetch_outside_the_runs_folder(page: Any, base: str) -> None:
+    page.goto(base + "/")
+    page.wait_for_selector("#runs")
+    for path in ("/files/../../../etc/passwd", "/files/%2e%2e/%2e%2e/etc/passwd", "/files/%2Fetc%2Fpasswd"):
+        status, body = page.evaluate(
+            "async p => { const r = await fetch(p); return [r.status, await r.text()]; }", path
+        )
+        assert status in (403, 404) and "root:" not in body, (path, status)

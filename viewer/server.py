@@ -1,0 +1,174 @@
+"""The viewer's HTTP server: the page, a JSON API over run folders, and the runs' own files.
+
+Routes (all GET, 127.0.0.1 by default):
+
+- ``/``, ``/app.js``, ``/style.css``: the page, shipped in the package (no external assets).
+- ``/api/runs``: every run under the root with its kind, summary and any error.
+- ``/api/run?id=ID``: the view model of one run (:func:`embodia.viewer.runs.view_of`); a
+  malformed run answers 422 with ``{"error": ...}`` naming the file and the problem.
+- ``/files/ID/NAME``: a file of a run, with HTTP range requests, so videos stream and seek
+  instead of being inlined.
+
+Only files inside the runs root are ever served: a path is resolved (symlinks too) and
+refused unless it stays under the root, and names with ``..``, absolute paths, backslashes
+or NUL bytes are refused before any resolution.
+"""
+
+from __future__ import annotations
+
+import json
+import mimetypes
+import re
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from http import HTTPStatus
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from importlib import resources
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, unquote, urlsplit
+
+from embodia.viewer.runs import RunError, discover, find, view_of
+
+STATIC = {
+    "/": ("index.html", "text/html"),
+    "/app.js": ("app.js", "text/javascript"),
+    "/style.css": ("style.css", "text/css"),
+}
+CHUNK = 1 << 16
+
+
+class Refused(Exception):
+    def __init__(self, status: HTTPStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+def safe_path(root: Path, relative: str) -> Path:
+    """``root / relative`` when it names a file inside ``root``; Refused otherwise."""
+    if not relative or "\x00" in relative or "\\" in relative or relative.startswith("/"):
+        raise Refused(HTTPStatus.FORBIDDEN, "that path is outside the runs folder")
+    parts = relative.split("/")
+    if any(p in ("", ".", "..") for p in parts):
+        raise Refused(HTTPStatus.FORBIDDEN, "that path is outside the runs folder")
+    base = root.resolve()
+    target = (base / relative).resolve()
+    if not target.is_relative_to(base):
+        raise Refused(HTTPStatus.FORBIDDEN, "that path is outside the runs folder")
+    if not target.is_file():
+        raise Refused(HTTPStatus.NOT_FOUND, f"no file {relative}")
+    return target
+
+
+def _range(header: str | None, size: int) -> tuple[int, int] | None:
+    """``(start, end)`` inclusive of a single ``bytes=`` range; None for the whole file."""
+    if not header:
+        return None
+    found = re.fullmatch(r"bytes=(\d*)-(\d*)", header.strip())
+    if not found or not (found.group(1) or found.group(2)):
+        raise Refused(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, f"bad range {header!r}")
+    first, last = found.group(1), found.group(2)
+    if first:
+        start, end = int(first), min(int(last), size - 1) if last else size - 1
+    else:
+        start, end = max(0, size - int(last)), size - 1
+    if start >= size or start > end:
+        raise Refused(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, f"range {header!r} outside {size} bytes")
+    return start, end
+
+
+def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
+    root = root.resolve()
+
+    class Handler(BaseHTTPRequestHandler):
+        server_version = "embodia-viewer"
+
+        def log_message(self, format: str, *args: Any) -> None:
+            return  # quiet: the CLI prints the address once
+
+        def do_GET(self) -> None:
+            url = urlsplit(self.path)
+            path = unquote(url.path)
+            try:
+                if path in STATIC:
+                    name, kind = STATIC[path]
+                    body = resources.files("embodia.viewer").joinpath("static", name).read_bytes()
+                    self._send(HTTPStatus.OK, body, f"{kind}; charset=utf-8")
+                elif path == "/favicon.ico":
+                    self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")
+                elif path == "/api/runs":
+                    self._json(
+                        HTTPStatus.OK, {"root": str(root), "runs": [r.listing() for r in discover(root)]}
+                    )
+                elif path == "/api/run":
+                    run_id = parse_qs(url.query).get("id", [""])[0]
+                    try:
+                        self._json(HTTPStatus.OK, view_of(find(root, run_id)))
+                    except RunError as error:
+                        self._json(HTTPStatus.UNPROCESSABLE_ENTITY, {"id": run_id, "error": str(error)})
+                elif path.startswith("/files/"):
+                    self._file(safe_path(root, path.removeprefix("/files/")))
+                else:
+                    raise Refused(HTTPStatus.NOT_FOUND, f"no page {path}")
+            except Refused as refused:
+                self._json(refused.status, {"error": str(refused)})
+            except (BrokenPipeError, ConnectionResetError):
+                pass  # the browser stopped reading (a seek in a video): nothing to answer
+
+        def _json(self, status: HTTPStatus, value: Any) -> None:
+            self._send(status, json.dumps(value, default=str).encode(), "application/json")
+
+        def _send(self, status: HTTPStatus, body: bytes, kind: str) -> None:
+            self.send_response(status)
+            self.send_header("Content-Type", kind)
+            self.send_header("Content-Length", str(len(body)))
+            self.send_header("Cache-Control", "no-store")
+            self.end_headers()
+            self.wfile.write(body)
+
+        def _file(self, target: Path) -> None:
+            size = target.stat().st_size
+            span = _range(self.headers.get("Range"), size)
+            start, end = span if span else (0, size - 1)
+            self.send_response(HTTPStatus.PARTIAL_CONTENT if span else HTTPStatus.OK)
+            self.send_header(
+                "Content-Type", mimetypes.guess_type(target.name)[0] or "application/octet-stream"
+            )
+            self.send_header("Accept-Ranges", "bytes")
+            self.send_header("Content-Length", str(max(0, end - start + 1)))
+            if span:
+                self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+            self.end_headers()
+            with target.open("rb") as handle:
+                handle.seek(start)
+                left = end - start + 1
+                while left > 0:
+                    data = handle.read(min(CHUNK, left))
+                    if not data:
+                        break
+                    self.wfile.write(data)
+                    left -= len(data)
+
+    return Handler
+
+
+def make_server(root: Path, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
+    """A server for ``root`` bound to ``host:port`` (port 0: any free one), not yet serving."""
+    server = ThreadingHTTPServer((host, port), make_handler(root))
+    server.daemon_threads = True
+    return server
+
+
+@contextmanager
+def serving(root: Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+    """Serve ``root`` in a background thread; yields the base URL."""
+    server = make_server(root, host, port)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://{host}:{server.server_address[1]}"
+    finally:
+        server.shutdown()
+        server.server_close()
+        thread.join(timeout=5)

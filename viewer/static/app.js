@@ -1,0 +1,430 @@
+// The embodia run viewer: a list of runs, one run's synchronised views, two runs side by side.
+// Plain DOM and SVG, no external assets; every number drawn comes from /api (the runs' files).
+"use strict";
+
+const app = document.getElementById("app");
+const SVG = "http://www.w3.org/2000/svg";
+
+function el(tag, attrs = {}, ...children) {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "text") node.textContent = v;
+    else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const child of children) if (child != null) node.append(child);
+  return node;
+}
+
+function svg(tag, attrs = {}) {
+  const node = document.createElementNS(SVG, tag);
+  for (const [k, v] of Object.entries(attrs)) node.setAttribute(k, v);
+  return node;
+}
+
+function fileUrl(run, name) {
+  return "/files/" + (run.id ? run.id.split("/").map(encodeURIComponent).join("/") + "/" : "") + encodeURIComponent(name);
+}
+
+async function getJSON(url) {
+  const response = await fetch(url);
+  let body;
+  try {
+    body = await response.json();
+  } catch (e) {
+    throw new Error(`the server answered ${response.status} without JSON`);
+  }
+  if (!response.ok) throw new Error(body.error || `the server answered ${response.status}`);
+  return body;
+}
+
+function showError(message) {
+  app.replaceChildren(el("p", { class: "error", role: "alert", id: "error", text: message }));
+}
+
+function fmt(v) {
+  if (typeof v === "number") return Number.isInteger(v) ? String(v) : v.toFixed(3);
+  return v == null ? "-" : String(v);
+}
+
+function summaryText(summary) {
+  return Object.entries(summary || {}).map(([k, v]) => `${k} ${fmt(v)}`).join(" · ");
+}
+
+// ------------------------------------------------------------------ list of runs
+
+async function listRuns() {
+  const data = await getJSON("/api/runs");
+  document.getElementById("root").textContent = data.root;
+  if (!data.runs.length) {
+    app.replaceChildren(el("p", { class: "error", id: "error", text: `no runs under ${data.root}` }));
+    return;
+  }
+  const picked = new Set();
+  const compare = el("button", { id: "compare", disabled: "", text: "compare the two ticked runs" });
+  compare.addEventListener("click", () => {
+    const [a, b] = [...picked];
+    location.hash = `#/compare?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`;
+  });
+  const rows = data.runs.map((run) => {
+    const box = el("input", { type: "checkbox", "aria-label": `pick ${run.id}` });
+    box.addEventListener("change", () => {
+      box.checked ? picked.add(run.id) : picked.delete(run.id);
+      compare.disabled = picked.size !== 2;
+    });
+    return el(
+      "tr",
+      { "data-run-id": run.id, "data-kind": run.kind },
+      el("td", {}, box),
+      el("td", {}, el("a", { href: `#/run?id=${encodeURIComponent(run.id)}`, text: run.id || "(this folder)" })),
+      el("td", { text: run.kind }),
+      run.error ? el("td", { class: "error", text: run.error }) : el("td", { class: "summary", text: summaryText(run.summary) }),
+    );
+  });
+  const head = el("tr", {}, el("th"), el("th", { text: "run" }), el("th", { text: "kind" }), el("th", { text: "summary" }));
+  app.replaceChildren(el("table", { id: "runs" }, el("thead", {}, head), el("tbody", {}, ...rows)), el("p", {}, compare));
+}
+
+// ------------------------------------------------------------------ shared drawing
+
+function lineChart(points, { cursorX = null, label = "" } = {}) {
+  const W = 320, H = 160, P = 28;
+  const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label });
+  if (!points.length) return root;
+  const xs = points.map((p) => p[0]), ys = points.map((p) => p[1]);
+  const [x0, x1] = [Math.min(...xs), Math.max(...xs) || 1];
+  const [y0, y1] = [Math.min(0, ...ys), Math.max(...ys) || 1];
+  const sx = (x) => P + ((x - x0) / (x1 - x0 || 1)) * (W - 2 * P);
+  const sy = (y) => H - P + 4 - ((y - y0) / (y1 - y0 || 1)) * (H - 2 * P);
+  root.append(svg("line", { x1: P, y1: H - P + 4, x2: W - P, y2: H - P + 4, stroke: "#999" }));
+  root.append(svg("polyline", { points: points.map((p) => `${sx(p[0])},${sy(p[1])}`).join(" "), fill: "none", stroke: "#1f6fb2", "stroke-width": 2 }));
+  const caption = svg("text", { x: P, y: 14, "font-size": 11, fill: "#333" });
+  caption.textContent = `${label}: ${fmt(y0)} .. ${fmt(y1)} over ${fmt(x0)} .. ${fmt(x1)}`;
+  root.append(caption);
+  const cursor = svg("line", { class: "cursor", y1: P - 8, y2: H - P + 4, stroke: "#d33", "stroke-width": 1.5 });
+  root.append(cursor);
+  root.moveCursor = (x) => {
+    cursor.setAttribute("x1", sx(x));
+    cursor.setAttribute("x2", sx(x));
+  };
+  if (cursorX != null) root.moveCursor(cursorX);
+  return root;
+}
+
+function view(id, title, ...children) {
+  return el("figure", { class: "view", "data-view": id, "data-step": "" }, el("h4", { text: title }), ...children);
+}
+
+// ------------------------------------------------------------------ exploration runs
+
+class ExplorePanel {
+  constructor(run) {
+    this.run = run;
+    this.count = run.steps.length;
+    this.node = el("section", { class: "panel", "data-run-id": run.id });
+    this.node.append(el("h3", { text: run.id || "(this folder)" }), el("p", { class: "summary", text: summaryText(run.summary) }));
+    const views = el("div", { class: "views" });
+    this.views = {};
+    if (run.video) {
+      this.video = el("video", { src: fileUrl(run, run.video.file), muted: "", preload: "auto", playsinline: "" });
+      this.marker = el("div", { class: "marker" });
+      this.views.frame = view("frame", "panorama (candidates, chosen ringed) | BEV", el("div", { class: "frame-wrap" }, this.video, this.marker));
+      this.views.frame.classList.add("wide");
+    } else {
+      this.views.frame = view("frame", "panorama | BEV", el("p", { class: "muted", text: "this run wrote no episode.mp4" }));
+    }
+    this.views.trajectory = view("trajectory", "trajectory (top-down, x right, z down)", this.trajectorySvg());
+    this.views.tree = view("tree", "topological tree", this.treeSvg());
+    this.coverage = lineChart(run.steps.map((s, i) => [i + 1, s.coverage_ratio ?? 0]), { label: "coverage ratio by decision" });
+    this.views.coverage = view("coverage", "coverage curve", this.coverage);
+    this.decision = el("div");
+    this.views.decision = view("decision", "prompt, answer, decision", this.decision);
+    this.views.decision.classList.add("wide");
+    for (const v of Object.values(this.views)) views.append(v);
+    this.node.append(views);
+  }
+
+  trajectorySvg() {
+    const poses = this.run.steps.map((s) => s.pose).filter(Boolean);
+    const root = svg("svg", { viewBox: "0 0 200 200", role: "img", "aria-label": "trajectory" });
+    if (!poses.length) return root;
+    const xs = poses.map((p) => p[0]), zs = poses.map((p) => p[2]);
+    const [x0, x1, z0, z1] = [Math.min(...xs), Math.max(...xs), Math.min(...zs), Math.max(...zs)];
+    const span = Math.max(x1 - x0, z1 - z0, 1e-6);
+    const px = (p) => [10 + ((p[0] - x0) / span) * 180, 10 + ((p[2] - z0) / span) * 180];
+    root.append(svg("polyline", { points: poses.map((p) => px(p).join(",")).join(" "), fill: "none", stroke: "#ccc", "stroke-width": 2 }));
+    this.pathDone = svg("polyline", { fill: "none", stroke: "#1f6fb2", "stroke-width": 2.5 });
+    this.agent = svg("circle", { r: 5, fill: "#d33" });
+    root.append(this.pathDone, this.agent);
+    this.project = px;
+    return root;
+  }
+
+  treeSvg() {
+    const tree = this.run.tree;
+    const root = svg("svg", { viewBox: "0 0 320 200", role: "img", "aria-label": "tree" });
+    if (!tree || !Array.isArray(tree.nodes)) return root;
+    const edges = tree.edges || tree.links || [];
+    // A node appears with the decision that made it: waypoints carry theirs, the others
+    // appear with the last waypoint inserted before them (regions found after a move).
+    let current = 0;
+    const appear = {};
+    for (const n of tree.nodes) {
+      if (n.decision != null) current = n.decision;
+      appear[n.id] = n.decision != null ? n.decision : current;
+    }
+    const children = {};
+    for (const e of edges) (children[e.source] ||= []).push(e.target);
+    const depth = {}, order = [];
+    const first = tree.nodes[0] && tree.nodes[0].id;
+    const queue = first != null ? [[first, 0]] : [];
+    while (queue.length) {
+      const [id, d] = queue.shift();
+      if (id in depth) continue;
+      depth[id] = d;
+      order.push(id);
+      for (const c of children[id] || []) queue.push([c, d + 1]);
+    }
+    const levels = {};
+    for (const id of order) (levels[depth[id]] ||= []).push(id);
+    const maxDepth = Math.max(0, ...Object.keys(levels).map(Number));
+    const pos = {};
+    for (const [d, ids] of Object.entries(levels)) {
+      ids.forEach((id, i) => (pos[id] = [((i + 1) / (ids.length + 1)) * 320, 14 + (Number(d) / (maxDepth || 1)) * 172]));
+    }
+    const kind = Object.fromEntries(tree.nodes.map((n) => [n.id, n.kind]));
+    this.treeParts = [];
+    for (const e of edges) {
+      if (!(e.source in pos) || !(e.target in pos)) continue;
+      const line = svg("line", { x1: pos[e.source][0], y1: pos[e.source][1], x2: pos[e.target][0], y2: pos[e.target][1], stroke: "#aaa" });
+      root.append(line);
+      this.treeParts.push([line, Math.max(appear[e.source], appear[e.target])]);
+    }
+    for (const id of order) {
+      const colour = kind[id] === "waypoint" ? "#1f6fb2" : kind[id] === "region" ? "#2a9d4b" : "#333";
+      const dot = svg("circle", { cx: pos[id][0], cy: pos[id][1], r: kind[id] === "waypoint" ? 4 : 6, fill: colour, "data-node": id });
+      const title = svg("title");
+      title.textContent = id;
+      dot.append(title);
+      root.append(dot);
+      this.treeParts.push([dot, appear[id]]);
+    }
+    return root;
+  }
+
+  show(k) {
+    const step = Math.max(1, Math.min(k, this.count));
+    const s = this.run.steps[step - 1];
+    if (!s) {
+      this.decision.replaceChildren(el("p", { class: "muted", text: "this run recorded no decisions" }));
+      return;
+    }
+    if (this.video && this.run.video.fps > 0) {
+      // frame k - 1 is what decision k was made on (frame 0 is the start)
+      const last = Math.max(0, (this.run.video.frames || step) - 1);
+      this.video.currentTime = (Math.min(step - 1, last) + 0.5) / this.run.video.fps;
+      this.video.dataset.frame = String(Math.min(step - 1, last));
+      const c = s.choice || {}, pano = this.run.panorama || {};
+      if (c.kind === "pixel" && pano.width && pano.height) {
+        // the frame is panorama (2h wide) then BEV (h): the panorama is the left two thirds
+        this.marker.style.left = `${(c.col / pano.width) * (200 / 3)}%`;
+        this.marker.style.top = `${(c.row / pano.height) * 100}%`;
+        this.marker.style.display = "block";
+      } else {
+        this.marker.style.display = "none";
+      }
+    }
+    if (this.project) {
+      const done = this.run.steps.slice(0, step).map((x) => x.pose).filter(Boolean);
+      this.pathDone.setAttribute("points", done.map((p) => this.project(p).join(",")).join(" "));
+      if (s.pose) {
+        const [x, y] = this.project(s.pose);
+        this.agent.setAttribute("cx", x);
+        this.agent.setAttribute("cy", y);
+      }
+    }
+    for (const [part, at] of this.treeParts || []) part.style.display = at <= step ? "" : "none";
+    if (this.coverage.moveCursor) this.coverage.moveCursor(step);
+    this.decision.replaceChildren(...this.decisionParts(s, step));
+    for (const v of Object.values(this.views)) v.dataset.step = String(step);
+  }
+
+  decisionParts(s, step) {
+    const c = s.choice || {};
+    const what = c.kind === "point" ? `walk back to ${c.to || "a known point"}` : `candidate ${fmt(c.index)}`;
+    const parts = [
+      el("p", { class: "decided", text: `decision ${s.decision ?? step} of ${this.count}: ${what} by ${c.by || "?"}` +
+        (c.fallback ? " (fallback: no readable answer)" : "") + `; coverage ${fmt(s.coverage_ratio)} after ${fmt(s.steps)} steps` }),
+    ];
+    if (s.rejection) parts.push(el("p", { class: "error", text: `rejected: ${JSON.stringify(s.rejection)}` }));
+    if (s.prompt) parts.push(el("h4", { text: "prompt" }), el("pre", { class: "prompt", text: s.prompt }));
+    s.attempts.forEach((a, i) => {
+      parts.push(
+        el("div", { class: "attempt" + (a.failure ? " failed" : "") },
+          el("h4", { text: i === 0 ? "answer" : `re-ask ${i}` }),
+          el("pre", { class: "raw", text: a.reply ?? "" }),
+          a.failure ? el("p", { class: "error", text: `could not use it: ${a.failure}` }) : null,
+          a.tool_result ? el("pre", { class: "muted", text: `tool: ${a.tool_result}` }) : null),
+      );
+    });
+    if (!s.attempts.length && !s.prompt) parts.push(el("p", { class: "muted", text: "decided without a model (no prompt)" }));
+    return parts;
+  }
+}
+
+// ------------------------------------------------------------------ streams, training, results
+
+class StreamPanel {
+  constructor(run) {
+    this.run = run;
+    this.count = run.seconds;
+    this.node = el("section", { class: "panel", "data-run-id": run.id });
+    this.node.append(el("h3", { text: run.id || "(this folder)" }), el("p", { class: "summary", text: summaryText(run.summary) }));
+    const views = el("div", { class: "views" });
+    this.views = {};
+    if (run.video) {
+      this.video = el("video", { src: fileUrl(run, run.video.file), controls: "", muted: "", preload: "auto" });
+      this.views.video = view("video", "stream (subtitles burned in)", this.video);
+      this.views.video.classList.add("wide");
+    }
+    this.timeline = this.timelineSvg();
+    this.views.timeline = view("timeline", "speaking seconds: predicted (top) vs true (bottom)", this.timeline);
+    this.views.timeline.classList.add("wide");
+    this.lines = el("div");
+    this.views.lines = view("lines", "what was said at this second", this.lines);
+    for (const v of Object.values(this.views)) views.append(v);
+    this.node.append(views);
+  }
+
+  timelineSvg() {
+    const W = 640, n = Math.max(1, this.run.seconds);
+    const root = svg("svg", { viewBox: `0 0 ${W} 60`, role: "img", "aria-label": "timeline" });
+    const x = (t) => 10 + (t / n) * (W - 20);
+    for (const clip of this.run.clips) {
+      for (const [row, said, colour] of [[8, clip.pred, "#1f6fb2"], [34, clip.label, "#2a9d4b"]]) {
+        for (const second of Object.keys(said)) {
+          const t = Number(second);
+          root.append(svg("rect", { x: x(t), y: row, width: Math.max(2, x(t + 1) - x(t) - 1), height: 18, fill: colour }));
+        }
+      }
+    }
+    this.cursor = svg("line", { y1: 2, y2: 58, stroke: "#d33", "stroke-width": 2 });
+    root.append(this.cursor);
+    this.x = x;
+    return root;
+  }
+
+  show(k) {
+    const second = Math.max(0, Math.min(k, Math.max(0, this.count - 1)));
+    if (this.video) this.video.currentTime = second + 0.25;
+    this.cursor.setAttribute("x1", this.x(second + 0.5));
+    this.cursor.setAttribute("x2", this.x(second + 0.5));
+    const parts = [];
+    for (const clip of this.run.clips) {
+      const said = clip.pred[String(second)], truth = clip.label[String(second)];
+      parts.push(el("p", { class: "said", text: `${clip.speaker || "agent"} at ${second}s: ${said ?? "(silent)"}` }));
+      parts.push(el("p", { class: "muted", text: `true line: ${truth ?? "(silence)"}` }));
+    }
+    this.lines.replaceChildren(...parts);
+    for (const v of Object.values(this.views)) v.dataset.step = String(second);
+  }
+}
+
+function trainingPanel(run) {
+  const node = el("section", { class: "panel", "data-run-id": run.id }, el("h3", { text: run.id }), el("p", { class: "summary", text: summaryText(run.summary) }));
+  const views = el("div", { class: "views" });
+  for (const [name, points] of Object.entries(run.curves)) views.append(view(`curve-${name}`, name, lineChart(points, { label: `${name} by ${run.x}` })));
+  node.append(views);
+  return node;
+}
+
+function resultsPanel(run) {
+  const node = el("section", { class: "panel", "data-run-id": run.id }, el("h3", { text: run.id }), el("p", { class: "summary", text: summaryText(run.summary) }));
+  if (run.images.length) node.append(el("div", { class: "images" }, ...run.images.map((name) => el("img", { src: fileUrl(run, name), alt: name }))));
+  const keys = [...new Set(run.rows.flatMap((r) => Object.keys(r)))];
+  const table = el("table", { class: "rows" }, el("tr", {}, ...keys.map((k) => el("th", { text: k }))));
+  for (const r of run.rows) table.append(el("tr", {}, ...keys.map((k) => el("td", { text: fmt(r[k]) }))));
+  node.append(table);
+  return node;
+}
+
+function panelFor(run) {
+  if (run.kind === "explore") return new ExplorePanel(run);
+  if (run.kind === "stream") return new StreamPanel(run);
+  return { node: run.kind === "training" ? trainingPanel(run) : resultsPanel(run), count: 0 };
+}
+
+// ------------------------------------------------------------------ pages
+
+function slider(panels, start) {
+  const count = Math.max(...panels.map((p) => p.count || 0));
+  if (!count) return null;
+  const isStream = panels.every((p) => p instanceof StreamPanel);
+  const min = isStream ? 0 : 1, max = isStream ? count - 1 : count;
+  const input = el("input", { type: "range", id: "step", min, max, value: Math.min(max, Math.max(min, start ?? min)), "aria-label": "step" });
+  const label = el("span", { id: "step-label" });
+  const update = () => {
+    const k = Number(input.value);
+    label.textContent = isStream ? `second ${k} of ${count}` : `decision ${k} of ${count}`;
+    for (const p of panels) if (p.show) p.show(k);
+  };
+  input.addEventListener("input", update);
+  const prev = el("button", { text: "◀", "aria-label": "previous step" });
+  const next = el("button", { text: "▶", "aria-label": "next step" });
+  prev.addEventListener("click", () => { input.value = Number(input.value) - 1; update(); });
+  next.addEventListener("click", () => { input.value = Number(input.value) + 1; update(); });
+  document.onkeydown = (e) => {
+    if (e.key === "ArrowLeft") prev.click();
+    if (e.key === "ArrowRight") next.click();
+  };
+  return { node: el("div", { class: "controls" }, prev, input, next, label), update };
+}
+
+async function showRun(id) {
+  let run;
+  try {
+    run = await getJSON(`/api/run?id=${encodeURIComponent(id)}`);
+  } catch (error) {
+    showError(`cannot show run ${id || "(this folder)"}: ${error.message}`);
+    return;
+  }
+  const panel = panelFor(run);
+  const control = slider([panel]);
+  app.replaceChildren(...[control && control.node, panel.node].filter(Boolean));
+  if (control) control.update();
+}
+
+async function showCompare(a, b) {
+  let runs;
+  try {
+    runs = await Promise.all([a, b].map((id) => getJSON(`/api/run?id=${encodeURIComponent(id)}`)));
+  } catch (error) {
+    showError(`cannot compare ${a} and ${b}: ${error.message}`);
+    return;
+  }
+  const panels = runs.map(panelFor);
+  const control = slider(panels);
+  const scenes = runs.map((r) => (r.summary || {}).scene ?? ((r.config || {}).settings || {}).source);
+  const note = scenes[0] !== scenes[1]
+    ? el("p", { class: "error", id: "scene-warning", text: `these runs are on different scenes (${scenes[0]} vs ${scenes[1]})` })
+    : el("p", { class: "summary", text: `both on ${scenes[0]}` });
+  app.replaceChildren(...[note, control && control.node, el("div", { class: "columns", id: "comparison" }, ...panels.map((p) => p.node))].filter(Boolean));
+  if (control) control.update();
+}
+
+async function route() {
+  document.onkeydown = null;
+  const hash = location.hash || "#/";
+  const [path, query] = hash.slice(1).split("?");
+  const params = new URLSearchParams(query || "");
+  try {
+    if (path === "/run") await showRun(params.get("id") || "");
+    else if (path === "/compare") await showCompare(params.get("a") || "", params.get("b") || "");
+    else await listRuns();
+  } catch (error) {
+    showError(error.message);
+  }
+}
+
+window.addEventListener("hashchange", route);
+route();
