@@ -256,6 +256,7 @@ def _explore_view(folder: Path) -> dict[str, Any]:
             {
                 "decision": record.get("decision", number),
                 "choice": choice,
+                "action": record.get("action"),
                 "prompt": choice.get("prompt"),
                 "attempts": record.get("attempts") or [],
                 "rejection": record.get("rejection"),
@@ -268,6 +269,8 @@ def _explore_view(folder: Path) -> dict[str, Any]:
         )
     settings = _yaml(folder / "config.yaml").get("settings", {})
     return {
+        # waypoint agents decide among candidates; primitive agents take one action a step
+        "unit": "decision" if any(s["choice"] for s in steps) else "step",
         "steps": steps,
         "tree": tree,
         "video": _video(folder / "episode.mp4"),

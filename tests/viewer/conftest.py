@@ -12,6 +12,11 @@ from typer.testing import CliRunner
 from embodia.cli import app
 
 SCENE = "procedural:seed=0,rooms=5"
+VLM_REPLIES = [
+    '{"tool": "describe_map"}',  # information: answered, then asked again
+    '{"tool": "goto_waypoint", "arguments": {"index": "two"}}',  # invalid: re-asked
+    'Sure. {"tool": "goto_waypoint", "arguments": {"index": 0}}',
+]
 
 
 def _invoke(*args: str) -> None:
@@ -30,6 +35,28 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     explore += ["--height", "64", "--width", "128"]
     _invoke(*explore, "--steps", "60", "--out", str(root / "house" / "short"))
     _invoke(*explore, "--steps", "120", "--out", str(root / "house" / "long"))
+    _invoke(
+        "explore",
+        "--agent",
+        "frontier",
+        "--scene",
+        SCENE,
+        "--steps",
+        "30",
+        "--out",
+        str(root / "house" / "frontier"),
+    )
+    replies = root.parent / "vlm-replies.jsonl"
+    replies.write_text("".join(json.dumps({"text": t}) + "\n" for t in VLM_REPLIES))
+    _invoke(
+        *explore,
+        "--steps",
+        "40",
+        "--policy",
+        f"scripted:{replies}?loop=true",
+        "--out",
+        str(root / "house" / "vlm"),
+    )
     _invoke(
         "stream", "run", "--scenario", "solo", "--source", "procedural:arena,seed=3,duration=12",
         "--agent", "heuristic", "--out", str(root / "stream"),

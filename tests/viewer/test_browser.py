@@ -84,7 +84,17 @@ def test_the_list_shows_every_run_and_which_are_broken(page: Any, base: str) -> 
     page.goto(base + "/")
     page.wait_for_selector("#runs")
     ids = page.eval_on_selector_all("#runs tbody tr", "rows => rows.map(r => r.dataset.runId)")
-    assert ids == ["broken", "garbled-summary", "gate", "house/long", "house/short", "stream", "sxs"]
+    assert ids == [
+        "broken",
+        "garbled-summary",
+        "gate",
+        "house/frontier",
+        "house/long",
+        "house/short",
+        "house/vlm",
+        "stream",
+        "sxs",
+    ]
     assert "coverage_ratio" in page.inner_text('tr[data-run-id="house/long"]')
     assert "episodes.jsonl line 2 is not valid JSON" in page.inner_text('tr[data-run-id="broken"] td.error')
 
@@ -125,6 +135,30 @@ def test_the_slider_moves_every_view_to_the_same_step(page: Any, base: str, runs
     src = page.get_attribute('[data-view="frame"] video', "src")
     assert src == "/files/house/long/episode.mp4"
     assert page.evaluate("document.querySelector('video').readyState") >= 1
+
+
+def test_each_step_shows_the_prompt_the_raw_answers_the_re_asks_and_the_decision(
+    page: Any, base: str, runs_root: Path
+) -> None:
+    script = (runs_root.parent / "vlm-replies.jsonl").read_text().splitlines()
+    replies = [json.loads(line)["text"] for line in script]
+    records = [
+        json.loads(x) for x in (runs_root / "house" / "vlm" / "episodes.jsonl").read_text().splitlines()
+    ]
+    step = next(i for i, r in enumerate(records, start=1) if r["choice"]["by"] == "vlm")
+    page.goto(base + "/#/run?id=house/vlm")
+    page.wait_for_selector("#step")
+    move_to(page, step)
+    panel = '[data-view="decision"]'
+    assert "Instruction:" in page.inner_text(f"{panel} pre.prompt")
+    assert page.eval_on_selector_all(f"{panel} pre.raw", "ps => ps.map(p => p.textContent)") == replies
+    headings = page.eval_on_selector_all(f"{panel} .attempt h4", "hs => hs.map(h => h.textContent)")
+    assert headings == ["answer", "re-ask 1", "re-ask 2"]
+    failed = page.eval_on_selector_all(f"{panel} .attempt.failed", "as => as.length")
+    assert failed == 1 and "index" in page.inner_text(f"{panel} .attempt.failed .error")
+    assert page.inner_text(f"{panel} .decided").startswith(
+        f"decision {step} of {len(records)}: candidate 0 by vlm"
+    )
 
 
 def _waypoints(runs_root: Path) -> set[str]:

@@ -16,8 +16,10 @@ def test_every_run_is_found_with_its_kind_and_summary(runs_root: Path) -> None:
         "broken": "explore",
         "gate": "training",
         "garbled-summary": "explore",
+        "house/frontier": "explore",
         "house/long": "explore",
         "house/short": "explore",
+        "house/vlm": "explore",
         "stream": "stream",
         "sxs": "sxs",
     }
@@ -43,6 +45,13 @@ def test_the_exploration_view_follows_the_records_and_the_video(runs_root: Path)
     assert view["video"]["fps"] == 10 and view["video"]["frames"] == len(records) + 1
     assert view["panorama"] == {"height": 64, "width": 128}
     assert {n["id"] for n in view["tree"]["nodes"]} >= {"root", "waypoint-1"}
+
+
+def test_a_primitive_exploration_counts_steps_not_decisions(runs_root: Path) -> None:
+    view = view_of(find(runs_root, "house/frontier"))
+    assert view["unit"] == "step" and len(view["steps"]) == 30 and view["tree"] is None
+    assert view["steps"][0]["action"] == "move_forward"
+    assert view_of(find(runs_root, "house/long"))["unit"] == "decision"
 
 
 def test_stream_and_training_views(runs_root: Path) -> None:

@@ -134,7 +134,9 @@ class ExplorePanel {
       this.views.frame = view("frame", "panorama | BEV", el("p", { class: "muted", text: "this run wrote no episode.mp4" }));
     }
     this.views.trajectory = view("trajectory", "trajectory (top-down, x right, z down)", this.trajectorySvg());
-    this.views.tree = view("tree", "topological tree", this.treeSvg());
+    this.views.tree = run.tree
+      ? view("tree", "topological tree", this.treeSvg())
+      : view("tree", "topological tree", el("p", { class: "muted", text: "this agent keeps no tree" }));
     this.coverage = lineChart(run.steps.map((s, i) => [i + 1, s.coverage_ratio ?? 0]), { label: "coverage ratio by decision" });
     this.views.coverage = view("coverage", "coverage curve", this.coverage);
     this.decision = el("div");
@@ -251,9 +253,11 @@ class ExplorePanel {
 
   decisionParts(s, step) {
     const c = s.choice || {};
-    const what = c.kind === "point" ? `walk back to ${c.to || "a known point"}` : `candidate ${fmt(c.index)}`;
+    const what = s.action != null ? `action ${s.action}`
+      : c.kind === "point" ? `walk back to ${c.to || "a known point"}` : `candidate ${fmt(c.index)}`;
+    const by = s.action != null ? "" : ` by ${c.by || "?"}`;
     const parts = [
-      el("p", { class: "decided", text: `decision ${s.decision ?? step} of ${this.count}: ${what} by ${c.by || "?"}` +
+      el("p", { class: "decided", text: `${this.run.unit} ${s.decision ?? step} of ${this.count}: ${what}${by}` +
         (c.fallback ? " (fallback: no readable answer)" : "") + `; coverage ${fmt(s.coverage_ratio)} after ${fmt(s.steps)} steps` }),
     ];
     if (s.rejection) parts.push(el("p", { class: "error", text: `rejected: ${JSON.stringify(s.rejection)}` }));
@@ -365,7 +369,7 @@ function slider(panels, start) {
   const label = el("span", { id: "step-label" });
   const update = () => {
     const k = Number(input.value);
-    label.textContent = isStream ? `second ${k} of ${count}` : `decision ${k} of ${count}`;
+    label.textContent = isStream ? `second ${k} of ${count}` : `${panels[0].run.unit || "step"} ${k} of ${count}`;
     for (const p of panels) if (p.show) p.show(k);
   };
   input.addEventListener("input", update);
