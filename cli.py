@@ -868,13 +868,18 @@ def view(
     runs: Annotated[
         Path, typer.Argument(help="The runs folder to look at (every run below it is listed).")
     ] = Path("runs"),
-    host: Annotated[str, typer.Option("--host", help="Address to listen on (keep it local).")] = "127.0.0.1",
+    host: Annotated[str, typer.Option("--host", help="Loopback address to listen on.")] = "127.0.0.1",
     port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one.")] = 8765,
 ) -> None:
     """A local web page over run folders: panoramas, BEV, tree, prompts and answers, streams, curves."""
-    from embodia.viewer.server import make_server
+    from embodia.viewer.server import LOOPBACK, make_server
 
     with user_errors():
+        if host.lower() not in LOOPBACK:
+            raise EmbodiaError(
+                f"--host {host} is not a loopback address: the viewer serves your runs to this machine only "
+                "(127.0.0.1, ::1 or localhost)"
+            )
         if not runs.is_dir():
             raise EmbodiaError(f"{runs} is not a folder of runs")
         if not 0 <= port <= 65535:

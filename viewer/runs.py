@@ -45,47 +45,67 @@ class Run:
     """The folder relative to the runs root, with ``/`` separators (the page's handle)."""
     kind: str
     path: Path
+    root: Path
     summary: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
     def listing(self) -> dict[str, Any]:
         return {"id": self.id, "kind": self.kind, "summary": self.summary, "error": self.error}
 
+    def file(self, name: str) -> Path:
+        """The run's file ``name``; a RunError when it is a link that leads out of the root
+        (nothing outside the runs folder is ever read, through a link or otherwise)."""
+        path = self.path / name
+        if path.is_symlink() or path.exists():
+            resolved = path.resolve()
+            if not resolved.is_relative_to(self.root):
+                raise RunError(f"{name} links outside the runs folder")
+            return resolved
+        return path
+
+    def has(self, name: str) -> bool:
+        return self.file(name).is_file()
+
 
 def kind_of(folder: Path) -> str | None:
     for kind, names in MARKERS.items():
-        if all((folder / name).is_file() for name in names):
+        if all((folder / name).is_file() or (folder / name).is_symlink() for name in names):
             if kind == "results":
-                return _results_kind(folder)
+                return "sxs" if _is_sxs(folder) else "csmr"
             return kind
     return None
 
 
-def _results_kind(folder: Path) -> str:
+def _is_sxs(folder: Path) -> bool:
+    if (folder / "config.yaml").is_symlink():
+        return False  # never read through a link just to tell the kind
     try:
-        settings = _yaml(folder / "config.yaml").get("settings", {})
+        return "modes" in _yaml(folder / "config.yaml").get("settings", {})
     except RunError:
-        settings = {}
-    return "sxs" if "modes" in settings else "csmr"
+        return False
 
 
 def discover(root: Path) -> list[Run]:
     """Every run folder under ``root`` (``root`` itself included), sorted by id; folders are
-    not followed through symlinks that leave ``root``."""
+    not followed through symlinks."""
     root = root.resolve()
-    runs = []
-    for folder in _folders(root, 0):
-        kind = kind_of(folder)
-        if kind is None:
-            continue
-        rel = folder.relative_to(root).as_posix()
-        run = Run(rel if rel != "." else "", kind, folder)
-        try:
-            run.summary = summary_of(run)
-        except RunError as error:
-            run.error = str(error)
-        runs.append(run)
+    runs = [run for folder in _folders(root, 0) if (run := _open(root, folder)) is not None]
     return sorted(runs, key=lambda r: r.id)
+
+
+def _open(root: Path, folder: Path) -> Run | None:
+    kind = kind_of(folder)
+    if kind is None:
+        return None
+    rel = folder.relative_to(root).as_posix()
+    run = Run(rel if rel != "." else "", kind, folder, root)
+    try:
+        run.summary = summary_of(run)
+    except RunError as error:
+        run.error = str(error)
+    except Exception as error:  # one run's files must never take the list down with them
+        run.error = f"cannot read this run ({type(error).__name__}: {error})"
+    return run
 
 
 def _folders(folder: Path, depth: int) -> Iterator[Path]:
@@ -103,11 +123,22 @@ def _folders(folder: Path, depth: int) -> Iterator[Path]:
 
 
 def find(root: Path, run_id: str) -> Run:
-    """The run with this id; a RunError naming it when there is none."""
-    for run in discover(root):
-        if run.id == run_id:
-            return run
-    raise RunError(f"no run {run_id!r} under {root}")
+    """The run with this id, opened directly (not by listing every run); a RunError naming it
+    when there is none. Only folders :func:`discover` would list can be named."""
+    root = root.resolve()
+    missing = RunError(f"no run {run_id!r} under {root}")
+    parts = run_id.split("/") if run_id else []
+    if len(parts) > MAX_DEPTH or any(p in ("", ".", "..") or p.startswith(".") or "\\" in p for p in parts):
+        raise missing
+    folder = root
+    for part in parts:
+        folder = folder / part
+        if "\x00" in part or folder.is_symlink() or not folder.is_dir():
+            raise missing
+    run = _open(root, folder)
+    if run is None:
+        raise missing
+    return run
 
 
 # --------------------------------------------------------------------------- reading files
@@ -120,6 +151,8 @@ def _json(path: Path) -> Any:
         raise RunError(f"{path.name} is missing") from None
     except (json.JSONDecodeError, UnicodeDecodeError) as error:
         raise RunError(f"{path.name} is not valid JSON ({error})") from None
+    except RecursionError:
+        raise RunError(f"{path.name} is nested too deeply to read") from None
 
 
 def _jsonl(path: Path) -> list[dict[str, Any]]:
@@ -141,6 +174,8 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
             if number == len(lines):
                 break
             raise RunError(f"{path.name} line {number} is not valid JSON ({error.msg})") from None
+        except RecursionError:
+            raise RunError(f"{path.name} line {number} is nested too deeply to read") from None
         if not isinstance(value, dict):
             raise RunError(f"{path.name} line {number} is not a JSON object")
         out.append(value)
@@ -156,31 +191,62 @@ def _yaml(path: Path) -> dict[str, Any]:
         value = yaml.safe_load(path.read_text()) or {}
     except yaml.YAMLError as error:
         raise RunError(f"{path.name} is not valid YAML ({error})") from None
+    except UnicodeDecodeError:
+        raise RunError(f"{path.name} is not text") from None
+    except RecursionError:
+        raise RunError(f"{path.name} is nested too deeply to read") from None
     if not isinstance(value, dict):
         raise RunError(f"{path.name} is not a mapping")
+    if not isinstance(value.get("settings", {}), dict):
+        raise RunError(f"{path.name}: settings is not a mapping")
     return value
 
 
-def _optional_json(path: Path) -> Any:
+def _object(value: Any, what: str) -> dict[str, Any]:
+    """``value`` when it is a JSON object (absent reads as empty); a RunError naming it else."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise RunError(f"{what} is not a JSON object")
+    return value
+
+
+def _list(value: Any, what: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise RunError(f"{what} is not a list")
+    return value
+
+
+def _number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool)
+
+
+def _optional_json(run: Run, name: str) -> Any:
+    path = run.file(name)
     return _json(path) if path.is_file() else None
 
 
-def _video(path: Path) -> dict[str, Any] | None:
-    """The video's URL-relative name, frame rate and frame count (read from the file)."""
+def _video(run: Run, name: str) -> tuple[dict[str, Any] | None, str | None]:
+    """``(video, error)``: the video's name, frame rate, frame count and size read from the
+    file, or why it cannot be played (a run still going has no finished MP4 yet), in one line."""
+    path = run.file(name)
     if not path.is_file():
-        return None
+        return None, None
     import imageio.v2 as imageio
 
     try:
         reader = imageio.get_reader(path)
         meta = reader.get_meta_data()
         reader.close()
-    except (OSError, RuntimeError, ValueError) as error:
-        raise RunError(f"{path.name} cannot be read as a video ({error})") from None
+    except Exception:  # imageio/ffmpeg raise many kinds; the reason is always the same to a user
+        return None, f"{name} cannot be played yet: it is unfinished or damaged (the run may still be going)"
     fps = float(meta.get("fps") or 0.0)
     duration = float(meta.get("duration") or 0.0)
     width, height = (int(v) for v in meta.get("size", (0, 0)))
-    return {"file": path.name, "fps": fps, "frames": round(fps * duration), "width": width, "height": height}
+    frames = round(fps * duration)
+    return {"file": name, "fps": fps, "frames": frames, "width": width, "height": height}, None
 
 
 # --------------------------------------------------------------------------- summaries
@@ -189,51 +255,54 @@ _KEYS = {
     "explore": ("scene", "agent", "policy", "coverage_ratio", "coverage_auc", "steps", "decisions"),
     "stream": ("source", "scenario", "agent", "seconds", "f1_macro", "timediff_mean", "pauc_omega_0.5"),
     "csmr": ("items", "accuracy", "rouge_l", "queries_per_item", "hallucination_rate"),
-    "sxs": ("items",),
-    "training": ("steps",),
 }
 
 
 def summary_of(run: Run) -> dict[str, Any]:
     """The few numbers the run list shows; a RunError when the run's files are unreadable."""
-    folder = run.path
     if run.kind == "explore":
-        records = _jsonl(folder / "episodes.jsonl")
-        summary = _optional_json(folder / "summary.json") or {}
-        if not isinstance(summary, dict):
-            raise RunError("summary.json is not a JSON object")
+        records = _jsonl(run.file("episodes.jsonl"))
+        summary = _object(_optional_json(run, "summary.json"), "summary.json")
         if not summary:  # a run still going, or killed: what its records say so far
             last = records[-1] if records else {}
             summary = {"decisions": len(records), **{k: last.get(k) for k in ("coverage_ratio", "steps")}}
             summary["finished"] = False
+            settings = _yaml(run.file("config.yaml")).get("settings", {})
+            if "scene" in settings:
+                summary["scene"] = settings["scene"]
         return {k: summary[k] for k in (*_KEYS["explore"], "finished") if k in summary}
     if run.kind == "stream":
-        _jsonl(folder / "predictions.jsonl")
-        summary = _optional_json(folder / "summary.json") or {}
+        _jsonl(run.file("predictions.jsonl"))
+        summary = _object(_optional_json(run, "summary.json"), "summary.json")
         return {k: summary[k] for k in _KEYS["stream"] if k in summary}
     if run.kind == "training":
-        rows = _jsonl(folder / "metrics.jsonl")
+        rows = _jsonl(run.file("metrics.jsonl"))
         last = rows[-1] if rows else {}
-        return {"steps": len(rows), **{k: v for k, v in last.items() if isinstance(v, int | float)}}
-    report = _optional_json(folder / "report.json") or {}
-    _jsonl(folder / "results.jsonl")
+        return {"steps": len(rows), **{k: v for k, v in last.items() if _number(v)}}
+    report = _object(_optional_json(run, "report.json"), "report.json")
+    _jsonl(run.file("results.jsonl"))
     if run.kind == "sxs":
-        modes = report.get("modes", {})
+        modes = _object(report.get("modes"), "report.json modes")
         return {
             "items": report.get("items"),
-            **{f"{m} accuracy": v.get("accuracy") for m, v in modes.items()},
+            **{
+                f"{m} accuracy": _object(v, f"report.json mode {m}").get("accuracy") for m, v in modes.items()
+            },
         }
     return {k: report[k] for k in _KEYS["csmr"] if k in report}
 
 
 # --------------------------------------------------------------------------- view models
 
+MAX_POINTS = 2000
+"""Curves longer than this are thinned (evenly, keeping the last point) before they are sent."""
+
 
 def view_of(run: Run) -> dict[str, Any]:
     """Everything the run page draws, keyed by view; a RunError when files are unreadable."""
     if run.error:
         raise RunError(run.error)
-    base = {"id": run.id, "kind": run.kind, "summary": run.summary, "config": _yaml(run.path / "config.yaml")}
+    base = {"id": run.id, "kind": run.kind, "summary": run.summary, "config": _yaml(run.file("config.yaml"))}
     reader = {
         "explore": _explore_view,
         "stream": _stream_view,
@@ -241,87 +310,132 @@ def view_of(run: Run) -> dict[str, Any]:
         "csmr": _results_view,
         "sxs": _results_view,
     }[run.kind]
-    return {**base, **reader(run.path)}
+    return {**base, **reader(run)}
 
 
-def _explore_view(folder: Path) -> dict[str, Any]:
-    records = _jsonl(folder / "episodes.jsonl")
-    tree = _optional_json(folder / "tree.json")
+def _pose(value: Any) -> list[float] | None:
+    return (
+        [float(v) for v in value]
+        if isinstance(value, list) and len(value) >= 3 and all(map(_number, value))
+        else None
+    )
+
+
+def _explore_view(run: Run) -> dict[str, Any]:
+    records = _jsonl(run.file("episodes.jsonl"))
+    tree = _tree(_optional_json(run, "tree.json"))
     steps = []
     for number, record in enumerate(records, start=1):
-        choice = record.get("choice") or {}
-        if not isinstance(choice, dict):
-            raise RunError(f"episodes.jsonl line {number} has a choice that is not an object")
+        where = f"episodes.jsonl line {number}"
+        choice = _object(record.get("choice"), f"{where}: choice")
+        attempts = [
+            _object(a, f"{where}: an attempt") for a in _list(record.get("attempts"), f"{where}: attempts")
+        ]
         steps.append(
             {
                 "decision": record.get("decision", number),
                 "choice": choice,
                 "action": record.get("action"),
                 "prompt": choice.get("prompt"),
-                "attempts": record.get("attempts") or [],
+                "attempts": attempts,
                 "rejection": record.get("rejection"),
-                "pose": record.get("pose"),
-                "coverage_ratio": record.get("coverage_ratio"),
-                "steps": record.get("steps"),
+                "pose": _pose(record.get("pose")),
+                "coverage_ratio": record.get("coverage_ratio")
+                if _number(record.get("coverage_ratio"))
+                else None,
+                "steps": record.get("steps") if _number(record.get("steps")) else number,
                 "region": record.get("region"),
                 "reward": record.get("reward"),
             }
         )
-    settings = _yaml(folder / "config.yaml").get("settings", {})
+    settings = _yaml(run.file("config.yaml")).get("settings", {})
+    video, video_error = _video(run, "episode.mp4")
     return {
         # waypoint agents decide among candidates; primitive agents take one action a step
         "unit": "decision" if any(s["choice"] for s in steps) else "step",
         "steps": steps,
         "tree": tree,
-        "video": _video(folder / "episode.mp4"),
+        "video": video,
+        "video_error": video_error,
         "panorama": {"height": settings.get("panorama_height"), "width": settings.get("panorama_width")},
-        "images": [name for name in ("bev.png", "coverage.png", "tree.png") if (folder / name).is_file()],
+        "images": [name for name in ("bev.png", "coverage.png", "tree.png") if run.has(name)],
     }
 
 
-def _stream_view(folder: Path) -> dict[str, Any]:
-    predictions = _jsonl(folder / "predictions.jsonl")
-    labels = _jsonl(folder / "labels.jsonl")
-    decisions = _jsonl(folder / "decisions.jsonl") if (folder / "decisions.jsonl").is_file() else []
-    clips = []
-    for prediction in predictions:
+def _tree(value: Any) -> dict[str, Any] | None:
+    """A node-link tree with string ids, object nodes and edges between known nodes."""
+    if value is None:
+        return None
+    tree = _object(value, "tree.json")
+    nodes = [_object(n, "tree.json: a node") for n in _list(tree.get("nodes"), "tree.json nodes")]
+    edges = [
+        _object(e, "tree.json: an edge")
+        for e in _list(tree.get("edges", tree.get("links")), "tree.json edges")
+    ]
+    for node in nodes:
+        node["id"] = str(node.get("id"))
+    known = {n["id"] for n in nodes}
+    kept = [{"source": str(e.get("source")), "target": str(e.get("target"))} for e in edges]
+    return {"nodes": nodes, "edges": [e for e in kept if e["source"] in known and e["target"] in known]}
+
+
+def _stream_view(run: Run) -> dict[str, Any]:
+    predictions = _jsonl(run.file("predictions.jsonl"))
+    labels = _jsonl(run.file("labels.jsonl"))
+    decisions = _jsonl(run.file("decisions.jsonl")) if run.has("decisions.jsonl") else []
+    clips: list[dict[str, Any]] = []
+    ends: list[int] = []
+    for number, prediction in enumerate(predictions, start=1):
+        where = f"predictions.jsonl line {number}"
         label = next((lb for lb in labels if lb.get("video_id") == prediction.get("video_id")), {})
+        begin, end = prediction.get("begin", 0), prediction.get("end", 0)
+        if not (isinstance(begin, int) and isinstance(end, int) and 0 <= begin <= end <= 86_400):
+            raise RunError(f"{where}: begin and end must be whole seconds with 0 <= begin <= end <= a day")
+        ends.append(end)
         clips.append(
             {
                 "video_id": prediction.get("video_id"),
-                "begin": prediction.get("begin", 0),
-                "end": prediction.get("end", 0),
+                "begin": begin,
+                "end": end,
                 "speaker": prediction.get("speaker"),
-                "pred": prediction.get("pred") or {},
-                "label": label.get("label") or {},
+                "pred": _object(prediction.get("pred"), f"{where}: pred"),
+                "label": _object(label.get("label"), "labels.jsonl: label"),
             }
         )
-    seconds = max((int(c["end"]) for c in clips), default=len(decisions))
+    seconds = max(ends, default=len(decisions))
+    video, video_error = _video(run, "stream.mp4")
+    by_second = {int(d["second"]): d for d in decisions if isinstance(d.get("second"), int)}
     return {
         "clips": clips,
         "seconds": seconds,
-        "decisions": decisions,
-        "video": _video(folder / "stream.mp4"),
-        "images": [name for name in ("timeline.png",) if (folder / name).is_file()],
+        "decisions": [by_second.get(t) for t in range(seconds)],
+        "video": video,
+        "video_error": video_error,
+        "images": [name for name in ("timeline.png",) if run.has(name)],
     }
 
 
-def _training_view(folder: Path) -> dict[str, Any]:
-    rows = _jsonl(folder / "metrics.jsonl")
-    keys = sorted(
-        {k for r in rows for k, v in r.items() if isinstance(v, int | float) and not isinstance(v, bool)}
-    )
+def _thin(points: list[list[float]]) -> list[list[float]]:
+    if len(points) <= MAX_POINTS:
+        return points
+    stride = len(points) / (MAX_POINTS - 1)
+    return [points[int(i * stride)] for i in range(MAX_POINTS - 1)] + [points[-1]]
+
+
+def _training_view(run: Run) -> dict[str, Any]:
+    rows = _jsonl(run.file("metrics.jsonl"))
+    keys = sorted({k for r in rows for k, v in r.items() if _number(v)})
     x = next((k for k in ("step", "epoch", "iteration") if k in keys), None)
     curves = {
-        k: [[r.get(x, i) if x else i, r[k]] for i, r in enumerate(rows) if isinstance(r.get(k), int | float)]
+        k: _thin([[r.get(x, i) if x else i, r[k]] for i, r in enumerate(rows) if _number(r.get(k))])
         for k in keys
         if k != x
     }
-    return {"x": x or "row", "curves": curves}
+    return {"x": x or "row", "curves": curves, "rows": len(rows)}
 
 
-def _results_view(folder: Path) -> dict[str, Any]:
-    rows = _jsonl(folder / "results.jsonl")
+def _results_view(run: Run) -> dict[str, Any]:
+    rows = _jsonl(run.file("results.jsonl"))
     keep = (
         "index",
         "mode",
@@ -336,7 +450,7 @@ def _results_view(folder: Path) -> dict[str, Any]:
         "rouge_l",
     )
     return {
-        "report": _optional_json(folder / "report.json"),
+        "report": _optional_json(run, "report.json"),
         "rows": [{k: r[k] for k in keep if k in r} for r in rows],
-        "images": sorted(p.name for p in folder.glob("*.png")),
+        "images": sorted(p.name for p in run.path.glob("*.png") if run.has(p.name)),
     }

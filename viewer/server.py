@@ -17,6 +17,8 @@ or NUL bytes are refused before any resolution.
 from __future__ import annotations
 
 import json
+import logging
+import math
 import mimetypes
 import re
 import threading
@@ -31,6 +33,7 @@ from urllib.parse import parse_qs, unquote, urlsplit
 
 from embodia.viewer.runs import RunError, discover, find, view_of
 
+logger = logging.getLogger(__name__)
 STATIC = {
     "/": ("index.html", "text/html"),
     "/app.js": ("app.js", "text/javascript"),
@@ -46,35 +49,59 @@ class Refused(Exception):
 
 
 def safe_path(root: Path, relative: str) -> Path:
-    """``root / relative`` when it names a file inside ``root``; Refused otherwise."""
+    """``root / relative`` when it names a file inside ``root``; Refused otherwise. Hidden
+    names (``.env``, ``.git``) are refused too: runs never write them for the page."""
+    outside = Refused(HTTPStatus.FORBIDDEN, "that path is outside the runs folder")
     if not relative or "\x00" in relative or "\\" in relative or relative.startswith("/"):
-        raise Refused(HTTPStatus.FORBIDDEN, "that path is outside the runs folder")
+        raise outside
     parts = relative.split("/")
     if any(p in ("", ".", "..") for p in parts):
-        raise Refused(HTTPStatus.FORBIDDEN, "that path is outside the runs folder")
+        raise outside
+    if any(p.startswith(".") for p in parts):
+        raise Refused(HTTPStatus.FORBIDDEN, "hidden files are not served")
     base = root.resolve()
-    target = (base / relative).resolve()
-    if not target.is_relative_to(base):
-        raise Refused(HTTPStatus.FORBIDDEN, "that path is outside the runs folder")
-    if not target.is_file():
-        raise Refused(HTTPStatus.NOT_FOUND, f"no file {relative}")
+    try:
+        target = (base / relative).resolve()
+        if not target.is_relative_to(base):
+            raise outside
+        if not target.is_file():
+            raise Refused(HTTPStatus.NOT_FOUND, f"no file {relative}")
+    except OSError:  # a name too long for the file system, and the like: no such file
+        raise Refused(HTTPStatus.NOT_FOUND, f"no file {relative[:80]}") from None
     return target
+
+
+def finite(value: Any) -> Any:
+    """``value`` with NaN and infinities as None: browsers' JSON has no such numbers (a
+    diverged training run writes NaN losses)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [finite(v) for v in value]
+    return value
+
+
+LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "::1")
 
 
 def _range(header: str | None, size: int) -> tuple[int, int] | None:
     """``(start, end)`` inclusive of a single ``bytes=`` range; None for the whole file."""
     if not header:
         return None
-    found = re.fullmatch(r"bytes=(\d*)-(\d*)", header.strip())
+    found = re.fullmatch(r"bytes=(\d{0,18})-(\d{0,18})", header.strip())
     if not found or not (found.group(1) or found.group(2)):
-        raise Refused(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, f"bad range {header!r}")
+        raise Refused(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, f"bad range {header[:40]!r}")
     first, last = found.group(1), found.group(2)
     if first:
         start, end = int(first), min(int(last), size - 1) if last else size - 1
     else:
         start, end = max(0, size - int(last)), size - 1
     if start >= size or start > end:
-        raise Refused(HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, f"range {header!r} outside {size} bytes")
+        raise Refused(
+            HTTPStatus.REQUESTED_RANGE_NOT_SATISFIABLE, f"range {header[:40]!r} outside {size} bytes"
+        )
     return start, end
 
 
@@ -87,10 +114,30 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
         def log_message(self, format: str, *args: Any) -> None:
             return  # quiet: the CLI prints the address once
 
+        def do_HEAD(self) -> None:
+            self._head_only = True
+            self.do_GET()
+
+        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+            # the base class answers in HTML; the page reads JSON everywhere
+            self.close_connection = True
+            self._json(HTTPStatus(code), {"error": message or HTTPStatus(code).phrase})
+
+        def _host_ok(self) -> bool:
+            """Only a loopback name reaches the runs: a page elsewhere cannot read them by
+            pointing its own host name at 127.0.0.1 (DNS rebinding)."""
+            host = (self.headers.get("Host") or "").strip().lower()
+            name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
+            return name in LOOPBACK
+
         def do_GET(self) -> None:
             url = urlsplit(self.path)
             path = unquote(url.path)
             try:
+                if not self._host_ok():
+                    raise Refused(
+                        HTTPStatus.MISDIRECTED_REQUEST, "the viewer answers only to 127.0.0.1 or localhost"
+                    )
                 if path in STATIC:
                     name, kind = STATIC[path]
                     body = resources.files("embodia.viewer").joinpath("static", name).read_bytes()
@@ -115,21 +162,37 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
                 self._json(refused.status, {"error": str(refused)})
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the browser stopped reading (a seek in a video): nothing to answer
+            except Exception as error:  # never a dropped connection: say what went wrong
+                logger.exception("viewer request %s failed", self.path[:200])
+                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}: {error}"})
 
-        def _json(self, status: HTTPStatus, value: Any) -> None:
-            self._send(status, json.dumps(value, default=str).encode(), "application/json")
+        _head_only = False
 
-        def _send(self, status: HTTPStatus, body: bytes, kind: str) -> None:
+        def _json(self, status: HTTPStatus, value: Any, headers: dict[str, str] | None = None) -> None:
+            body = json.dumps(finite(value), default=str, allow_nan=False).encode()
+            self._send(status, body, "application/json", headers)
+
+        def _send(
+            self, status: HTTPStatus, body: bytes, kind: str, headers: dict[str, str] | None = None
+        ) -> None:
             self.send_response(status)
             self.send_header("Content-Type", kind)
             self.send_header("Content-Length", str(len(body)))
             self.send_header("Cache-Control", "no-store")
+            self.send_header("X-Content-Type-Options", "nosniff")
+            for key, value in (headers or {}).items():
+                self.send_header(key, value)
             self.end_headers()
-            self.wfile.write(body)
+            if not self._head_only:
+                self.wfile.write(body)
 
         def _file(self, target: Path) -> None:
             size = target.stat().st_size
-            span = _range(self.headers.get("Range"), size)
+            try:
+                span = _range(self.headers.get("Range"), size)
+            except Refused as refused:
+                self._json(refused.status, {"error": str(refused)}, {"Content-Range": f"bytes */{size}"})
+                return
             start, end = span if span else (0, size - 1)
             self.send_response(HTTPStatus.PARTIAL_CONTENT if span else HTTPStatus.OK)
             self.send_header(
@@ -137,9 +200,14 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
             )
             self.send_header("Accept-Ranges", "bytes")
             self.send_header("Content-Length", str(max(0, end - start + 1)))
+            # a run's files are data: never run as a page on the viewer's origin
+            self.send_header("X-Content-Type-Options", "nosniff")
+            self.send_header("Content-Security-Policy", "sandbox; default-src 'none'")
             if span:
                 self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
             self.end_headers()
+            if self._head_only:
+                return
             with target.open("rb") as handle:
                 handle.seek(start)
                 left = end - start + 1

@@ -4,6 +4,7 @@ SxS evaluation), a training run's curves from the real gate trainer, and malform
 from __future__ import annotations
 
 import json
+import shutil
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,9 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     labels = [[int(i % 3 == 0) for i in range(12)] for _ in range(3)]
     with (training / TRAIN_METRICS).open("w") as sink:
         train_gate(features, labels, epochs=15, on_epoch=lambda e: sink.write(json.dumps(e) + "\n"))
+    going = root / "house" / "going"  # a run whose video is still being written
+    shutil.copytree(root / "house" / "short", going)
+    (going / "episode.mp4").write_bytes((going / "episode.mp4").read_bytes()[:2000])
     bad = root / "broken"
     bad.mkdir()
     (bad / "episodes.jsonl").write_text('{"decision": 1}\nnot json at all\n{"decision": 3}\n')

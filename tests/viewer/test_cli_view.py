@@ -37,7 +37,7 @@ def test_view_serves_the_runs_folder_and_prints_its_address(runs_root: Path) -> 
     [
         (["/no/such/folder"], "/no/such/folder is not a folder of runs"),
         (["{root}", "--port", "70000"], "--port must be 0-65535"),
-        (["{root}", "--host", "256.1.1.1", "--port", "0"], "cannot listen on 256.1.1.1:0"),
+        (["{root}", "--host", "0.0.0.0", "--port", "0"], "--host 0.0.0.0 is not a loopback address"),
     ],
 )
 def test_bad_input_is_one_line_and_exit_code_2(runs_root: Path, args: list[str], message: str) -> None:

@@ -17,6 +17,7 @@ def test_every_run_is_found_with_its_kind_and_summary(runs_root: Path) -> None:
         "gate": "training",
         "garbled-summary": "explore",
         "house/frontier": "explore",
+        "house/going": "explore",
         "house/long": "explore",
         "house/short": "explore",
         "house/vlm": "explore",
@@ -90,3 +91,87 @@ def test_links_out_of_the_runs_folder_are_not_followed(tmp_path: Path, runs_root
     (tmp_path / "mine").mkdir()
     (tmp_path / "mine" / "elsewhere").symlink_to(runs_root / "house")
     assert discover(tmp_path / "mine") == []
+
+
+BAD_FILES = [
+    ("stream-summary", {"predictions.jsonl": '{"video_id": "v", "pred": {}}\n', "labels.jsonl": "{}\n",
+                        "summary.json": '"source"'}, "summary.json is not a JSON object"),
+    ("csmr-report", {"results.jsonl": "{}\n", "report.json": "[1, 2]"}, "report.json is not a JSON object"),
+    ("explore-attempts", {"episodes.jsonl": '{"choice": {}, "attempts": "many"}\n'},
+     "line 1: attempts is not a list"),
+    ("explore-choice", {"episodes.jsonl": '{"choice": 5}\n'}, "line 1: choice is not a JSON object"),
+    ("explore-tree", {"episodes.jsonl": '{"choice": {}}\n', "tree.json": '{"nodes": [], "edges": {"a": 1}}'},
+     "tree.json edges is not a list"),
+    ("explore-settings", {"episodes.jsonl": '{"choice": {}}\n', "config.yaml": "settings: [1, 2]\n"},
+     "config.yaml: settings is not a mapping"),
+    ("explore-deep", {"episodes.jsonl": "[" * 100_000 + "]" * 100_000 + "\n{}\n"}, "nested too deeply"),
+    ("stream-end", {"predictions.jsonl": '{"video_id": "v", "end": null}\n', "labels.jsonl": "{}\n"},
+     "begin and end must be whole seconds"),
+]  # fmt: skip
+
+
+def test_valid_json_of_the_wrong_shape_is_named_and_never_takes_the_list_down(tmp_path: Path) -> None:
+    for name, files, _ in BAD_FILES:
+        (tmp_path / name).mkdir()
+        for file, text in files.items():
+            (tmp_path / name / file).write_text(text)
+    (tmp_path / "explore-binary").mkdir()
+    (tmp_path / "explore-binary" / "episodes.jsonl").write_text('{"choice": {}}\n')
+    (tmp_path / "explore-binary" / "config.yaml").write_bytes(b"\xff\xfe\x00settings")
+    listed = {r.id: r for r in discover(tmp_path)}
+    assert len(listed) == len(BAD_FILES) + 1
+    for name, _, message in BAD_FILES:
+        problem = listed[name].error
+        if problem is None:  # found only when the page asks for the run's views
+            with pytest.raises(RunError) as raised:
+                view_of(find(tmp_path, name))
+            problem = str(raised.value)
+        assert message in problem, (name, problem)
+    with pytest.raises(RunError, match="config.yaml is not text"):
+        view_of(find(tmp_path, "explore-binary"))
+
+
+def test_files_linked_from_outside_the_runs_folder_are_never_read(tmp_path: Path) -> None:
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"nodes": [{"id": "password: hunter2"}], "edges": []}')
+    run = tmp_path / "runs" / "run"
+    run.mkdir(parents=True)
+    (run / "episodes.jsonl").write_text('{"choice": {}}\n')
+    (run / "tree.json").symlink_to(secret)
+    with pytest.raises(RunError, match="tree.json links outside the runs folder"):
+        view_of(find(tmp_path / "runs", "run"))
+    (run / "tree.json").unlink()
+    (run / "summary.json").symlink_to(secret)
+    (listed,) = discover(tmp_path / "runs")
+    assert listed.error == "summary.json links outside the runs folder"
+
+
+def test_ids_name_only_folders_the_list_would_show(runs_root: Path) -> None:
+    for bad in ("../runs0", "house/../house/long", "/etc", "house//long", ".hidden", "house/long/../../gate"):
+        with pytest.raises(RunError, match="no run"):
+            find(runs_root, bad)
+
+
+def test_an_unfinished_video_leaves_the_rest_of_the_run_readable(runs_root: Path, tmp_path: Path) -> None:
+    import shutil
+
+    copy = tmp_path / "copy"
+    shutil.copytree(runs_root / "house" / "long", copy / "going")
+    video = copy / "going" / "episode.mp4"
+    video.write_bytes(video.read_bytes()[:2000])  # still being written: no index at the end yet
+    view = view_of(find(copy, "going"))
+    assert view["video"] is None and "episode.mp4 cannot be played yet" in view["video_error"]
+    assert len(view["steps"]) > 0 and view["tree"] is not None
+
+
+def test_long_training_curves_are_thinned_to_what_a_chart_can_show(tmp_path: Path) -> None:
+    from embodia.viewer.runs import MAX_POINTS
+
+    run = tmp_path / "long"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text(
+        "".join(json.dumps({"step": i, "loss": 1 / (i + 1)}) + "\n" for i in range(9000))
+    )
+    curve = view_of(find(tmp_path, "long"))["curves"]["loss"]
+    assert len(curve) == MAX_POINTS and curve[0] == [0, 1.0] and curve[-1] == [8999, 1 / 9000]
+    assert [x for x, _ in curve] == sorted(x for x, _ in curve)

@@ -25,7 +25,7 @@ def get(base: str, path: str, headers: dict[str, str] | None = None) -> tuple[in
     """A raw GET: the path goes out exactly as written (no client-side normalisation)."""
     netloc = urlsplit(base).netloc
     connection = http.client.HTTPConnection(netloc, timeout=10)
-    connection.putrequest("GET", path, skip_accept_encoding=True)
+    connection.putrequest("GET", path, skip_host="Host" in (headers or {}), skip_accept_encoding=True)
     for key, value in (headers or {}).items():
         connection.putheader(key, value)
     connection.endheaders()
@@ -99,3 +99,68 @@ def test_a_link_out_of_the_runs_folder_is_refused(tmp_path: Path) -> None:
         assert status == 403 and b"do not serve me" not in body
         assert get(url, "/files/run/ok.txt")[2] == b"fine"
         assert get(url, "/files/run/missing.txt")[0] == 404
+
+
+def strict_json(body: bytes) -> object:
+    def refuse(constant: str) -> object:
+        raise AssertionError(f"{constant} is not JSON a browser can read")
+
+    return json.loads(body, parse_constant=refuse)
+
+
+def test_a_diverged_training_run_still_gives_readable_json(tmp_path: Path) -> None:
+    run = tmp_path / "diverged"
+    run.mkdir()
+    (run / "metrics.jsonl").write_text('{"step": 0, "loss": 1.5}\n{"step": 1, "loss": NaN, "kl": Infinity}\n')
+    with serving(tmp_path) as url:
+        listing = strict_json(get(url, "/api/runs")[2])
+        view = strict_json(get(url, "/api/run?id=diverged")[2])
+    assert listing["runs"][0]["summary"] == {"steps": 2, "step": 1, "loss": None, "kl": None}  # type: ignore[index]
+    assert view["curves"]["loss"] == [[0, 1.5], [1, None]]  # type: ignore[index]
+
+
+def test_only_loopback_host_names_are_answered(base: str) -> None:
+    status, _, body = get(base, "/api/runs", {"Host": "evil.example:80"})
+    assert status == 421 and b"house" not in body
+    assert get(base, "/files/house/long/summary.json", {"Host": "rebound.example"})[0] == 421
+    port = urlsplit(base).port
+    assert get(base, "/api/runs", {"Host": f"localhost:{port}"})[0] == 200
+
+
+def test_other_methods_and_odd_requests_get_json_answers(base: str) -> None:
+    status, headers, body = get(base, "/files/house/long/summary.json")
+    netloc = urlsplit(base).netloc
+    connection = http.client.HTTPConnection(netloc, timeout=10)
+    connection.request("HEAD", "/files/house/long/summary.json")
+    head = connection.getresponse()
+    assert head.status == 200 and head.getheader("Content-Length") == str(len(body)) and head.read() == b""
+    connection.request("POST", "/api/runs", body=b"x")
+    posted = connection.getresponse()
+    assert posted.status == 501 and "error" in json.loads(posted.read())
+    connection.close()
+    assert get(base, "/files/house/" + "x" * 300)[0] == 404
+    assert get(base, "/files/house/long/episode.mp4", {"Range": "bytes=" + "9" * 5000 + "-"})[0] == 416
+    status, headers, _ = get(base, "/files/house/long/episode.mp4", {"Range": "bytes=999999999-"})
+    assert status == 416 and headers["content-range"].startswith("bytes */")
+    assert headers_of_a_file(base)["content-security-policy"] == "sandbox; default-src 'none'"
+
+
+def headers_of_a_file(base: str) -> dict[str, str]:
+    return get(base, "/files/house/long/summary.json")[1]
+
+
+def test_hidden_files_and_files_linked_from_outside_are_refused(tmp_path: Path) -> None:
+    outside = tmp_path / "outside.json"
+    outside.write_text('{"api_key": "hunter2"}')
+    run = tmp_path / "runs" / "run"
+    run.mkdir(parents=True)
+    (run / "episodes.jsonl").write_text('{"choice": {}}\n')
+    (run / ".env").write_text("TOKEN=1")
+    (run / "summary.json").symlink_to(outside)
+    with serving(tmp_path / "runs") as url:
+        status, _, body = get(url, "/files/run/.env")
+        assert status == 403 and b"TOKEN" not in body
+        listing = json.loads(get(url, "/api/runs")[2])
+        assert listing["runs"][0]["error"] == "summary.json links outside the runs folder"
+        status, _, body = get(url, "/api/run?id=run")
+        assert status == 422 and b"hunter2" not in body

@@ -87,13 +87,24 @@ async function listRuns() {
 
 // ------------------------------------------------------------------ shared drawing
 
-function lineChart(points, { cursorX = null, label = "" } = {}) {
+function extent(values) {
+  // a loop, not Math.min(...values): long runs overflow the call stack with spreads
+  let lo = Infinity, hi = -Infinity;
+  for (const v of values) {
+    if (v < lo) lo = v;
+    if (v > hi) hi = v;
+  }
+  return [lo, hi];
+}
+
+function lineChart(points, { cursorX = null, label = "", xRange = null, yRange = null } = {}) {
   const W = 320, H = 160, P = 28;
   const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": label });
   if (!points.length) return root;
-  const xs = points.map((p) => p[0]), ys = points.map((p) => p[1]);
-  const [x0, x1] = [Math.min(...xs), Math.max(...xs) || 1];
-  const [y0, y1] = [Math.min(0, ...ys), Math.max(...ys) || 1];
+  const [xa, xb] = xRange || extent(points.map((p) => p[0]));
+  const [ya, yb] = yRange || extent(points.map((p) => p[1]));
+  const [x0, x1] = [xa, xb || 1];
+  const [y0, y1] = [Math.min(0, ya), yb || 1];
   const sx = (x) => P + ((x - x0) / (x1 - x0 || 1)) * (W - 2 * P);
   const sy = (y) => H - P + 4 - ((y - y0) / (y1 - y0 || 1)) * (H - 2 * P);
   root.append(svg("line", { x1: P, y1: H - P + 4, x2: W - P, y2: H - P + 4, stroke: "#999" }));
@@ -118,27 +129,34 @@ function view(id, title, ...children) {
 // ------------------------------------------------------------------ exploration runs
 
 class ExplorePanel {
-  constructor(run) {
+  constructor(run, { maxSteps = null } = {}) {
     this.run = run;
     this.count = run.steps.length;
     this.node = el("section", { class: "panel", "data-run-id": run.id });
     this.node.append(el("h3", { text: run.id || "(this folder)" }), el("p", { class: "summary", text: summaryText(run.summary) }));
     const views = el("div", { class: "views" });
     this.views = {};
+    const waypoints = run.unit === "decision";
+    const frameTitle = waypoints ? "what it saw when deciding: panorama (candidates, the chosen one ringed) | BEV" : "panorama | BEV before this step";
     if (run.video) {
       this.video = el("video", { src: fileUrl(run, run.video.file), muted: "", preload: "auto", playsinline: "" });
       this.marker = el("div", { class: "marker" });
-      this.views.frame = view("frame", "panorama (candidates, chosen ringed) | BEV", el("div", { class: "frame-wrap" }, this.video, this.marker));
-      this.views.frame.classList.add("wide");
+      this.views.frame = view("frame", frameTitle, el("div", { class: "frame-wrap" }, this.video, this.marker));
     } else {
-      this.views.frame = view("frame", "panorama | BEV", el("p", { class: "muted", text: "this run wrote no episode.mp4" }));
+      const why = run.video_error || "this run wrote no episode.mp4";
+      this.views.frame = view("frame", frameTitle, el("p", { class: "muted video-error", text: why }));
     }
-    this.views.trajectory = view("trajectory", "trajectory (top-down, x right, z down)", this.trajectorySvg());
+    this.views.frame.classList.add("wide");
+    this.views.trajectory = view("trajectory", "trajectory: ring where it decided, dot where that led", this.trajectorySvg());
     this.views.tree = run.tree
       ? view("tree", "topological tree", this.treeSvg())
       : view("tree", "topological tree", el("p", { class: "muted", text: "this agent keeps no tree" }));
-    this.coverage = lineChart(run.steps.map((s, i) => [i + 1, s.coverage_ratio ?? 0]), { label: "coverage ratio by decision" });
-    this.views.coverage = view("coverage", "coverage curve", this.coverage);
+    // x is primitive steps and y the whole 0..1 ratio, so two runs' curves read alike
+    const last = run.steps.length ? run.steps[run.steps.length - 1].steps : 1;
+    this.coverage = lineChart(run.steps.map((s) => [s.steps, s.coverage_ratio ?? 0]), {
+      label: "coverage ratio by primitive step", xRange: [0, maxSteps || last], yRange: [0, 1],
+    });
+    this.views.coverage = view("coverage", "coverage after it", this.coverage);
     this.decision = el("div");
     this.views.decision = view("decision", "prompt, answer, decision", this.decision);
     this.views.decision.classList.add("wide");
@@ -150,14 +168,15 @@ class ExplorePanel {
     const poses = this.run.steps.map((s) => s.pose).filter(Boolean);
     const root = svg("svg", { viewBox: "0 0 200 200", role: "img", "aria-label": "trajectory" });
     if (!poses.length) return root;
-    const xs = poses.map((p) => p[0]), zs = poses.map((p) => p[2]);
-    const [x0, x1, z0, z1] = [Math.min(...xs), Math.max(...xs), Math.min(...zs), Math.max(...zs)];
+    const [x0, x1] = extent(poses.map((p) => p[0]));
+    const [z0, z1] = extent(poses.map((p) => p[2]));
     const span = Math.max(x1 - x0, z1 - z0, 1e-6);
     const px = (p) => [10 + ((p[0] - x0) / span) * 180, 10 + ((p[2] - z0) / span) * 180];
     root.append(svg("polyline", { points: poses.map((p) => px(p).join(",")).join(" "), fill: "none", stroke: "#ccc", "stroke-width": 2 }));
     this.pathDone = svg("polyline", { fill: "none", stroke: "#1f6fb2", "stroke-width": 2.5 });
     this.agent = svg("circle", { r: 5, fill: "#d33" });
-    root.append(this.pathDone, this.agent);
+    this.origin = svg("circle", { r: 7, fill: "none", stroke: "#d33", "stroke-width": 2 });
+    root.append(this.pathDone, this.origin, this.agent);
     this.project = px;
     return root;
   }
@@ -169,47 +188,52 @@ class ExplorePanel {
     const edges = tree.edges || tree.links || [];
     // A node appears with the decision that made it: waypoints carry theirs, the others
     // appear with the last waypoint inserted before them (regions found after a move).
+    // Maps, not objects: node ids come from files ("__proto__" is a valid id there)
     let current = 0;
-    const appear = {};
+    const appear = new Map(), kind = new Map(), children = new Map();
     for (const n of tree.nodes) {
-      if (n.decision != null) current = n.decision;
-      appear[n.id] = n.decision != null ? n.decision : current;
+      if (typeof n.decision === "number") current = n.decision;
+      appear.set(n.id, typeof n.decision === "number" ? n.decision : current);
+      kind.set(n.id, n.kind);
     }
-    const children = {};
-    for (const e of edges) (children[e.source] ||= []).push(e.target);
-    const depth = {}, order = [];
-    const first = tree.nodes[0] && tree.nodes[0].id;
-    const queue = first != null ? [[first, 0]] : [];
+    for (const e of edges) {
+      if (!children.has(e.source)) children.set(e.source, []);
+      children.get(e.source).push(e.target);
+    }
+    const depth = new Map(), order = [];
+    const queue = tree.nodes.length ? [[tree.nodes[0].id, 0]] : [];
     while (queue.length) {
       const [id, d] = queue.shift();
-      if (id in depth) continue;
-      depth[id] = d;
+      if (depth.has(id)) continue; // a cycle or a second parent: first visit wins
+      depth.set(id, d);
       order.push(id);
-      for (const c of children[id] || []) queue.push([c, d + 1]);
+      for (const c of children.get(id) || []) queue.push([c, d + 1]);
     }
-    const levels = {};
-    for (const id of order) (levels[depth[id]] ||= []).push(id);
-    const maxDepth = Math.max(0, ...Object.keys(levels).map(Number));
-    const pos = {};
-    for (const [d, ids] of Object.entries(levels)) {
-      ids.forEach((id, i) => (pos[id] = [((i + 1) / (ids.length + 1)) * 320, 14 + (Number(d) / (maxDepth || 1)) * 172]));
+    const levels = new Map();
+    for (const id of order) {
+      if (!levels.has(depth.get(id))) levels.set(depth.get(id), []);
+      levels.get(depth.get(id)).push(id);
     }
-    const kind = Object.fromEntries(tree.nodes.map((n) => [n.id, n.kind]));
+    const maxDepth = Math.max(1, extent([...levels.keys()])[1]);
+    const pos = new Map();
+    for (const [d, ids] of levels) ids.forEach((id, i) => pos.set(id, [((i + 1) / (ids.length + 1)) * 320, 14 + (d / maxDepth) * 172]));
     this.treeParts = [];
     for (const e of edges) {
-      if (!(e.source in pos) || !(e.target in pos)) continue;
-      const line = svg("line", { x1: pos[e.source][0], y1: pos[e.source][1], x2: pos[e.target][0], y2: pos[e.target][1], stroke: "#aaa" });
+      if (!pos.has(e.source) || !pos.has(e.target)) continue;
+      const [a, b] = [pos.get(e.source), pos.get(e.target)];
+      const line = svg("line", { x1: a[0], y1: a[1], x2: b[0], y2: b[1], stroke: "#aaa" });
       root.append(line);
-      this.treeParts.push([line, Math.max(appear[e.source], appear[e.target])]);
+      this.treeParts.push([line, Math.max(appear.get(e.source), appear.get(e.target))]);
     }
     for (const id of order) {
-      const colour = kind[id] === "waypoint" ? "#1f6fb2" : kind[id] === "region" ? "#2a9d4b" : "#333";
-      const dot = svg("circle", { cx: pos[id][0], cy: pos[id][1], r: kind[id] === "waypoint" ? 4 : 6, fill: colour, "data-node": id });
+      const k = kind.get(id);
+      const colour = k === "waypoint" ? "#1f6fb2" : k === "region" ? "#2a9d4b" : "#333";
+      const dot = svg("circle", { cx: pos.get(id)[0], cy: pos.get(id)[1], r: k === "waypoint" ? 4 : 6, fill: colour, "data-node": id });
       const title = svg("title");
       title.textContent = id;
       dot.append(title);
       root.append(dot);
-      this.treeParts.push([dot, appear[id]]);
+      this.treeParts.push([dot, appear.get(id)]);
     }
     return root;
   }
@@ -239,16 +263,26 @@ class ExplorePanel {
     if (this.project) {
       const done = this.run.steps.slice(0, step).map((x) => x.pose).filter(Boolean);
       this.pathDone.setAttribute("points", done.map((p) => this.project(p).join(",")).join(" "));
-      if (s.pose) {
-        const [x, y] = this.project(s.pose);
-        this.agent.setAttribute("cx", x);
-        this.agent.setAttribute("cy", y);
+      for (const [mark, pose] of [[this.agent, s.pose], [this.origin, step > 1 ? this.run.steps[step - 2].pose : null]]) {
+        mark.style.display = pose ? "" : "none";
+        if (pose) {
+          const [x, y] = this.project(pose);
+          mark.setAttribute("cx", x);
+          mark.setAttribute("cy", y);
+        }
       }
     }
     for (const [part, at] of this.treeParts || []) part.style.display = at <= step ? "" : "none";
-    if (this.coverage.moveCursor) this.coverage.moveCursor(step);
+    if (this.coverage.moveCursor) this.coverage.moveCursor(s.steps);
     this.decision.replaceChildren(...this.decisionParts(s, step));
     for (const v of Object.values(this.views)) v.dataset.step = String(step);
+  }
+
+  indexAt(progress) {
+    // the last decision made by this many primitive steps (at least the first)
+    let index = 1;
+    this.run.steps.forEach((s, i) => { if (s.steps <= progress) index = i + 1; });
+    return index;
   }
 
   decisionParts(s, step) {
@@ -258,7 +292,7 @@ class ExplorePanel {
     const by = s.action != null ? "" : ` by ${c.by || "?"}`;
     const parts = [
       el("p", { class: "decided", text: `${this.run.unit} ${s.decision ?? step} of ${this.count}: ${what}${by}` +
-        (c.fallback ? " (fallback: no readable answer)" : "") + `; coverage ${fmt(s.coverage_ratio)} after ${fmt(s.steps)} steps` }),
+        (c.fallback ? " (fallback: no readable answer)" : "") + `; after it: coverage ${fmt(s.coverage_ratio)} at step ${fmt(s.steps)}` }),
     ];
     if (s.rejection) parts.push(el("p", { class: "error", text: `rejected: ${JSON.stringify(s.rejection)}` }));
     if (s.prompt) parts.push(el("h4", { text: "prompt" }), el("pre", { class: "prompt", text: s.prompt }));
@@ -287,10 +321,14 @@ class StreamPanel {
     const views = el("div", { class: "views" });
     this.views = {};
     if (run.video) {
-      this.video = el("video", { src: fileUrl(run, run.video.file), controls: "", muted: "", preload: "auto" });
+      // no native controls: their bar would cover the burned-in subtitles; the slider and
+      // the play button drive the video
+      this.video = el("video", { src: fileUrl(run, run.video.file), muted: "", preload: "auto", playsinline: "" });
       this.views.video = view("video", "stream (subtitles burned in)", this.video);
-      this.views.video.classList.add("wide");
+    } else {
+      this.views.video = view("video", "stream", el("p", { class: "muted video-error", text: run.video_error || "this run wrote no stream.mp4" }));
     }
+    this.views.video.classList.add("wide");
     this.timeline = this.timelineSvg();
     this.views.timeline = view("timeline", "speaking seconds: predicted (top) vs true (bottom)", this.timeline);
     this.views.timeline.classList.add("wide");
@@ -318,9 +356,9 @@ class StreamPanel {
     return root;
   }
 
-  show(k) {
+  show(k, fromVideo = false) {
     const second = Math.max(0, Math.min(k, Math.max(0, this.count - 1)));
-    if (this.video) this.video.currentTime = second + 0.25;
+    if (this.video && !fromVideo) this.video.currentTime = second + 0.25;
     this.cursor.setAttribute("x1", this.x(second + 0.5));
     this.cursor.setAttribute("x2", this.x(second + 0.5));
     const parts = [];
@@ -328,6 +366,12 @@ class StreamPanel {
       const said = clip.pred[String(second)], truth = clip.label[String(second)];
       parts.push(el("p", { class: "said", text: `${clip.speaker || "agent"} at ${second}s: ${said ?? "(silent)"}` }));
       parts.push(el("p", { class: "muted", text: `true line: ${truth ?? "(silence)"}` }));
+    }
+    const d = (this.run.decisions || [])[second];
+    if (d) {
+      const scores = Object.entries(d.scores || {}).map(([who, v]) => `${who} ${fmt(v)}`).join(", ");
+      parts.push(el("p", { class: "muted decision", text: `speak scores ${scores || "-"}; decided in ${fmt(d.decide_ms)} ms` +
+        `, processed in ${fmt(d.processing_ms)} ms${d.late ? " (late)" : ""}` }));
     }
     this.lines.replaceChildren(...parts);
     for (const v of Object.values(this.views)) v.dataset.step = String(second);
@@ -352,8 +396,8 @@ function resultsPanel(run) {
   return node;
 }
 
-function panelFor(run) {
-  if (run.kind === "explore") return new ExplorePanel(run);
+function panelFor(run, options = {}) {
+  if (run.kind === "explore") return new ExplorePanel(run, options);
   if (run.kind === "stream") return new StreamPanel(run);
   return { node: run.kind === "training" ? trainingPanel(run) : resultsPanel(run), count: 0 };
 }
@@ -361,27 +405,54 @@ function panelFor(run) {
 // ------------------------------------------------------------------ pages
 
 function slider(panels, start) {
-  const count = Math.max(...panels.map((p) => p.count || 0));
+  const explore = panels.filter((p) => p instanceof ExplorePanel);
+  const isStream = panels.length && panels.every((p) => p instanceof StreamPanel);
+  // runs that count differently (decisions vs primitive steps) line up on primitive steps
+  const byProgress = explore.length === panels.length && new Set(explore.map((p) => p.run.unit)).size > 1;
+  const lastSteps = (p) => (p.run.steps.length ? p.run.steps[p.run.steps.length - 1].steps : 0);
+  const count = byProgress ? Math.max(...explore.map(lastSteps)) : Math.max(...panels.map((p) => p.count || 0));
   if (!count) return null;
-  const isStream = panels.every((p) => p instanceof StreamPanel);
   const min = isStream ? 0 : 1, max = isStream ? count - 1 : count;
   const input = el("input", { type: "range", id: "step", min, max, value: Math.min(max, Math.max(min, start ?? min)), "aria-label": "step" });
   const label = el("span", { id: "step-label" });
-  const update = () => {
+  const unit = isStream ? "second" : byProgress ? "primitive step" : (panels[0].run && panels[0].run.unit) || "step";
+  const update = (fromVideo = false) => {
     const k = Number(input.value);
-    label.textContent = isStream ? `second ${k} of ${count}` : `${panels[0].run.unit || "step"} ${k} of ${count}`;
-    for (const p of panels) if (p.show) p.show(k);
+    label.textContent = `${unit} ${k} of ${count}`;
+    try {
+      for (const p of panels) if (p.show) p.show(byProgress ? p.indexAt(k) : k, fromVideo);
+    } catch (error) {
+      showError(`cannot draw step ${k}: ${error.message}`);
+    }
   };
-  input.addEventListener("input", update);
-  const prev = el("button", { text: "◀", "aria-label": "previous step" });
-  const next = el("button", { text: "▶", "aria-label": "next step" });
-  prev.addEventListener("click", () => { input.value = Number(input.value) - 1; update(); });
-  next.addEventListener("click", () => { input.value = Number(input.value) + 1; update(); });
+  input.addEventListener("input", () => update());
+  const move = (delta) => { input.value = Number(input.value) + delta; update(); };
+  const prev = el("button", { text: "◀", "aria-label": "previous step", onclick: () => move(-1) });
+  const next = el("button", { text: "▶", "aria-label": "next step", onclick: () => move(1) });
+  const parts = [prev, input, next, label];
+  const streamVideo = isStream && panels[0].video;
+  if (streamVideo) {
+    const play = el("button", { id: "play", text: "play" });
+    play.addEventListener("click", () => (streamVideo.paused ? streamVideo.play() : streamVideo.pause()));
+    streamVideo.addEventListener("play", () => (play.textContent = "pause"));
+    streamVideo.addEventListener("pause", () => (play.textContent = "play"));
+    streamVideo.addEventListener("timeupdate", () => {
+      if (streamVideo.paused) return;
+      input.value = Math.floor(streamVideo.currentTime);
+      update(true); // follow the playing video; do not seek it back
+    });
+    parts.unshift(play);
+  }
   document.onkeydown = (e) => {
-    if (e.key === "ArrowLeft") prev.click();
-    if (e.key === "ArrowRight") next.click();
+    // the slider, buttons and videos handle their own keys; modifiers mean browser shortcuts
+    if (e.altKey || e.ctrlKey || e.metaKey || e.shiftKey) return;
+    if (e.target instanceof Element && e.target.closest("input, button, video, select, textarea")) return;
+    if (e.key === "ArrowLeft" || e.key === "ArrowRight") {
+      e.preventDefault();
+      move(e.key === "ArrowLeft" ? -1 : 1);
+    }
   };
-  return { node: el("div", { class: "controls" }, prev, input, next, label), update };
+  return { node: el("div", { class: "controls" }, ...parts), update };
 }
 
 async function showRun(id) {
@@ -406,9 +477,12 @@ async function showCompare(a, b) {
     showError(`cannot compare ${a} and ${b}: ${error.message}`);
     return;
   }
-  const panels = runs.map(panelFor);
+  // one coverage scale for both, so their curves can be read against each other
+  const maxSteps = Math.max(0, ...runs.map((r) => (r.steps && r.steps.length ? r.steps[r.steps.length - 1].steps : 0)));
+  const panels = runs.map((r) => panelFor(r, { maxSteps }));
   const control = slider(panels);
-  const scenes = runs.map((r) => (r.summary || {}).scene ?? ((r.config || {}).settings || {}).source);
+  const settings = (r) => (r.config || {}).settings || {};
+  const scenes = runs.map((r) => (r.summary || {}).scene ?? settings(r).scene ?? settings(r).source);
   const note = scenes[0] !== scenes[1]
     ? el("p", { class: "error", id: "scene-warning", text: `these runs are on different scenes (${scenes[0]} vs ${scenes[1]})` })
     : el("p", { class: "summary", text: `both on ${scenes[0]}` });
