@@ -23,7 +23,7 @@ from typing import Any
 from embodia.agents.csmr import CSMRSettings, solve
 from embodia.envs.puzzles import make_task
 from embodia.errors import EmbodiaError
-from embodia.evals.resume import check_resumable, read_run_records
+from embodia.evals.resume import begin_results, check_resumable, read_run_records
 from embodia.perception.scheduler import CropPerceiver, OraclePerceiver, Perceiver, VLMPerceiver
 
 
@@ -80,7 +80,6 @@ def run_csmr(
     resume: bool = False,
     on_item: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    import yaml
 
     from embodia.policies import make_policy
 
@@ -100,10 +99,7 @@ def run_csmr(
     done = read_run_records(out / "results.jsonl") if check_resumable(out, asdict(settings), resume) else []
     perceiver = make_perceiver(settings.perceiver, task)
     reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump({"settings": asdict(settings)}))
-    results = out / "results.jsonl"
-    results.write_text("".join(json.dumps(r) + "\n" for r in done))
+    results = begin_results(out, asdict(settings), done)
     finished = {int(r["index"]) for r in done}
     rows = list(done)
     hallucinated = task_function(task, "hallucinated_objects")

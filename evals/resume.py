@@ -30,6 +30,19 @@ def read_run_records(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def begin_results(out: Path, settings: Mapping[str, Any], done: list[dict[str, Any]]) -> Path:
+    """Start (or continue) a run that appends one JSON line per result: ``config.yaml`` with
+    its settings, and ``results.jsonl`` holding the records kept from before (a torn last
+    line is gone). Returns the results file, to be opened for appending."""
+    import yaml
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump({"settings": dict(settings)}))
+    results = out / "results.jsonl"
+    results.write_text("".join(json.dumps(r) + "\n" for r in done))
+    return results
+
+
 def check_resumable(out: Path, settings: Mapping[str, Any], resume: bool) -> bool:
     """Whether ``out`` holds an earlier run to continue; an error naming the problem when it
     holds one that may not be continued (no ``--resume``, unreadable or different settings)."""

@@ -47,7 +47,7 @@ from embodia.evals.content_latency import (
     timed_blocks,
     timed_completion,
 )
-from embodia.evals.resume import check_resumable, read_run_records
+from embodia.evals.resume import begin_results, check_resumable, read_run_records
 from embodia.policies.base import Message, Policy
 from embodia.policies.recipes.sxs_data import (
     JudgeSupport,
@@ -58,6 +58,7 @@ from embodia.policies.recipes.sxs_data import (
     dsr_item,
     puzzle_item,
     render,
+    system_prompt,
 )
 
 MODES = ("think_then_answer", "naive_early_streaming", "prompted_interleaving", "sxs", "sft_target")
@@ -140,12 +141,6 @@ def _messages(system: str, item: SxSItem) -> list[Message]:
     ]
 
 
-def system_prompt(system: str, item: SxSItem) -> str:
-    """A mode's instructions plus how to state steps so they can be checked (the same for every
-    mode, and the same as the SxS training data's)."""
-    return f"{system} When you state steps, {item.step_format}."
-
-
 def run_mode(
     mode: str,
     item: SxSItem,
@@ -169,7 +164,7 @@ def run_mode(
             item.question,
             policy,
             check,
-            system=_messages(SXS_SYSTEM, item)[0]["content"],
+            system=system_prompt(SXS_SYSTEM, item),
             max_tokens=settings.max_tokens,
         )
         raw, spans = result.text, result.visible_spans()
@@ -206,7 +201,6 @@ def run_sxs_eval(
     resume: bool = False,
     on_row: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
-    import yaml
 
     from embodia.policies import make_policy
 
@@ -221,10 +215,7 @@ def run_sxs_eval(
     todo = [(i, m) for i in range(settings.items) for m in modes if (i, m) not in finished]
     policy = make_policy(settings.policy) if any(m in POLICY_MODES for _, m in todo) else None
     support = make_support(settings.support) if "sxs" in modes else None
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump({"settings": asdict(settings)}))
-    results = out / "results.jsonl"
-    results.write_text("".join(json.dumps(r) + "\n" for r in done))
+    results = begin_results(out, asdict(settings), done)
     rows = list(done)
     with results.open("a") as sink:
         for index, mode in todo:

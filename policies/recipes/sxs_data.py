@@ -448,11 +448,16 @@ def dsr_item(operation: str, index: int, length: str = "short", seed: int | None
     )
 
 
+def system_prompt(system: str, item: SxSItem) -> str:
+    """A mode's instructions plus how to state steps so they can be checked (the same for every
+    mode, and the same as the SxS training data's)."""
+    return f"{system} When you state steps, {item.step_format}."
+
+
 def sft_records(items: Iterable[SxSItem], tokenizer: Any = None) -> Iterator[dict[str, Any]]:
     """SFT records of the items' reference trajectories, with the prompt the SxS runtime uses
     (so a model fine-tuned on them is asked at run time exactly as it was trained)."""
     from embodia.agents.sxs import SXS_SYSTEM
-    from embodia.evals.sxs_run import system_prompt
 
     for item in items:
         segments = build_trajectory(item.reasoning, item.chunks, item.new_support())
