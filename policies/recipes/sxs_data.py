@@ -19,6 +19,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from embodia.envs.puzzles.core import Verdict, json_values
+
 Support = Callable[[Sequence[str], str], bool]
 """``supports(reasoning_prefix_steps, chunk) -> bool``."""
 
@@ -304,13 +306,6 @@ class NLISupport:
 
 
 @dataclass(frozen=True)
-class Verdict:
-    correct: bool
-    score: float
-    reason: str
-
-
-@dataclass(frozen=True)
 class SxSItem:
     """One question with what an SxS run and the data builder need: the text question, an
     exact scorer of a reply, a fresh exact support checker per stream, and a reference
@@ -345,10 +340,6 @@ def puzzle_item(task_name: str, seed: int, difficulty: str = "medium", chunk_ste
             f"the {task_name} puzzle has no text form or no verifiable steps, so SxS cannot run on it"
         )
 
-    def score(reply: str) -> Verdict:
-        v = task.score(reply, instance)
-        return Verdict(v.correct, v.score, v.reason)
-
     def contradicts(chunk: str, final: str) -> bool:
         """A step the chunk states that the final answer's solution does not contain."""
         stated, answer = task.claimed_steps(chunk, instance), task.parse(final, instance)
@@ -370,7 +361,7 @@ def puzzle_item(task_name: str, seed: int, difficulty: str = "medium", chunk_ste
             *(f"Next: {json.dumps(steps[i : i + chunk_steps])}" for i in range(0, len(steps), chunk_steps)),
             f"Answer: {json.dumps({'answer': instance.answer})}",  # every puzzle parser reads "answer"
         ),
-        score=score,
+        score=lambda reply: task.score(reply, instance),
         new_support=lambda: StepSupport(
             lambda t: task.claimed_steps(t, instance), lambda s: task.check_step(s, instance)
         ),
@@ -386,7 +377,6 @@ def dsr_item(operation: str, index: int, length: str = "short", seed: int | None
     Reference reasoning: ``After (op, x): <state>`` per operation; answer chunks: the state
     every ``3`` operations, then ``{"final_answer": ...}``."""
     from embodia.envs.dsr import DSRError, canonical, prompts, scoring, suites
-    from embodia.envs.puzzles.core import json_values
 
     options = {} if seed is None else {"seed": seed}
     instance = suites.make_instance(suites.Group("main", operation), length, index, **options)
