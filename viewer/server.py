@@ -116,7 +116,10 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
 
         def do_HEAD(self) -> None:
             self._head_only = True
-            self.do_GET()
+            try:
+                self.do_GET()
+            finally:
+                self._head_only = False  # a kept-alive connection's next request has a body
 
         def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
             # the base class answers in HTML; the page reads JSON everywhere
