@@ -6,6 +6,10 @@ TYPECHECK := /tmp/embodia-typecheck
 # Debian libraries Open3D's wheel links against.
 SYSTEM_LIBS := libusb-1.0-0 libgl1 libegl1 libgomp1
 SYSTEM_SONAMES := libusb-1.0.so.0 libGL.so.1 libEGL.so.1 libgomp.so.1
+# The DSR code probe runs model-written code only inside bubblewrap (docs/security.md);
+# setpriv (util-linux) drops to an unprivileged uid in it when embodia runs as root.
+SANDBOX_PACKAGES := bubblewrap util-linux
+SANDBOX_TOOLS := bwrap setpriv
 
 .PHONY: demo test test-fast test-vllm lint format system-libs browser clean
 
@@ -20,10 +24,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 system-libs:
 	@missing=""; for so in $(SYSTEM_SONAMES); do \
 	  ldconfig -p | grep -q "$$so" || missing="$$missing $$so"; done; \
+	for tool in $(SANDBOX_TOOLS); do command -v $$tool >/dev/null || missing="$$missing $$tool"; done; \
 	if [ -n "$$missing" ]; then \
-	  echo "installing Debian libraries for Open3D (missing:$$missing)"; \
+	  echo "installing Debian packages for Open3D and the code sandbox (missing:$$missing)"; \
 	  SUDO=$$( [ "$$(id -u)" = 0 ] || echo sudo ); \
-	  $$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq --no-install-recommends $(SYSTEM_LIBS); \
+	  $$SUDO apt-get update -qq && \
+	  $$SUDO apt-get install -y -qq --no-install-recommends $(SYSTEM_LIBS) $(SANDBOX_PACKAGES); \
 	fi
 
 # Debian's Chromium for the run viewer's browser tests (tests/viewer/test_browser.py).

@@ -473,6 +473,13 @@ def eval_dsr(
     description: Annotated[str, typer.Option("--description", help="full or name.")] = "full",
     tokens: Annotated[int, typer.Option("--tokens", help="Token budget per answer.")] = 1500,
     temperature: Annotated[float, typer.Option("--temperature")] = 0.0,
+    unsafe_no_sandbox: Annotated[
+        bool,
+        typer.Option(
+            "--unsafe-no-sandbox",
+            help="Run model-written code (the code suite) without bubblewrap's isolation. Unsafe.",
+        ),
+    ] = False,
 ) -> None:
     """Evaluate a policy on DSR-Bench (resumes: answers already in --out are never asked again)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -503,7 +510,14 @@ def eval_dsr(
                     task, completed=done, total=total, description=f"DSR {suite} {result['id']} {mark}"
                 )
 
-            report = run_dsr(chat, settings, out, concurrency=concurrency, on_answer=advance)
+            report = run_dsr(
+                chat,
+                settings,
+                out,
+                concurrency=concurrency,
+                on_answer=advance,
+                unsafe_no_sandbox=unsafe_no_sandbox,
+            )
     table = Table(title=f"DSR-Bench {suite}: {policy}")
     table.add_column("category")
     table.add_column("n", justify="right")

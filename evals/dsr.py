@@ -10,6 +10,7 @@ crash or a kill loses at most the requests in flight.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import threading
 from collections import Counter, defaultdict
@@ -22,9 +23,11 @@ from typing import Any
 from embodia.envs.dsr import prompts, suites
 from embodia.envs.dsr.core import CATEGORIES, DSRError
 from embodia.envs.dsr.env import score_answer
-from embodia.envs.dsr.sandbox import DEFAULT_LIMITS, Limits
+from embodia.envs.dsr.sandbox import DEFAULT_LIMITS, Limits, require_isolation
 from embodia.envs.dsr.suites import Instance
 from embodia.policies.base import Policy
+
+logger = logging.getLogger(__name__)
 
 RUN_FILE, ANSWERS_FILE, REPORT_FILE, CHART_FILE = "run.json", "answers.jsonl", "report.json", "report.png"
 GROUP_KEYS = ("category", "structure", "operation", "length", "prompt_mode", "suite")
@@ -114,12 +117,17 @@ def _check_run(out: Path, settings: DSRSettings) -> dict[str, dict[str, Any]]:
 
 
 def answer_one(
-    policy: Policy, instance: Instance, settings: DSRSettings, limits: Limits = DEFAULT_LIMITS
+    policy: Policy,
+    instance: Instance,
+    settings: DSRSettings,
+    limits: Limits = DEFAULT_LIMITS,
+    *,
+    isolated: bool = True,
 ) -> dict[str, Any]:
     mode = prompts.instance_mode(instance, settings.mode)
     chat = prompts.messages(instance, settings.mode, description=settings.description, tokens=settings.tokens)
     completion = policy.complete(chat, max_tokens=settings.tokens, temperature=settings.temperature)
-    score = score_answer(completion.text, instance, mode, limits)
+    score = score_answer(completion.text, instance, mode, limits, isolated=isolated)
     return {
         "id": instance.id,
         "suite": instance.suite,
@@ -146,11 +154,22 @@ def run_dsr(
     concurrency: int = 1,
     on_answer: Callable[[dict[str, Any], int, int], None] | None = None,
     limits: Limits = DEFAULT_LIMITS,
+    unsafe_no_sandbox: bool = False,
 ) -> dict[str, Any]:
-    """Ask ``policy`` every selected instance without an answer yet, then write the report."""
+    """Ask ``policy`` every selected instance without an answer yet, then write the report.
+
+    Answers that are code run isolated by the operating system; where that cannot be had the
+    run is refused before anything is asked, unless ``unsafe_no_sandbox``.
+    """
     if concurrency < 1:
         raise DSRError(f"--concurrency must be at least 1, got {concurrency}")
     instances = select_instances(settings)
+    runs_code = any(prompts.instance_mode(i, settings.mode) == "CodeOnly" for i in instances)
+    if runs_code and not unsafe_no_sandbox:
+        require_isolation()
+    elif runs_code:
+        logger.warning("--unsafe-no-sandbox: model-written code runs without operating-system isolation")
+    isolated = not unsafe_no_sandbox
     answers = _check_run(out, settings)
     wanted = {i.id for i in instances}
     todo = [i for i in instances if i.id not in answers]
@@ -170,11 +189,12 @@ def run_dsr(
 
         if concurrency == 1:
             for instance in todo:
-                record(answer_one(policy, instance, settings, limits))
+                record(answer_one(policy, instance, settings, limits, isolated=isolated))
         else:
             with ThreadPoolExecutor(max_workers=concurrency) as pool:
                 futures: set[Future[dict[str, Any]]] = {
-                    pool.submit(answer_one, policy, instance, settings, limits) for instance in todo
+                    pool.submit(answer_one, policy, instance, settings, limits, isolated=isolated)
+                    for instance in todo
                 }
                 while futures:
                     finished, futures = wait(futures, return_when=FIRST_EXCEPTION)

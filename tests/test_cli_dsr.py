@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -101,3 +102,62 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], messag
     assert result.exit_code == 2, result.output
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.output
+
+
+def _escaping_replies(tmp_path: Path, count: int) -> tuple[Path, Path]:
+    """Code replies that try to write outside the run folder, with and without a shell."""
+    outside = tmp_path / "outside.txt"
+    escape = (
+        "```python\ndef solution():\n"
+        "    for cls in ().__class__.__mro__[1].__subclasses__():\n"
+        "        if cls.__name__ == '_wrap_close':\n"
+        "            g = cls.__init__.__globals__\n"
+        f"    g['system']('id > {outside}')\n"
+        f"    g['open']({str(outside)!r}, g['O_WRONLY'] | g['O_CREAT'])\n"
+        "    return []\n```"
+    )
+    replies = tmp_path / "replies.jsonl"
+    replies.write_text("".join(json.dumps(escape) + "\n" for _ in range(count)))
+    return replies, outside
+
+
+def test_code_suite_contains_escaping_replies_and_scores_them_zero(tmp_path: Path) -> None:
+    from embodia.envs.dsr.sandbox import isolation_problem
+
+    if isolation_problem() is not None and os.environ.get("EMBODIA_REQUIRE_SANDBOX") != "1":
+        pytest.skip(f"the operating-system sandbox cannot run here: {isolation_problem()}")
+    replies, outside = _escaping_replies(tmp_path, 3)
+    out = tmp_path / "run"
+    args = ["eval", "dsr", "--policy", f"scripted:{replies}", "--suite", "code", "--limit", "3"]
+    result = runner.invoke(app, [*args, "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    assert len(answers) == 3
+    assert all(a["exact"] == 0.0 and "sandbox violation: os.system" in a["reason"] for a in answers)
+    assert not outside.exists()
+
+
+def test_code_suite_refuses_to_run_without_the_sandbox(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from embodia.envs.dsr import sandbox
+
+    replies, outside = _escaping_replies(tmp_path, 1)
+    monkeypatch.setattr(sandbox.shutil, "which", lambda name: None)
+    sandbox.isolation_problem.cache_clear()
+    out = tmp_path / "run"
+    args = ["eval", "dsr", "--policy", f"scripted:{replies}", "--suite", "code", "--limit", "1"]
+    try:
+        refused = runner.invoke(app, [*args, "--out", str(out)])
+    finally:
+        sandbox.isolation_problem.cache_clear()
+    assert refused.exit_code == 2, refused.output
+    lines = [line for line in refused.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "bubblewrap" in lines[0] and "--unsafe-no-sandbox" in lines[0]
+    assert not out.exists()
+    # the explicit escape hatch runs it, still stopping the escape in-process
+    unsafe = runner.invoke(app, [*args, "--out", str(out), "--unsafe-no-sandbox"])
+    assert unsafe.exit_code == 0, unsafe.output
+    answer = json.loads((out / "answers.jsonl").read_text())
+    assert answer["exact"] == 0.0 and "os.system" in answer["reason"]
+    assert not outside.exists()

@@ -25,7 +25,7 @@ from gymnasium import spaces
 
 from embodia.envs.dsr import prompts, scoring, suites
 from embodia.envs.dsr.core import LENGTHS, DSRError, canonical, get_operation
-from embodia.envs.dsr.sandbox import DEFAULT_LIMITS, Limits, extract_code, run_solution
+from embodia.envs.dsr.sandbox import DEFAULT_LIMITS, Limits, extract_code, require_isolation, run_solution
 from embodia.envs.dsr.suites import Instance
 from embodia.policies.parsing import ParseFailure, extract_json
 
@@ -153,12 +153,16 @@ class DSREnv(_DSRBase):
         description: str = "full",
         tokens: int = prompts.DEFAULT_TOKENS,
         sandbox_limits: Limits = DEFAULT_LIMITS,
+        unsafe_no_sandbox: bool = False,
         **kwargs: Any,
     ) -> None:
         prompts.check_mode(mode, description)
+        if not unsafe_no_sandbox and (suite == "code" or mode == "CodeOnly"):
+            require_isolation()  # refuse now rather than at the first answer to run
         super().__init__(suite, structure, operation, length, **kwargs)
         self.mode, self.description, self.tokens = mode, description, tokens
         self.sandbox_limits = sandbox_limits
+        self.isolated = not unsafe_no_sandbox
 
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
@@ -185,22 +189,24 @@ class DSREnv(_DSRBase):
         if self.instance is None:
             raise DSRError("call reset() before step()")
         instance = self.instance
-        score = score_answer(
-            str(action), instance, prompts.instance_mode(instance, self.mode), self.sandbox_limits
-        )
+        mode = prompts.instance_mode(instance, self.mode)
+        score = score_answer(str(action), instance, mode, self.sandbox_limits, isolated=self.isolated)
         info = {**self._info(instance), **score.to_json()}
         self.instance = None
         return "", self._reward(score), True, False, info
 
 
-def score_answer(reply: str, instance: Instance, mode: str, limits: Limits = DEFAULT_LIMITS) -> scoring.Score:
-    """Score a reply under a prompt mode: CodeOnly replies are run in the sandbox."""
+def score_answer(
+    reply: str, instance: Instance, mode: str, limits: Limits = DEFAULT_LIMITS, *, isolated: bool = True
+) -> scoring.Score:
+    """Score a reply under a prompt mode: CodeOnly replies are run in the sandbox (isolated by
+    the operating system unless ``isolated=False``; see :mod:`embodia.envs.dsr.sandbox`)."""
     if mode != "CodeOnly":
         return scoring.score_reply(reply, instance)
     code = extract_code(reply)
     if code is None:
         return scoring.parse_failure_score("the reply has no code defining solution()")
-    result = run_solution(code, limits)
+    result = run_solution(code, limits, isolated=isolated)
     if not result.ok:
         return scoring.Score(0.0, 0.0, "wrong_final", reason=result.reason)
     return scoring.score_value(result.value, instance)
