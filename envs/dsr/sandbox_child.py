@@ -53,7 +53,7 @@ _RESULT_FD = os.dup(1)
 _MAX_REPORTED = 20
 
 
-def _send(record: dict) -> None:  # type: ignore[type-arg]
+def _send(record: dict[str, object]) -> None:
     os.write(_RESULT_FD, (json.dumps(record) + "\n").encode())
 
 
@@ -121,7 +121,7 @@ _AARCH64 = {
 _ARCHES = {"x86_64": (0xC000003E, _X86_64), "aarch64": (0xC00000B7, _AARCH64)}
 
 
-def _seccomp_program(audit_arch: int, numbers: dict) -> list:  # type: ignore[type-arg]
+def _seccomp_program(audit_arch: int, numbers: dict[str, int]) -> list[tuple[int, int, int, int]]:
     """BPF instructions (code, jt, jf, k): a foreign architecture, an x32 call or a denied call
     kills the process; everything else is allowed."""
     load_word, jump_eq, jump_ge, ret = 0x20, 0x15, 0x35, 0x06
@@ -180,7 +180,7 @@ for _name in [m for m in sys.modules if m == "ctypes" or m.startswith(("ctypes."
 # The Python layer: import allowlist and audit hook, their policy held in closures.
 
 
-def _make_guards(workdir: str, violations: list):  # type: ignore[no-untyped-def,type-arg]
+def _make_guards(workdir: str, violations: list[str]):  # type: ignore[no-untyped-def]
     allowed = frozenset(ALLOWED_MODULES)
     blocked_prefixes = (
         "subprocess.", "socket.", "ctypes.", "os.exec", "os.spawn", "os.posix_spawn", "gc.",
@@ -216,7 +216,7 @@ def _make_guards(workdir: str, violations: list):  # type: ignore[no-untyped-def
         full = os.path.realpath(os.path.join(workdir, path))
         return full == workdir or full.startswith(workdir + os.sep)
 
-    def paths_of(event: str, args: tuple) -> tuple:  # type: ignore[type-arg]
+    def paths_of(event: str, args: tuple[object, ...]) -> tuple[object, ...]:
         # a rename's or link's target is its second argument; open's second is its mode
         return args[:2] if event in two_path_events else args[:1]
 
@@ -226,7 +226,7 @@ def _make_guards(workdir: str, violations: list):  # type: ignore[no-untyped-def
             send({"violation": what})
         raise PermissionError(f"sandbox: {what} is not allowed")
 
-    def audit(event: str, args: tuple) -> None:  # type: ignore[type-arg]
+    def audit(event: str, args: tuple[object, ...]) -> None:
         if event in blocked_events or event.startswith(blocked_prefixes):
             refuse(event)
         elif event in path_events and args and not all(inside(a) for a in paths_of(event, args)):
@@ -236,7 +236,13 @@ def _make_guards(workdir: str, violations: list):  # type: ignore[no-untyped-def
         elif event == "object.__getattr__" and len(args) > 1 and args[1] in escape_attributes:
             refuse(f"reading {args[1]} (a sandbox escape path)")
 
-    def guarded_import(name, globals=None, locals=None, fromlist=(), level=0):  # type: ignore[no-untyped-def]
+    def guarded_import(
+        name: str,
+        globals: dict[str, object] | None = None,
+        locals: dict[str, object] | None = None,
+        fromlist: tuple[str, ...] = (),
+        level: int = 0,
+    ) -> object:
         if level != 0 or name.split(".")[0] not in import_allowed:
             if len(violations) < limit:
                 violations.append(f"import of {name!r}")
@@ -253,7 +259,7 @@ def _jsonable(value: object) -> object:
     raise TypeError(f"solution() returned a {type(value).__name__}, which is not JSON-serialisable")
 
 
-def _finish(result: dict) -> None:  # type: ignore[type-arg]
+def _finish(result: dict[str, object]) -> None:
     try:
         line = json.dumps(result, default=_jsonable)
     except (TypeError, ValueError) as error:
