@@ -174,10 +174,12 @@ def test_features_are_deterministic_and_see_the_frames(vlm_dir: Path, features: 
     assert torch.equal(vector, again(chunk))
     assert not torch.allclose(vector, features(_chunk(value=230)), atol=1e-3)
     assert not torch.allclose(vector, features(chunk, [{"role": "assistant", "content": "goal!"}]), atol=1e-4)
-    # Right padding keeps every row's positions: a batch gives what single chunks give.
+    # Right padding keeps every row's positions: a batch gives what single chunks give, up to
+    # float32 kernel noise (other batch shapes take other BLAS paths; ~2e-5 seen on some CPUs).
+    # A position or mask bug moves features by orders of magnitude more.
     chunks = [_chunk(), _chunk(value=200, query="left or right?"), _chunk(value=90)]
     torch.testing.assert_close(
-        features.batch(chunks), torch.stack([features(c) for c in chunks]), atol=1e-5, rtol=0
+        features.batch(chunks), torch.stack([features(c) for c in chunks]), atol=1e-4, rtol=1e-5
     )
 
 
