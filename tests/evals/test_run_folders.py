@@ -20,16 +20,8 @@ from typer.testing import CliRunner
 
 from embodia.cli import app
 from embodia.errors import EmbodiaError
+from embodia.evals import resume
 from embodia.evals.explore import ExploreSettings, run_exploration
-from embodia.evals.resume import (
-    check_resumable,
-    continue_records,
-    read_config,
-    read_run_records,
-    records_before_gap,
-    run_folder,
-    write_atomic,
-)
 
 SCENE = "procedural:seed=3,rooms=3"
 
@@ -66,7 +58,7 @@ def test_a_write_that_dies_midway_while_cutting_records_back_loses_none(tmp_path
     from embodia.agents.runtime import RunRecorder
 
     RunRecorder(log, keep_decisions=4).close()
-    assert [r["decision"] for r in read_run_records(log)] == [1, 2, 3, 4]
+    assert [r["decision"] for r in resume.read_run_records(log)] == [1, 2, 3, 4]
 
 
 def test_a_resume_with_nothing_to_drop_only_appends(tmp_path: Path) -> None:
@@ -79,7 +71,7 @@ def test_a_resume_with_nothing_to_drop_only_appends(tmp_path: Path) -> None:
     assert log.stat().st_mtime_ns == 1  # not rewritten
     recorder.write({"decision": 6})
     recorder.close()
-    assert [r["decision"] for r in read_run_records(log)] == [1, 2, 3, 4, 5, 6]
+    assert [r["decision"] for r in resume.read_run_records(log)] == [1, 2, 3, 4, 5, 6]
 
 
 def test_write_atomic_keeps_the_old_file_when_the_write_fails(
@@ -93,11 +85,11 @@ def test_write_atomic_keeps_the_old_file_when_the_write_fails(
 
     monkeypatch.setattr(os, "fsync", broken_fsync)
     with pytest.raises(OSError, match="No space"):
-        write_atomic(target, '{"decisions": 12}\n')
+        resume.write_atomic(target, '{"decisions": 12}\n')
     assert target.read_text() == '{"decisions": 11}\n'
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]  # no temporary left
     monkeypatch.undo()
-    write_atomic(target, '{"decisions": 12}\n')
+    resume.write_atomic(target, '{"decisions": 12}\n')
     assert target.read_text() == '{"decisions": 12}\n'
 
 
@@ -110,25 +102,26 @@ def test_every_readable_line_is_recovered_and_the_dropped_ones_named(
     lines[7] = "[7]"  # JSON, but not a record
     log.write_text("\n".join(lines) + "\n" + '{"index": 10, "torn')
     with caplog.at_level(logging.WARNING):
-        records = read_run_records(log)
+        records = resume.read_run_records(log)
     assert [r["index"] for r in records] == [0, 1, 2, 3, 5, 6, 8, 9]
     assert "line 11 is incomplete" in caplog.text
     assert "lines 5, 8 cannot be read" in caplog.text
     assert "keeping the 8 readable lines" in caplog.text
     # The file continues with exactly what was kept, so the next append starts a line.
-    continue_records(log, records)
-    assert [r["index"] for r in read_run_records(log)] == [0, 1, 2, 3, 5, 6, 8, 9]
+    resume.continue_records(log, records)
+    assert [r["index"] for r in resume.read_run_records(log)] == [0, 1, 2, 3, 5, 6, 8, 9]
 
 
 def test_records_after_a_gap_are_dropped_and_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     records = [{"second": s} for s in (10, 11, 12, 14, 15)]
     with caplog.at_level(logging.WARNING):
-        kept = records_before_gap(records, "second", 10, tmp_path / "decisions.jsonl", "seconds")
+        kept = resume.records_before_gap(records, "second", 10, tmp_path / "decisions.jsonl", "seconds")
     assert kept == records[:3]
     assert "second 13 is missing; the 2 records after it (seconds 14, 15)" in caplog.text
-    assert records_before_gap(records[:3], "second", 10, tmp_path, "seconds") == records[:3]
+    assert resume.records_before_gap(records[:3], "second", 10, tmp_path, "seconds") == records[:3]
 
 
+@pytest.mark.slow
 def test_a_lost_step_of_a_primitive_run_is_made_again(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
@@ -170,8 +163,10 @@ def whole_dfs_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return out
 
 
-def _interrupted_copy(whole: Path, target: Path) -> Path:
-    """The finished run as a killed one: no summary."""
+def _interrupted_copy(whole: Path, parent: Path, name: str | None = None) -> Path:
+    """The finished run as a killed one (no summary), in ``parent`` under its own name unless
+    ``name`` renames it."""
+    target = parent / (name or whole.name)
     shutil.copytree(whole, target)
     (target / "summary.json").unlink()
     return target
@@ -253,23 +248,23 @@ def test_a_moved_run_resumes_its_own_checkpoint(
 ) -> None:
     whole = (whole_dfs_run / "episodes.jsonl").read_text()
     total = len(whole.splitlines())
-    moved = _interrupted_copy(whole_dfs_run, tmp_path / "elsewhere" / "renamed")
+    moved = _interrupted_copy(whole_dfs_run, tmp_path / "elsewhere", "renamed")
     with caplog.at_level(logging.WARNING):
         summary, made = _resume(moved)
     assert made == []  # nothing made again: the checkpoint was found under the new name
     assert summary["decisions"] == total and (moved / "episodes.jsonl").read_text() == whole
     assert caplog.text == ""
-    assert read_config(moved)["run_id"] == read_config(whole_dfs_run)["run_id"]
+    assert resume.read_config(moved)["run_id"] == resume.read_config(whole_dfs_run)["run_id"]
     # A run started before run ids (thread = its folder's old name) resumes its only thread.
-    old = _interrupted_copy(whole_dfs_run, tmp_path / "old-run")
-    config = read_config(old)
+    old = _interrupted_copy(whole_dfs_run, tmp_path / "old", "old-run")
+    config = resume.read_config(old)
     thread = config.pop("run_id")
     (old / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
     with caplog.at_level(logging.WARNING):
         _, made = _resume(old)
     assert made == []
     assert f"resuming checkpoint thread {thread!r}" in caplog.text
-    assert read_config(old)["run_id"] == thread
+    assert resume.read_config(old)["run_id"] == thread
 
 
 # ------------------------------------------------------------------ --resume with other arguments
@@ -298,9 +293,9 @@ def test_resume_names_every_argument_that_differs(tmp_path: Path) -> None:
 
 def test_check_resumable_lists_all_differences(tmp_path: Path) -> None:
     (tmp_path / "config.yaml").write_text(yaml.safe_dump({"settings": {"a": 1, "b": "x", "c": True}}))
-    assert check_resumable(tmp_path, {"a": 1, "b": "x", "c": True}, resume=True)
+    assert resume.check_resumable(tmp_path, {"a": 1, "b": "x", "c": True}, resume=True)
     with pytest.raises(EmbodiaError) as error:
-        check_resumable(tmp_path, {"a": 2, "b": "y", "c": True}, resume=True)
+        resume.check_resumable(tmp_path, {"a": 2, "b": "y", "c": True}, resume=True)
     assert "a: 1 -> 2; b: 'x' -> 'y'" in str(error.value)
 
 
@@ -394,18 +389,18 @@ def test_a_run_refused_at_validation_leaves_nothing_behind(tmp_path: Path) -> No
 
 def test_a_run_failing_before_its_first_record_removes_only_what_it_created(tmp_path: Path) -> None:
     out = tmp_path / "new" / "run"
-    with pytest.raises(RuntimeError), run_folder(out, "results.jsonl"):
+    with pytest.raises(RuntimeError), resume.run_folder(out, "results.jsonl"):
         (out / "config.yaml").write_text("settings: {}\n")
         raise RuntimeError("the model could not be reached")
     assert not (tmp_path / "new").exists()
     given = tmp_path / "given"
     given.mkdir()
     (given / "notes.txt").write_text("mine\n")
-    with pytest.raises(RuntimeError), run_folder(given, "results.jsonl"):
+    with pytest.raises(RuntimeError), resume.run_folder(given, "results.jsonl"):
         (given / "config.yaml").write_text("settings: {}\n")
         raise RuntimeError("the model could not be reached")
     assert sorted(p.name for p in given.iterdir()) == ["notes.txt"]
-    with pytest.raises(RuntimeError), run_folder(out, "results.jsonl"):
+    with pytest.raises(RuntimeError), resume.run_folder(out, "results.jsonl"):
         (out / "config.yaml").write_text("settings: {}\n")
         (out / "results.jsonl").write_text('{"index": 0}\n')
         raise RuntimeError("killed after a record")
