@@ -146,6 +146,42 @@ def test_a_lost_step_of_a_primitive_run_is_made_again(
     assert "line 5 cannot be read" in caplog.text and "step 5 is missing" in caplog.text
 
 
+@pytest.mark.slow
+def test_a_lost_second_of_a_stream_is_decided_again(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    from embodia.evals.live_run import LiveSettings, run_live
+
+    settings = LiveSettings(source="procedural:arena,seed=0,duration=8", video=False)
+    run_live(settings, tmp_path / "whole")
+    whole = resume.read_run_records(tmp_path / "whole" / "decisions.jsonl")
+    shutil.copytree(tmp_path / "whole", tmp_path / "lost")
+    log = tmp_path / "lost" / "decisions.jsonl"
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:3] + lines[4:]))  # second 3 is gone
+    with caplog.at_level(logging.WARNING):
+        run_live(settings, tmp_path / "lost", resume=True)
+    again = resume.read_run_records(log)
+    assert [r["second"] for r in again] == list(range(8))  # 3 decided again, then the rest
+    assert [(r["speaker"], r["text"]) for r in again] == [(r["speaker"], r["text"]) for r in whole]
+    assert "second 3 is missing; the 4 records after it (seconds 4, 5, 6, 7)" in caplog.text
+
+
+def test_an_answer_after_a_torn_line_is_kept(tmp_path: Path) -> None:
+    from embodia.evals.dsr import ANSWERS_FILE, DSRSettings, run_dsr, select_instances
+    from embodia.policies import ScriptedPolicy
+
+    settings = DSRSettings(policy="scripted", lengths=("short",), limit=3, mode="none")
+    answers = [json.dumps({"final_answer": i.truth}) for i in select_instances(settings)]
+    run_dsr(ScriptedPolicy(answers), settings, tmp_path)
+    log = tmp_path / ANSWERS_FILE
+    lines = log.read_text().splitlines()
+    log.write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][:30])  # killed mid-write
+    run_dsr(ScriptedPolicy(answers[2:]), settings, tmp_path)
+    # The new answer starts a line of its own: all three are readable, none is asked again.
+    assert [r["id"] for r in resume.read_run_records(log)] == [json.loads(line)["id"] for line in lines]
+    asked = ScriptedPolicy([])
+    assert run_dsr(asked, settings, tmp_path)["overall"]["exact"] == 1.0 and asked.calls == 0
+
+
 # ------------------------------------------------------------------ the dfs explorer's checkpoint
 
 
