@@ -1,6 +1,7 @@
 """Exploration runs: an agent drives ``embodia/ActiveMapping-v0`` and the run is recorded.
 
-A run directory holds ``config.yaml`` (written first), ``episodes.jsonl`` (one line per
+A run directory holds ``config.yaml`` (written once the run is validated, with the run id
+that names its checkpoint thread), ``episodes.jsonl`` (one line per
 decision, flushed as it goes: a primitive step, or in the waypoint env a candidate and the
 primitive steps its path spent; ``steps`` in each line counts primitive steps), and at the
 end ``summary.json``, ``bev.png``, ``coverage.png`` and ``episode.mp4`` (panorama and BEV
