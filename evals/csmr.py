@@ -106,7 +106,8 @@ def run_csmr(
         raise EmbodiaError(
             f"unknown difficulty {settings.difficulty!r}: expected one of {', '.join(task.difficulties)}"
         )
-    done = read_run_records(out / RESULTS) if check_resumable(out, asdict(settings), resume) else []
+    recorded = read_run_records(out / RESULTS) if check_resumable(out, asdict(settings), resume) else []
+    done = [r for r in recorded if isinstance(r.get("index"), int)]  # an item without one is redone
     perceiver = make_perceiver(settings.perceiver, task)
     reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner)
     finished = {int(r["index"]) for r in done}

@@ -74,6 +74,14 @@ def _line_ranges(numbers: Sequence[int]) -> str:
     return ", ".join(parts)
 
 
+def _json_object(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
 def read_run_records(path: Path) -> list[dict[str, Any]]:
     """The JSON-object lines a run appended as it went, every readable one. A torn last line
     (a kill mid-write) and any unreadable line elsewhere are dropped, with a warning that
@@ -81,26 +89,22 @@ def read_run_records(path: Path) -> list[dict[str, Any]]:
     records: list[dict[str, Any]] = []
     if not path.is_file():
         return records
-    lines = path.read_bytes().split(b"\n")
-    torn = lines.pop() != b""  # a complete file ends with a newline, so the last piece is empty
-    if torn:
-        lines.append(b"")  # placeholder so the torn piece keeps its line number below
+    *lines, tail = path.read_bytes().split(b"\n")  # a complete file ends with a newline
     unreadable: list[int] = []
     for number, raw in enumerate(lines, start=1):
-        if torn and number == len(lines):
-            break
-        try:
-            record = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-            record = None
-        if isinstance(record, dict):
+        record = _json_object(raw)
+        if record is not None:
             records.append(record)
         elif raw.strip():
             unreadable.append(number)
-    if torn:
-        logger.warning(
-            "%s: line %d is incomplete (the run was killed mid-write); dropping it", path, len(lines)
-        )
+    if tail.strip():
+        last = _json_object(tail)
+        if last is not None:  # whole, only its newline was not written
+            records.append(last)
+        else:
+            logger.warning(
+                "%s: line %d is incomplete (the run was killed mid-write); dropping it", path, len(lines) + 1
+            )
     if unreadable:
         logger.warning(
             "%s: line%s %s cannot be read; dropping %s and keeping the %d readable lines",
@@ -188,15 +192,13 @@ def write_config(out: Path, config: Mapping[str, Any]) -> None:
     write_atomic(out / CONFIG_FILE, yaml.safe_dump(dict(config), sort_keys=False))
 
 
-def begin_results(
-    out: Path, settings: Mapping[str, Any], done: list[dict[str, Any]], name: str = "results.jsonl"
-) -> Path:
+def begin_results(out: Path, settings: Mapping[str, Any], done: list[dict[str, Any]]) -> Path:
     """Start (or continue) a run that appends one JSON line per result: ``config.yaml`` with
     its settings, and the results file holding exactly the records kept from before. Returns
     the results file, to be opened for appending."""
     out.mkdir(parents=True, exist_ok=True)
     write_config(out, {"settings": dict(settings)})
-    results = out / name
+    results = out / "results.jsonl"
     continue_records(results, done)
     return results
 

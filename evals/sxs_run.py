@@ -219,7 +219,8 @@ def run_sxs_eval(
     if settings.k < 1:
         raise EmbodiaError(f"--k must be at least 1, got {settings.k}")
     items = [make_item(settings.source, i, settings.difficulty, settings.seed) for i in range(settings.items)]
-    done = read_run_records(out / RESULTS) if check_resumable(out, asdict(settings), resume) else []
+    recorded = read_run_records(out / RESULTS) if check_resumable(out, asdict(settings), resume) else []
+    done = [r for r in recorded if isinstance(r.get("index"), int) and "mode" in r]  # others are redone
     finished = {(int(r["index"]), str(r["mode"])) for r in done}
     todo = [(i, m) for i in range(settings.items) for m in modes if (i, m) not in finished]
     policy = make_policy(settings.policy) if any(m in POLICY_MODES for _, m in todo) else None
