@@ -717,15 +717,9 @@ def eval_live(
             options.update(baseline_path=baseline, pairwise_judge=pairwise)
         report = live.evaluate_files(pred, label, scorer, **options)
     text = json.dumps(report, indent=2, default=float)
-    if out is not None:
-        with user_errors():
-            try:
-                out.parent.mkdir(parents=True, exist_ok=True)
-            except OSError as exc:
-                raise EmbodiaError(
-                    f"cannot create the folder of --out {out}: {exc.strerror or exc}"
-                ) from None
-            write_atomic(out, text + "\n")
+    if out is not None:  # checked writable before the evaluation
+        out.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(out, text + "\n")
     console.print_json(text)
 
 
