@@ -93,7 +93,9 @@ def _check_up(up: str) -> Any:
 def _write_yaml(path: Path, data: dict[str, Any]) -> None:
     import yaml
 
-    path.write_text(yaml.safe_dump(data, sort_keys=False))
+    from embodia.evals.resume import write_atomic
+
+    write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
 
 @sim_app.command("render")
@@ -116,8 +118,10 @@ def sim_render(
 
     from embodia.envs.sim import EmbeddedSimulator, Pose
     from embodia.envs.sim.visualize import colorize_depth, colorize_semantic, topdown_image
+    from embodia.evals.resume import check_out_folder, write_atomic
 
     with user_errors():
+        check_out_folder(out)
         if height <= 0 or width <= 0:
             raise EmbodiaError(f"panorama size must be positive, got {height}x{width}")
         start = Pose.parse(pose) if pose is not None else None
@@ -151,7 +155,7 @@ def sim_render(
             "agent_pose": agent.as_dict(),
             "files": sorted([*files, "scene.glb"]),
         }
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     console.print(
         f"wrote {len(files) + 1} files to [bold]{out}[/] (navigable {summary['navigable_area_m2']:.1f} m2)"
     )
@@ -399,8 +403,10 @@ def dsr_generate(
 ) -> None:
     """Generate the instances (seeded, reproducible) as JSONL with a schema version."""
     from embodia.envs.dsr import suites as dsr_suites
+    from embodia.evals.resume import check_out_folder
 
     with user_errors():
+        check_out_folder(out)
         chosen = _dsr_suites(suite)
         total = 0
         for name in chosen:
@@ -485,9 +491,11 @@ def eval_dsr(
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from embodia.evals.dsr import DSRSettings, run_dsr
+    from embodia.evals.resume import check_out_folder
     from embodia.policies import make_policy
 
     with user_errors():
+        check_out_folder(out)
         settings = DSRSettings(
             policy=policy,
             suite=_dsr_suites([suite])[0],
@@ -655,9 +663,11 @@ def stream_train_gate(
 ) -> None:
     """Train the learned speak gate (Proact-VL's head and loss) on procedural streams."""
     from embodia.envs.streams.sources import check_scenario
+    from embodia.evals.resume import check_out_folder
     from embodia.policies.speak_gate import fit_gate
 
     with user_errors():
+        check_out_folder(out)
         check_scenario(scenario)
         if not model.is_dir():
             raise EmbodiaError(f"--model {model} is not a model directory")
@@ -698,8 +708,11 @@ def eval_live(
 ) -> None:
     """Live Gaming Benchmark metrics of a prediction file against its labels."""
     from embodia.evals import live
+    from embodia.evals.resume import check_out_file, write_atomic
 
     with user_errors():
+        if out is not None:
+            check_out_file(out)
         scorer: Any = None
         pairwise: Any = None
         if judge == "lexical":
@@ -718,9 +731,9 @@ def eval_live(
             options.update(baseline_path=baseline, pairwise_judge=pairwise)
         report = live.evaluate_files(pred, label, scorer, **options)
     text = json.dumps(report, indent=2, default=float)
-    if out is not None:
+    if out is not None:  # checked writable before the evaluation
         out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(text + "\n")
+        write_atomic(out, text + "\n")
     console.print_json(text)
 
 
@@ -859,10 +872,12 @@ def sxs_data(
     ] = None,
 ) -> None:
     """Interleaved think/speak SFT records from exact (reasoning, answer) pairs."""
+    from embodia.evals.resume import check_out_file
     from embodia.evals.sxs_run import make_item
     from embodia.policies.recipes.sxs_data import sft_records, write_jsonl
 
     with user_errors():
+        check_out_file(out)
         if items < 1:
             raise EmbodiaError(f"--items must be at least 1, got {items}")
         loaded = None

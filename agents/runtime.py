@@ -11,7 +11,10 @@
   the agents replay deterministically).
 - Progress and tokens reach the CLI as ``custom`` stream events (``emit``) next to ``updates``.
 - A :class:`RunRecorder` appends one JSON line per decision and, on resume, drops the lines
-  of decisions the checkpoint does not hold (they will be made again).
+  of decisions the checkpoint does not hold (they will be made again), replacing the file
+  atomically only when a line must go.
+- The thread id is the run id drawn when the run starts (:func:`new_run_id`, kept in the
+  run's ``config.yaml``), never the folder's name.
 """
 
 from __future__ import annotations
@@ -108,23 +111,80 @@ def graph_diagram(graph: Any) -> str:
     return text
 
 
-class RunRecorder:
-    """Appends decision records to ``episodes.jsonl`` as they happen (flushed each line)."""
+def checkpoint_problem(path: Path) -> str | None:
+    """Why the SQLite checkpoint at ``path`` cannot be used (``"file is not a database"``,
+    ``"database disk image is malformed"``, ...), or None when it can (or does not exist)."""
+    if not path.exists():
+        return None
+    try:
+        connection = sqlite3.connect(str(path))
+        try:
+            rows = connection.execute("PRAGMA quick_check").fetchall()
+        finally:
+            connection.close()
+    except sqlite3.Error as exc:
+        return str(exc)
+    verdict = "; ".join(str(row[0]) for row in rows)
+    return None if verdict == "ok" else verdict
 
-    def __init__(self, path: Path, keep_decisions: int | None = None) -> None:
+
+def checkpoint_threads(path: Path) -> list[str]:
+    """The thread ids that hold checkpoints in the SQLite file at ``path``."""
+    if not path.exists():
+        return []
+    connection = sqlite3.connect(str(path))
+    try:
+        rows = connection.execute("SELECT DISTINCT thread_id FROM checkpoints").fetchall()
+    except sqlite3.Error:
+        return []
+    finally:
+        connection.close()
+    return sorted(str(row[0]) for row in rows)
+
+
+def new_run_id() -> str:
+    """A run's checkpoint thread id: drawn once when the run starts and kept in its
+    ``config.yaml``, so a run folder can be moved or renamed and still resume."""
+    import uuid
+
+    return uuid.uuid4().hex
+
+
+class RunRecorder:
+    """Appends decision records to ``episodes.jsonl`` as they happen (flushed each line).
+
+    On resume (``keep_decisions``: the decisions the checkpoint holds) the file keeps the
+    records of decisions ``1..keep_decisions`` that come in order before any gap (every
+    readable line is recovered, see ``read_run_records``); the rest will be made again. The
+    file is left as it is when it already holds exactly those (append-only), else replaced
+    atomically, so a kill at any moment loses no record. ``records`` passes records the
+    caller has already read from ``path``.
+    """
+
+    def __init__(
+        self,
+        path: Path,
+        keep_decisions: int | None = None,
+        records: list[dict[str, Any]] | None = None,
+    ) -> None:
+        from embodia.evals.resume import continue_records, read_run_records, records_before_gap
+
         self.path = path
-        kept: list[str] = []
-        if keep_decisions is not None and path.exists():
-            for line in path.read_text().splitlines():
-                try:
-                    record = json.loads(line)
-                except json.JSONDecodeError:
-                    break  # a torn last line from a kill
-                if int(record.get("decision", 0)) <= keep_decisions:
-                    kept.append(line)
+        kept: list[dict[str, Any]] = []
+        if keep_decisions:
+            if records is None:
+                records = records_before_gap(read_run_records(path), "decision", 1, path, "decisions")
+            kept = [r for r in records if int(r["decision"]) <= keep_decisions]
+            if len(kept) < len(records):
+                logger.info(
+                    "%s: dropping decisions %d-%d, made after the last checkpoint; they will be made again",
+                    path,
+                    len(kept) + 1,
+                    len(records),
+                )
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text("".join(line + "\n" for line in kept))
-        self._file = path.open("a")
+        continue_records(path, kept)
+        self._file = path.open("a", encoding="utf-8")
 
     def write(self, record: dict[str, Any]) -> None:
         self._file.write(json.dumps(record) + "\n")

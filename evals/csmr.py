@@ -23,8 +23,17 @@ from typing import Any
 from embodia.agents.csmr import CSMRSettings, solve
 from embodia.envs.puzzles import make_task
 from embodia.errors import EmbodiaError
-from embodia.evals.resume import begin_results, check_resumable, read_run_records
+from embodia.evals.resume import (
+    begin_results,
+    check_out_folder,
+    check_resumable,
+    read_run_records,
+    run_folder,
+    write_atomic,
+)
 from embodia.perception.scheduler import CropPerceiver, OraclePerceiver, Perceiver, VLMPerceiver
+
+RESULTS = "results.jsonl"
 
 
 @dataclass(frozen=True)
@@ -83,6 +92,7 @@ def run_csmr(
 
     from embodia.policies import make_policy
 
+    check_out_folder(out)
     if settings.items < 1:
         raise EmbodiaError(f"--items must be at least 1, got {settings.items}")
     task = make_task(settings.task)
@@ -96,40 +106,42 @@ def run_csmr(
         raise EmbodiaError(
             f"unknown difficulty {settings.difficulty!r}: expected one of {', '.join(task.difficulties)}"
         )
-    done = read_run_records(out / "results.jsonl") if check_resumable(out, asdict(settings), resume) else []
+    recorded = read_run_records(out / RESULTS) if check_resumable(out, asdict(settings), resume) else []
+    done = [r for r in recorded if isinstance(r.get("index"), int)]  # an item without one is redone
     perceiver = make_perceiver(settings.perceiver, task)
     reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner)
-    results = begin_results(out, asdict(settings), done)
     finished = {int(r["index"]) for r in done}
     rows = list(done)
     hallucinated = task_function(task, "hallucinated_objects")
     scores_rouge_l = task.score_name == "rouge_l"
-    with results.open("a") as sink:
-        for index in range(settings.items):
-            if index in finished:
-                continue
-            instance = task.generate(settings.seed + index, settings.difficulty)
-            result = solve(instance, instance.prompt, perceiver, reasoner, csmr)
-            verdict = task.score(result.answer or "", instance)
-            row: dict[str, Any] = {
-                "index": index,
-                "instance": instance.to_record(),
-                "correct": verdict.correct,
-                "score": verdict.score,
-                "reason": verdict.reason,
-                **result.to_record(),
-            }
-            if scores_rouge_l:
-                row["rouge_l"] = verdict.score
-            if hallucinated is not None and result.answer:
-                row["hallucinations"] = list(hallucinated(result.answer, instance.facts))
-            sink.write(json.dumps(row, default=str) + "\n")
-            sink.flush()
-            rows.append(row)
-            if on_item is not None:
-                on_item(row)
+    with run_folder(out, RESULTS):
+        results = begin_results(out, asdict(settings), done)
+        with results.open("a", encoding="utf-8") as sink:
+            for index in range(settings.items):
+                if index in finished:
+                    continue
+                instance = task.generate(settings.seed + index, settings.difficulty)
+                result = solve(instance, instance.prompt, perceiver, reasoner, csmr)
+                verdict = task.score(result.answer or "", instance)
+                row: dict[str, Any] = {
+                    "index": index,
+                    "instance": instance.to_record(),
+                    "correct": verdict.correct,
+                    "score": verdict.score,
+                    "reason": verdict.reason,
+                    **result.to_record(),
+                }
+                if scores_rouge_l:
+                    row["rouge_l"] = verdict.score
+                if hallucinated is not None and result.answer:
+                    row["hallucinations"] = list(hallucinated(result.answer, instance.facts))
+                sink.write(json.dumps(row, default=str) + "\n")
+                sink.flush()
+                rows.append(row)
+                if on_item is not None:
+                    on_item(row)
     report = summarise(rows, settings)
-    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_atomic(out / "report.json", json.dumps(report, indent=2) + "\n")
     return report
 
 

@@ -25,6 +25,14 @@ from embodia.envs.dsr.core import CATEGORIES, DSRError
 from embodia.envs.dsr.env import score_answer
 from embodia.envs.dsr.sandbox import DEFAULT_LIMITS, Limits, require_isolation
 from embodia.envs.dsr.suites import Instance
+from embodia.evals.resume import (
+    check_out_folder,
+    continue_records,
+    read_run_records,
+    run_folder,
+    settings_differences,
+    write_atomic,
+)
 from embodia.policies.base import Policy
 
 logger = logging.getLogger(__name__)
@@ -83,37 +91,24 @@ def select_instances(settings: DSRSettings) -> list[Instance]:
     return chosen
 
 
-def _read_answers(path: Path) -> dict[str, dict[str, Any]]:
-    answers: dict[str, dict[str, Any]] = {}
-    if not path.is_file():
-        return answers
-    for line in path.read_text(encoding="utf-8").splitlines():
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a line cut short by a kill: that instance is asked again
-        if isinstance(record, dict) and "id" in record:
-            answers[record["id"]] = record
-    return answers
-
-
-def _check_run(out: Path, settings: DSRSettings) -> dict[str, dict[str, Any]]:
+def _check_run(out: Path, settings: DSRSettings) -> bool:
+    """Whether ``out`` holds this DSR run already (it is then continued); an error naming every
+    setting that differs when it holds another."""
     run_file = out / RUN_FILE
-    if run_file.is_file():
-        saved = json.loads(run_file.read_text())
-        if saved != settings.to_json():
-            changed = sorted(
-                k
-                for k in saved.keys() | settings.to_json().keys()
-                if saved.get(k) != settings.to_json().get(k)
-            )
-            raise DSRError(
-                f"{out} holds a DSR run with other settings ({', '.join(changed)} differ); use another --out"
-            )
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-        run_file.write_text(json.dumps(settings.to_json(), indent=1))
-    return _read_answers(out / ANSWERS_FILE)
+    if not run_file.is_file():
+        return False
+    try:
+        saved = json.loads(run_file.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+        raise DSRError(f"cannot continue {out}: {RUN_FILE} is not valid JSON ({exc})") from None
+    if not isinstance(saved, dict):
+        raise DSRError(f"cannot continue {out}: {RUN_FILE} is not a JSON object")
+    differences = settings_differences(saved, settings.to_json())
+    if differences:
+        raise DSRError(
+            f"{out} holds a DSR run with other settings ({'; '.join(differences)}); use another --out"
+        )
+    return True
 
 
 def answer_one(
@@ -163,6 +158,7 @@ def run_dsr(
     """
     if concurrency < 1:
         raise DSRError(f"--concurrency must be at least 1, got {concurrency}")
+    check_out_folder(out)
     instances = select_instances(settings)
     runs_code = any(prompts.instance_mode(i, settings.mode) == "CodeOnly" for i in instances)
     if runs_code and not unsafe_no_sandbox:
@@ -170,42 +166,48 @@ def run_dsr(
     elif runs_code:
         logger.warning("--unsafe-no-sandbox: model-written code runs without operating-system isolation")
     isolated = not unsafe_no_sandbox
-    answers = _check_run(out, settings)
+    answers_path = out / ANSWERS_FILE
+    recorded = read_run_records(answers_path) if _check_run(out, settings) else []
+    answers = {record["id"]: record for record in recorded if "id" in record}
     wanted = {i.id for i in instances}
     todo = [i for i in instances if i.id not in answers]
     done = sum(1 for key in answers if key in wanted)
     lock = threading.Lock()
-    with (out / ANSWERS_FILE).open("a", encoding="utf-8") as log:
+    with run_folder(out, ANSWERS_FILE, settings_file=RUN_FILE):
+        write_atomic(out / RUN_FILE, json.dumps(settings.to_json(), indent=1))
+        # A torn last line goes before appending, or the next answer would be glued to it.
+        continue_records(answers_path, recorded)
+        with answers_path.open("a", encoding="utf-8") as log:
 
-        def record(result: dict[str, Any]) -> None:
-            nonlocal done
-            with lock:
-                log.write(json.dumps(result) + "\n")
-                log.flush()
-                answers[result["id"]] = result
-                done += 1
-                if on_answer is not None:
-                    on_answer(result, done, len(instances))
+            def record(result: dict[str, Any]) -> None:
+                nonlocal done
+                with lock:
+                    log.write(json.dumps(result) + "\n")
+                    log.flush()
+                    answers[result["id"]] = result
+                    done += 1
+                    if on_answer is not None:
+                        on_answer(result, done, len(instances))
 
-        if concurrency == 1:
-            for instance in todo:
-                record(answer_one(policy, instance, settings, limits, isolated=isolated))
-        else:
-            with ThreadPoolExecutor(max_workers=concurrency) as pool:
-                futures: set[Future[dict[str, Any]]] = {
-                    pool.submit(answer_one, policy, instance, settings, limits, isolated=isolated)
-                    for instance in todo
-                }
-                while futures:
-                    finished, futures = wait(futures, return_when=FIRST_EXCEPTION)
-                    for future in finished:
-                        if future.exception() is not None:
-                            for pending in futures:
-                                pending.cancel()
-                            raise future.exception()  # type: ignore[misc]
-                        record(future.result())
+            if concurrency == 1:
+                for instance in todo:
+                    record(answer_one(policy, instance, settings, limits, isolated=isolated))
+            else:
+                with ThreadPoolExecutor(max_workers=concurrency) as pool:
+                    futures: set[Future[dict[str, Any]]] = {
+                        pool.submit(answer_one, policy, instance, settings, limits, isolated=isolated)
+                        for instance in todo
+                    }
+                    while futures:
+                        finished, futures = wait(futures, return_when=FIRST_EXCEPTION)
+                        for future in finished:
+                            if future.exception() is not None:
+                                for pending in futures:
+                                    pending.cancel()
+                                raise future.exception()  # type: ignore[misc]
+                            record(future.result())
     report = build_report([answers[i.id] for i in instances], settings)
-    (out / REPORT_FILE).write_text(json.dumps(report, indent=1))
+    write_atomic(out / REPORT_FILE, json.dumps(report, indent=1))
     write_chart(report, out / CHART_FILE)
     return report
 

@@ -1,6 +1,7 @@
 """Exploration runs: an agent drives ``embodia/ActiveMapping-v0`` and the run is recorded.
 
-A run directory holds ``config.yaml`` (written first), ``episodes.jsonl`` (one line per
+A run directory holds ``config.yaml`` (written once the run is validated, with the run id
+that names its checkpoint thread), ``episodes.jsonl`` (one line per
 decision, flushed as it goes: a primitive step, or in the waypoint env a candidate and the
 primitive steps its path spent; ``steps`` in each line counts primitive steps), and at the
 end ``summary.json``, ``bev.png``, ``coverage.png`` and ``episode.mp4`` (panorama and BEV
@@ -25,13 +26,25 @@ import numpy as np
 from numpy.typing import NDArray
 
 from embodia.errors import EmbodiaError
-from embodia.evals.resume import check_resumable, read_run_records
+from embodia.evals.resume import (
+    check_out_folder,
+    check_resumable,
+    continue_records,
+    read_config,
+    read_run_records,
+    records_before_gap,
+    run_folder,
+    set_aside,
+    write_atomic,
+    write_config,
+)
 
 logger = logging.getLogger(__name__)
 
 MEASURES = ("coverage_m2", "coverage_ratio", "coverage_auc", "path_length", "collisions", "steps")
 FRAME_HEIGHT = 256
 ENV_IDS = {"primitive": "embodia/ActiveMapping-v0", "waypoint": "embodia/ActiveMappingWaypoint-v0"}
+EPISODES, CHECKPOINT = "episodes.jsonl", "checkpoint.sqlite"
 _SEEDS = re.compile(r"^procedural:seeds=(\d+)-(\d+)((?:,[a-z_]+=[^,]+)*)$")
 
 
@@ -123,14 +136,9 @@ def _make_env(settings: ExploreSettings) -> Any:
     )
 
 
-def _start(settings: ExploreSettings, out: Path) -> tuple[Any, tuple[Any, dict[str, Any]]]:
-    """Write the run's ``config.yaml``, make the env and reset it: (env, (observation, info))."""
-    import yaml
-
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(
-        yaml.safe_dump({"command": "explore", "settings": asdict(settings)}, sort_keys=False)
-    )
+def _reset_env(settings: ExploreSettings) -> tuple[Any, tuple[Any, dict[str, Any]]]:
+    """Make the env and reset it to the run's scene and seed: (env, (observation, info)).
+    This loads the scene, so a bad scene spec is refused before the run folder is touched."""
     env = _make_env(settings)
     options = {"scene": settings.scene} if settings.scene else None
     try:
@@ -138,12 +146,6 @@ def _start(settings: ExploreSettings, out: Path) -> tuple[Any, tuple[Any, dict[s
     except BaseException:
         env.close()
         raise
-
-
-def _check_resumable(out: Path, settings: ExploreSettings, resume: bool) -> list[dict[str, Any]]:
-    if not check_resumable(out, asdict(settings), resume):
-        return []
-    return read_run_records(out / "episodes.jsonl")
 
 
 def run_exploration(
@@ -164,55 +166,61 @@ def run_exploration(
     from embodia.policies.heuristic import make_agent
 
     out = Path(out)
-    if (out / "summary.json").exists() and resume:
+    check_out_folder(out)
+    # Before anything else, even for a finished run: new arguments are never silently ignored.
+    resuming = check_resumable(out, asdict(settings), resume)
+    if resuming and (out / "summary.json").exists():
         summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
         return summary
     if settings.agent == "dfs":
-        return _run_dfs(settings, out, resume=resume, on_step=on_step, on_event=on_event)
-    records = _check_resumable(out, settings, resume)
-    if records:
-        # Drop a torn last line (killed mid-write) before appending to the log again.
-        log_path = out / "episodes.jsonl"
-        partial = log_path.with_suffix(".jsonl.tmp")
-        partial.write_text("".join(json.dumps(r) + "\n" for r in records))
-        partial.replace(log_path)
+        return _run_dfs(settings, out, resuming=resuming, on_step=on_step, on_event=on_event)
+    log_path = out / EPISODES
+    records = records_before_gap(read_run_records(log_path), "step", 1, log_path, "steps") if resuming else []
     agent = make_agent(settings.agent)
     started = time.perf_counter()
-    env, (observation, info) = _start(settings, out)
+    env, (observation, info) = _reset_env(settings)
     try:
-        base = env.unwrapped
-        agent.reset(_EnvView(base), seed=settings.seed)
-        video = _VideoWriter(out / "episode.mp4") if settings.video else None
-        curve = [float(info["coverage_ratio"])]
-        with (out / "episodes.jsonl").open("a" if records else "w") as log:
-            if video:
-                video.add(observation["rgb"], base)
-            # One record per decision: a primitive step, or a waypoint and the steps it spent.
-            for t in range(1, settings.steps + 1):
-                action = agent.act(observation, info)
-                observation, reward, terminated, truncated, info = env.step(action)
-                record = _step_record(t, action, observation, float(reward), info)
-                if t <= len(records):
-                    _check_replay(records[t - 1], record, out)
-                else:
-                    log.write(json.dumps(record) + "\n")
-                    log.flush()
-                curve.append(float(info["coverage_ratio"]))
+        with run_folder(out, EPISODES):
+            write_config(out, {"command": "explore", "settings": asdict(settings)})
+            continue_records(log_path, records)
+            base = env.unwrapped
+            agent.reset(_EnvView(base), seed=settings.seed)
+            video = _VideoWriter(out / "episode.mp4") if settings.video else None
+            curve = [float(info["coverage_ratio"])]
+            with log_path.open("a", encoding="utf-8") as log:
                 if video:
                     video.add(observation["rgb"], base)
-                if on_step is not None:
-                    on_step(t, record)
-                if terminated or truncated:
-                    break
-        if video:
-            video.close()
+                # One record per decision: a primitive step, or a waypoint and the steps it spent.
+                for t in range(1, settings.steps + 1):
+                    action = agent.act(observation, info)
+                    observation, reward, terminated, truncated, info = env.step(action)
+                    record = _step_record(t, action, observation, float(reward), info)
+                    if t <= len(records):
+                        _check_replay(records[t - 1], record, out)
+                    else:
+                        log.write(json.dumps(record) + "\n")
+                        log.flush()
+                    curve.append(float(info["coverage_ratio"]))
+                    if video:
+                        video.add(observation["rgb"], base)
+                    if on_step is not None:
+                        on_step(t, record)
+                    if terminated or truncated:
+                        break
+            if video:
+                video.close()
         summary = _summarise(settings, base, info, curve, time.perf_counter() - started)
         _write_pictures(out, base, _step_curve(base), summary)
-        summary["files"] = sorted(p.name for p in out.iterdir() if p.is_file())
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        _write_summary(out, summary)
         return summary
     finally:
         env.close()
+
+
+def _write_summary(out: Path, summary: dict[str, Any]) -> None:
+    """``summary.json``, last and atomically: its presence marks the run finished."""
+    summary["files"] = sorted(p.name for p in out.iterdir() if p.is_file())
+    write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
 
 
 def _step_record(
@@ -260,80 +268,193 @@ def _run_dfs(
     settings: ExploreSettings,
     out: Path,
     *,
-    resume: bool,
+    resuming: bool,
     on_step: Callable[[int, dict[str, Any]], None] | None,
     on_event: Callable[[dict[str, Any]], None] | None,
 ) -> dict[str, Any]:
-    """The depth-first explorer as a LangGraph run with a SQLite checkpoint per node."""
+    """The depth-first explorer as a LangGraph run with a SQLite checkpoint per decision.
+
+    A resume continues from the checkpoint, with the decision records the checkpoint holds.
+    When the two disagree the records win, never silently: records lost after a gap (or a
+    whole lost ``episodes.jsonl``) are made again from the checkpoint at the last record kept;
+    an unreadable checkpoint is set aside (``checkpoint.sqlite.corrupt``) and, like a missing
+    one, means starting over, with the old records set aside too. Each case is a warning
+    that names the decisions to be made again.
+    """
 
     from embodia.agents.explorer import ExplorerContext, build_explorer_graph, replay
-    from embodia.agents.runtime import RunRecorder, run_config, sqlite_checkpointer, stream_run
+    from embodia.agents.runtime import (
+        RunRecorder,
+        checkpoint_problem,
+        new_run_id,
+        run_config,
+        sqlite_checkpointer,
+        stream_run,
+    )
 
-    checkpoint = out / "checkpoint.sqlite"
-    if (out / "config.yaml").exists():
-        _check_resumable(out, settings, resume)
+    log_path, checkpoint = out / EPISODES, out / CHECKPOINT
     policy = None
     if settings.policy != "heuristic":
         from embodia.policies import make_policy
 
         policy = make_policy(settings.policy)
+    records = (
+        records_before_gap(read_run_records(log_path), "decision", 1, log_path, "decisions")
+        if resuming
+        else []
+    )
+    run_id = _resumed_run_id(out) if resuming else new_run_id()
     started = time.perf_counter()
-    env, _ = _start(settings, out)
+    env, _ = _reset_env(settings)
     try:
-        base = env.unwrapped
-        video = _VideoWriter(out / "episode.mp4") if settings.video else None
-        frame = (lambda e: video.add(e._panorama_picture(), e)) if video else None
-        with sqlite_checkpointer(checkpoint) as saver:
-            graph = build_explorer_graph().compile(checkpointer=saver)
-            config = run_config(out.name or "run")
-            saved = graph.get_state(config).values if resume else {}  # type: ignore[arg-type]
-            recorder = RunRecorder(out / "episodes.jsonl", keep_decisions=int(saved.get("decision", 0)))
-            context = ExplorerContext(
-                env=base, policy=policy, instruction=settings.instruction, recorder=recorder, on_frame=frame
-            )
-            if frame:
-                frame(base)
-            if saved:
-                replay(context, saved.get("events", []))
-                logger.info("resuming %s at decision %d", out, saved.get("decision", 0))
-
-            def progress(event: dict[str, Any]) -> None:
-                data = event["data"]
-                if on_event is not None and event["type"] == "custom":
-                    on_event(data)
-                if on_step is not None and event["type"] == "custom" and data.get("event") == "navigate":
-                    on_step(
-                        int(data["decision"]),
-                        {"steps": data["steps"], "coverage_ratio": data["coverage_ratio"]},
+        with run_folder(out, EPISODES):
+            restart = None  # why the run starts over, when it must
+            if resuming:
+                problem = checkpoint_problem(checkpoint)
+                if problem is not None:
+                    aside = _set_checkpoint_aside(checkpoint)
+                    restart = f"{checkpoint} is unreadable ({problem}); moved to {aside.name}"
+                elif not checkpoint.exists():
+                    restart = f"{checkpoint} is missing"
+            base = env.unwrapped
+            video = _VideoWriter(out / "episode.mp4") if settings.video else None
+            frame = (lambda e: video.add(e._panorama_picture(), e)) if video else None
+            with sqlite_checkpointer(checkpoint) as saver:
+                graph = build_explorer_graph().compile(checkpointer=saver)
+                config = run_config(run_id)
+                saved: dict[str, Any] = {}
+                if resuming and restart is None:
+                    saved = dict(graph.get_state(config).values)  # type: ignore[arg-type]
+                    if not saved:
+                        restart = f"{checkpoint} holds no checkpoint of run {run_id}"
+                    elif int(saved.get("decision", 0)) > len(records):
+                        config, saved, restart = _rewind(graph, config, saved, len(records), log_path)
+                        if restart is not None:
+                            run_id = new_run_id()  # the old thread is kept, untouched
+                            config = run_config(run_id)
+                if restart is not None and records:
+                    kept = set_aside(log_path, "before-restart")
+                    logger.warning(
+                        "%s; decisions 1-%d recorded in %s will be made again (the old records are kept "
+                        "as %s)",
+                        restart,
+                        len(records),
+                        log_path.name,
+                        kept.name,
                     )
-
-            listening = on_step is not None or on_event is not None
-            try:
-                state = stream_run(
-                    graph,
-                    None if saved else {"decision": 0, "events": []},
-                    config,
-                    context,
-                    progress if listening else None,
+                    records = []
+                elif restart is not None:
+                    logger.info("%s; nothing was recorded, so the run starts from the beginning", restart)
+                write_config(out, {"command": "explore", "run_id": run_id, "settings": asdict(settings)})
+                done = int(saved.get("decision", 0))
+                recorder = RunRecorder(log_path, keep_decisions=done, records=records)
+                context = ExplorerContext(
+                    env=base,
+                    policy=policy,
+                    instruction=settings.instruction,
+                    recorder=recorder,
+                    on_frame=frame,
                 )
-            finally:
-                recorder.close()
-        if video:
-            video.close()
+                if frame:
+                    frame(base)
+                if saved:
+                    replay(context, saved.get("events", []))
+                    logger.info("resuming %s at decision %d", out, done)
+
+                def progress(event: dict[str, Any]) -> None:
+                    data = event["data"]
+                    if on_event is not None and event["type"] == "custom":
+                        on_event(data)
+                    if on_step is not None and event["type"] == "custom" and data.get("event") == "navigate":
+                        on_step(
+                            int(data["decision"]),
+                            {"steps": data["steps"], "coverage_ratio": data["coverage_ratio"]},
+                        )
+
+                listening = on_step is not None or on_event is not None
+                try:
+                    state = stream_run(
+                        graph,
+                        None if saved else {"decision": 0, "events": []},
+                        config,
+                        context,
+                        progress if listening else None,
+                    )
+                finally:
+                    recorder.close()
+            if video:
+                video.close()
         info = base._info()
         summary = _summarise(settings, base, info, _step_curve(base), time.perf_counter() - started)
         summary["decisions"] = int(state.get("decision", 0))
         summary["policy"] = settings.policy
         summary["instruction"] = settings.instruction
         if policy is not None:
-            summary["vlm"] = vlm_counts(read_run_records(out / "episodes.jsonl"))
+            summary["vlm"] = vlm_counts(read_run_records(log_path))
         _write_pictures(out, base, _step_curve(base), summary)
         _write_tree(out, base, state)
-        summary["files"] = sorted(p.name for p in out.iterdir() if p.is_file())
-        (out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+        _write_summary(out, summary)
         return summary
     finally:
         env.close()
+
+
+def _resumed_run_id(out: Path) -> str:
+    """The checkpoint thread of the run in ``out``: its ``config.yaml``'s ``run_id``. A run
+    started before run ids has none; its thread was named after its folder then, so the
+    checkpoint's only thread is taken (the folder may have been renamed since), else the
+    folder's name."""
+    from embodia.agents.runtime import checkpoint_problem, checkpoint_threads
+
+    run_id = read_config(out).get("run_id")
+    if isinstance(run_id, str) and run_id:
+        return run_id
+    checkpoint = out / CHECKPOINT
+    threads = checkpoint_threads(checkpoint) if checkpoint_problem(checkpoint) is None else []
+    found = threads[0] if len(threads) == 1 else (out.name or "run")
+    logger.warning(
+        "%s has no run_id (the run was started by an older embodia); resuming checkpoint thread %r, "
+        "which is saved as its run_id from now on",
+        out / "config.yaml",
+        found,
+    )
+    return found
+
+
+def _set_checkpoint_aside(checkpoint: Path) -> Path:
+    """Keep an unreadable checkpoint as ``checkpoint.sqlite.corrupt``, with its WAL files, so
+    that a new database cannot pick them up."""
+    aside = set_aside(checkpoint, "corrupt")
+    for suffix in ("-wal", "-shm"):
+        companion = checkpoint.with_name(checkpoint.name + suffix)
+        if companion.exists():
+            companion.replace(aside.with_name(aside.name + suffix))
+    return aside
+
+
+def _rewind(
+    graph: Any, config: dict[str, Any], saved: dict[str, Any], recorded: int, log_path: Path
+) -> tuple[dict[str, Any], dict[str, Any], str | None]:
+    """The checkpoint holds more decisions than the records (records were lost): go back to
+    its checkpoint after decision ``recorded``, so that the lost decisions are made again and
+    recorded. Returns (config, state, None), or (config, {}, why) when there is no such
+    checkpoint and the run must start over."""
+    held = int(saved.get("decision", 0))
+    for snapshot in graph.get_state_history(config):
+        values = snapshot.values or {}
+        if snapshot.next and int(values.get("decision", -1)) == recorded and "events" in values:
+            logger.warning(
+                "%s holds %s but the checkpoint is at decision %d: decisions %d-%d will be made again, "
+                "from the checkpoint after decision %d",
+                log_path,
+                f"decisions 1-{recorded}" if recorded else "no decision",
+                held,
+                recorded + 1,
+                held,
+                recorded,
+            )
+            return snapshot.config, dict(values), None
+    return config, {}, f"the checkpoint has no state after decision {recorded}, the last one recorded"
 
 
 def vlm_counts(records: Sequence[dict[str, Any]]) -> dict[str, int]:
@@ -360,7 +481,7 @@ def _write_tree(out: Path, env: Any, state: dict[str, Any]) -> None:
     from embodia.perception.bev_image import bev_image
 
     tree = tree_of(state)  # type: ignore[arg-type]
-    (out / "tree.json").write_text(json.dumps(state.get("tree", {}), indent=1) + "\n")
+    write_atomic(out / "tree.json", json.dumps(state.get("tree", {}), indent=1) + "\n")
     scale = 4
     bev = env.bev
     picture = Image.fromarray(bev_image(bev, scale=scale, crop_to_explored=False, trajectory=bev.trajectory))
@@ -499,7 +620,7 @@ def evaluate_exploration(
     if not scenes:
         raise EmbodiaError("no scenes to evaluate")
     out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
+    check_out_folder(out)
     summaries = []
     for index, spec in enumerate(scenes):
         settings = ExploreSettings(
@@ -520,7 +641,7 @@ def evaluate_exploration(
         "scenes": list(scenes),
         "measures": aggregate(summaries),
     }
-    (out / "summary.json").write_text(json.dumps(result, indent=2) + "\n")
+    write_atomic(out / "summary.json", json.dumps(result, indent=2) + "\n")
     return result
 
 

@@ -35,10 +35,20 @@ from embodia.agents.proactive import (
 from embodia.envs.streams.core import Stream, StreamError
 from embodia.envs.streams.env import DEFAULT_TOKEN_CAP, LiveGamingEnv
 from embodia.envs.streams.sources import check_scenario, open_stream
-from embodia.errors import EmbodiaError
-from embodia.evals.resume import check_resumable, read_run_records
+from embodia.evals.resume import (
+    check_out_folder,
+    check_resumable,
+    continue_records,
+    read_run_records,
+    records_before_gap,
+    run_folder,
+    write_atomic,
+    write_config,
+)
 
 logger = logging.getLogger(__name__)
+
+DECISIONS = "decisions.jsonl"
 
 PERSONA = {
     "solo": (
@@ -150,12 +160,6 @@ class _SelfPlayStream(Stream):
         return dataclasses.replace(super().chunk(second), history=())
 
 
-def _check_resumable(out: Path, settings: LiveSettings, resume: bool) -> list[dict[str, Any]]:
-    if not check_resumable(out, asdict(settings), resume):
-        return []
-    return read_run_records(out / "decisions.jsonl")
-
-
 def run_live(
     settings: LiveSettings,
     out: Path,
@@ -163,34 +167,37 @@ def run_live(
     on_event: Callable[[dict[str, Any]], None] | None = None,
 ) -> dict[str, Any]:
     """Run the stream into ``out`` and return the summary (also written to summary.json)."""
-    import yaml
-
-    if out.exists() and not out.is_dir():
-        raise EmbodiaError(f"--out {out} is a file, not a run directory")
-    replay = _check_resumable(out, settings, resume)
+    check_out_folder(out)
+    resuming = check_resumable(out, asdict(settings), resume)
     stream = open_stream(settings.source, settings.scenario, settings.fps)
     if settings.agents > 1:
         stream = _SelfPlayStream(stream.source, stream.annotation, stream.fps)
     names = agent_names(stream, settings.agents)
     agents = make_agents(settings, names)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump({"settings": asdict(settings), "agents": names}))
-    env = LiveGamingEnv(
-        stream=stream,
-        scenario=settings.scenario,
-        token_cap=settings.token_cap,
-        realtime=settings.realtime,
-        time_scale=settings.time_scale,
+    decisions = out / DECISIONS
+    # The agents' conversations run second by second: a lost second cannot be skipped over.
+    replay = (
+        records_before_gap(read_run_records(decisions), "second", stream.begin, decisions, "seconds")
+        if resuming
+        else []
     )
-    decisions = out / "decisions.jsonl"
-    decisions.write_text("".join(json.dumps(r) + "\n" for r in replay))
-    with decisions.open("a") as sink:
+    with run_folder(out, DECISIONS):
+        write_config(out, {"settings": asdict(settings), "agents": names})
+        env = LiveGamingEnv(
+            stream=stream,
+            scenario=settings.scenario,
+            token_cap=settings.token_cap,
+            realtime=settings.realtime,
+            time_scale=settings.time_scale,
+        )
+        continue_records(decisions, replay)
+        with decisions.open("a", encoding="utf-8") as sink:
 
-        def record(entry: dict[str, Any]) -> None:
-            sink.write(json.dumps(entry) + "\n")
-            sink.flush()
+            def record(entry: dict[str, Any]) -> None:
+                sink.write(json.dumps(entry) + "\n")
+                sink.flush()
 
-        run = run_stream(env, agents, record=record, replay=replay, on_event=on_event, keep_records=False)
+            run = run_stream(env, agents, record=record, replay=replay, on_event=on_event, keep_records=False)
     deciders = [_decider_summary(agent) for agent in agents]
     return write_outputs(out, stream, settings, names, run.predictions, read_run_records(decisions), deciders)
 
@@ -234,8 +241,8 @@ def write_outputs(
         {"processing_s": float(r.get("processing_ms", 0.0)) / 1000, "stream_s": chunk_seconds}
         for r in records
     ]
-    (out / "predictions.jsonl").write_text("".join(json.dumps(r) + "\n" for r in pred_records))
-    (out / "labels.jsonl").write_text(json.dumps(label_record) + "\n")
+    write_atomic(out / "predictions.jsonl", "".join(json.dumps(r) + "\n" for r in pred_records))
+    write_atomic(out / "labels.jsonl", json.dumps(label_record) + "\n")
     report = live.evaluate([pred_records[0]], [label_record], judge=live.LexicalJudge())
     report.pop("clips", None)
     summary = {
@@ -252,8 +259,9 @@ def write_outputs(
         "dropped": sum(1 for r in records if r.get("late")),
         "deciders": list(deciders),
     }
-    (out / "summary.json").write_text(json.dumps(summary, indent=2, default=float) + "\n")
     _write_media(out, stream, settings, names, predictions, records)
+    # Last: a summary marks a finished run.
+    write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=float) + "\n")
     return summary
 
 

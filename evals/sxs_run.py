@@ -47,7 +47,14 @@ from embodia.evals.content_latency import (
     timed_blocks,
     timed_completion,
 )
-from embodia.evals.resume import begin_results, check_resumable, read_run_records
+from embodia.evals.resume import (
+    begin_results,
+    check_out_folder,
+    check_resumable,
+    read_run_records,
+    run_folder,
+    write_atomic,
+)
 from embodia.policies.base import Message, Policy
 from embodia.policies.recipes.sxs_data import (
     JudgeSupport,
@@ -63,6 +70,7 @@ from embodia.policies.recipes.sxs_data import (
 
 MODES = ("think_then_answer", "naive_early_streaming", "prompted_interleaving", "sxs", "sft_target")
 POLICY_MODES = MODES[:4]
+RESULTS = "results.jsonl"
 
 THINK_THEN_ANSWER_SYSTEM = (
     "Reason privately inside <think>...</think>. When you are done, give the whole answer once, "
@@ -204,29 +212,32 @@ def run_sxs_eval(
 
     from embodia.policies import make_policy
 
+    check_out_folder(out)
     modes = parse_modes(settings.modes)
     if settings.items < 1:
         raise EmbodiaError(f"--items must be at least 1, got {settings.items}")
     if settings.k < 1:
         raise EmbodiaError(f"--k must be at least 1, got {settings.k}")
     items = [make_item(settings.source, i, settings.difficulty, settings.seed) for i in range(settings.items)]
-    done = read_run_records(out / "results.jsonl") if check_resumable(out, asdict(settings), resume) else []
+    recorded = read_run_records(out / RESULTS) if check_resumable(out, asdict(settings), resume) else []
+    done = [r for r in recorded if isinstance(r.get("index"), int) and "mode" in r]  # others are redone
     finished = {(int(r["index"]), str(r["mode"])) for r in done}
     todo = [(i, m) for i in range(settings.items) for m in modes if (i, m) not in finished]
     policy = make_policy(settings.policy) if any(m in POLICY_MODES for _, m in todo) else None
     support = make_support(settings.support) if "sxs" in modes else None
-    results = begin_results(out, asdict(settings), done)
     rows = list(done)
-    with results.open("a") as sink:
-        for index, mode in todo:
-            row = {"index": index, **run_mode(mode, items[index], policy, settings, support)}
-            sink.write(json.dumps(row, default=str) + "\n")
-            sink.flush()
-            rows.append(row)
-            if on_row is not None:
-                on_row(row)
+    with run_folder(out, RESULTS):
+        results = begin_results(out, asdict(settings), done)
+        with results.open("a", encoding="utf-8") as sink:
+            for index, mode in todo:
+                row = {"index": index, **run_mode(mode, items[index], policy, settings, support)}
+                sink.write(json.dumps(row, default=str) + "\n")
+                sink.flush()
+                rows.append(row)
+                if on_row is not None:
+                    on_row(row)
     report = summarise(rows, settings, out)
-    (out / "report.json").write_text(json.dumps(report, indent=2) + "\n")
+    write_atomic(out / "report.json", json.dumps(report, indent=2) + "\n")
     return report
 
 

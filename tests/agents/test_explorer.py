@@ -71,12 +71,14 @@ def test_run_writes_tree_and_decisions(tmp_path: Path) -> None:
 def test_the_checkpoint_logs_each_action_once(tmp_path: Path) -> None:
     # The event log has a reducer: each decision appends its own events, exactly once.
     from embodia.agents.runtime import run_config, sqlite_checkpointer
+    from embodia.evals.resume import read_config
 
     out = tmp_path / "run"
     run_exploration(_settings(steps=60), out)
     with sqlite_checkpointer(out / "checkpoint.sqlite") as saver:
         graph = build_explorer_graph().compile(checkpointer=saver)
-        events = graph.get_state(run_config(out.name)).values["events"]  # type: ignore[arg-type]
+        config = run_config(read_config(out)["run_id"])
+        events = graph.get_state(config).values["events"]  # type: ignore[arg-type]
     actions = [e for e in events if e["kind"] != "update"]
     records = _decisions(out)
     assert len(actions) == len(records)

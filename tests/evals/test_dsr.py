@@ -91,7 +91,7 @@ def test_a_torn_last_line_is_asked_again(tmp_path: Path) -> None:
 
 def test_resume_with_other_settings_is_refused(tmp_path: Path) -> None:
     run_dsr(ScriptedPolicy(["{}"] * 6), _settings(), tmp_path)
-    with pytest.raises(DSRError, match="mode differ"):
+    with pytest.raises(DSRError, match="mode: 'none' -> 'stepwise'"):
         run_dsr(ScriptedPolicy([]), _settings(mode="stepwise"), tmp_path)
 
 

@@ -52,7 +52,7 @@ def test_a_killed_run_resumes_to_the_same_result(tmp_path: Path) -> None:
 def test_resume_refuses_different_settings(tmp_path: Path) -> None:
     run_exploration(_settings(steps=5), tmp_path)
     (tmp_path / "summary.json").unlink()
-    with pytest.raises(EmbodiaError, match="steps=5"):
+    with pytest.raises(EmbodiaError, match="steps: 5 -> 6"):
         run_exploration(_settings(steps=6), tmp_path, resume=True)
 
 
