@@ -140,16 +140,21 @@ def raw(base: str, request: bytes, timeout: float = 10) -> tuple[int, bytes]:
     return int(head.split()[1]), body
 
 
-ACCEPTED_HOSTS = ["localhost", "localhost:{port}", "LocalHost:{port}", "127.0.0.1", "127.0.0.1:{port}",
-                  "127.1.2.3:8765", "127.255.255.255", "[::1]", "[::1]:{port}", "localhost:1",
-                  "localhost:65535", " localhost:{port}\t"]  # fmt: skip
-REFUSED_HOSTS = ["localhost:80@evil", "[::1]evil", "evil.example", "evil.example:80", "rebound.example",
-                 "localhost.evil.example", "127.0.0.1.nip.io", "user@localhost", "localhost@evil", "localhost:",
-                 "localhost:0", "localhost:65536", "localhost:99999999", "localhost:+80", "localhost:0x50",
-                 "localhost: 80", "localhost:80/x", "localhost/", "localhost:80:80", "localhost evil",
-                 "localhost\x00evil", "localhost.", "::1", "[::1", "::1]", "[::2]", "[::1]:", "[::1]:x",
-                 "[0:0:0:0:0:0:0:1]", "127.0.0.256", "127.0.0", "127.1", "0127.0.0.1", "127.0.0.01",
-                 "128.0.0.1", "0.0.0.0", "", " ", "localhost:８０"]  # fmt: skip
+# fmt: off
+ACCEPTED_HOSTS = [
+    "localhost", "localhost:{port}", "LocalHost:{port}", "127.0.0.1", "127.0.0.1:{port}", "127.1.2.3:8765",
+    "127.255.255.255", "[::1]", "[::1]:{port}", "localhost:1", "localhost:65535", " localhost:{port}\t",
+]
+REFUSED_HOSTS = [
+    "localhost:80@evil", "[::1]evil", "user@localhost", "localhost@evil", "localhost evil",
+    "localhost\x00evil", "localhost\tevil",
+    "evil.example", "evil.example:80", "rebound.example", "localhost.evil.example", "127.0.0.1.nip.io",
+    "localhost:", "localhost:0", "localhost:65536", "localhost:99999999", "localhost:+80", "localhost:0x50",
+    "localhost: 80", "localhost:８０", "localhost:80/x", "localhost/", "localhost:80:80", "localhost.",
+    "::1", "[::1", "::1]", "[::2]", "[::1]:", "[::1]:x", "[0:0:0:0:0:0:0:1]",
+    "127.0.0.256", "127.0.0", "127.1", "0127.0.0.1", "127.0.0.01", "128.0.0.1", "0.0.0.0", "", " ",
+]
+# fmt: on
 
 
 @pytest.mark.parametrize("host", ACCEPTED_HOSTS)
@@ -163,7 +168,7 @@ def test_any_other_host_header_is_refused(base: str, host: str) -> None:
     request = f"GET /api/runs HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
     status, body = raw(base, request)
     assert status == 421 and b"house" not in body, host
-    assert json.loads(body)["error"].startswith("the viewer answers only to one Host header")
+    assert json.loads(body)["error"].startswith("the viewer answers only to")
 
 
 def test_no_host_header_or_two_of_them_are_refused(base: str) -> None:
@@ -276,7 +281,7 @@ def test_a_client_that_stalls_is_disconnected(tmp_path: Path) -> None:
     (tmp_path / "run").mkdir()
     with (tmp_path / "run" / "big.bin").open("wb") as sparse:
         sparse.truncate(64 << 20)  # more than the sockets' buffers hold
-    with serving(tmp_path, timeout=0.5) as url:
+    with serving(tmp_path, timeout=0.3) as url:
         with socket.create_connection(address(url), timeout=10) as idle:
             idle.sendall(b"GET /api/runs HTTP/1.1\r\nHost: loc")  # and nothing more
             assert idle.recv(100) == b""  # closed by the server, long before this socket's 10 s
@@ -287,7 +292,7 @@ def test_a_client_that_stalls_is_disconnected(tmp_path: Path) -> None:
             reader.sendall(
                 f"GET /files/run/big.bin HTTP/1.1\r\nHost: {urlsplit(url).netloc}\r\n\r\n".encode()
             )
-            time.sleep(1.5)  # reads nothing while the server writes
+            time.sleep(1)  # reads nothing while the server writes
             received = 0
             while chunk := reader.recv(1 << 20):
                 received += len(chunk)
