@@ -13,15 +13,21 @@ Kinds, by the files that mark them:
 
 A folder holding one of these marks but unreadable files is still listed, with an ``error``
 naming the file and the problem, so the page can say what is wrong instead of going blank.
+
+Only regular files are read, and at most :data:`MAX_FILE_BYTES` of each: a FIFO, socket,
+device or folder in a run file's place is an error on that run, never a read that waits
+forever (see :func:`open_regular`).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from embodia.errors import EmbodiaError
 
@@ -33,10 +39,19 @@ MARKERS: dict[str, tuple[str, ...]] = {
 }
 MAX_DEPTH = 4
 """How deep below the runs folder run folders are looked for (evaluations nest runs)."""
+MAX_FILE_BYTES = 64 << 20
+"""The most a run file the viewer parses may hold (long runs write a few MB); a bigger one is
+an error on its run instead of an unbounded read."""
+MAX_NAME_BYTES = 255
+"""The longest folder name file systems allow: a longer part of a run id names no run."""
 
 
 class RunError(EmbodiaError):
     """A run folder whose files cannot be read as the run they claim to be."""
+
+
+class NoSuchRun(RunError):
+    """An id that names no run folder under the runs root."""
 
 
 @dataclass
@@ -64,12 +79,29 @@ class Run:
         return path
 
     def has(self, name: str) -> bool:
+        """Whether the run has a regular file ``name`` (inside the runs folder)."""
         return self.file(name).is_file()
+
+    def read_json(self, name: str) -> Any:
+        """The JSON value of the run's file ``name``; None when the run has no such file."""
+        return _json(self.file(name), name)
+
+    def read_jsonl(self, name: str, *, optional: bool = False) -> list[dict[str, Any]]:
+        """The records of the run's JSONL file ``name`` (none when ``optional`` and absent)."""
+        if optional and not os.path.lexists(self.path / name):
+            return []
+        return _jsonl(self.file(name), name)
+
+    def read_yaml(self, name: str) -> dict[str, Any]:
+        """The mapping in the run's YAML file ``name``; empty when the run has no such file."""
+        return _yaml(self.file(name), name)
 
 
 def kind_of(folder: Path) -> str | None:
+    # anything by a marker's name marks the run, so a FIFO or a folder in its place is an
+    # error shown on the run rather than a run that silently disappears from the list
     for kind, names in MARKERS.items():
-        if all((folder / name).is_file() or (folder / name).is_symlink() for name in names):
+        if all(os.path.lexists(folder / name) for name in names):
             if kind == "results":
                 return "sxs" if _is_sxs(folder) else "csmr"
             return kind
@@ -80,7 +112,7 @@ def _is_sxs(folder: Path) -> bool:
     if (folder / "config.yaml").is_symlink():
         return False  # never read through a link just to tell the kind
     try:
-        return "modes" in _yaml(folder / "config.yaml").get("settings", {})
+        return "modes" in _yaml(folder / "config.yaml", "config.yaml").get("settings", {})
     except RunError:
         return False
 
@@ -126,15 +158,25 @@ def find(root: Path, run_id: str) -> Run:
     """The run with this id, opened directly (not by listing every run); a RunError naming it
     when there is none. Only folders :func:`discover` would list can be named."""
     root = root.resolve()
-    missing = RunError(f"no run {run_id!r} under {root}")
+    missing = NoSuchRun(f"no run {run_id[:80]!r}{'...' if len(run_id) > 80 else ''} under {root}")
     parts = run_id.split("/") if run_id else []
-    if len(parts) > MAX_DEPTH or any(p in ("", ".", "..") or p.startswith(".") or "\\" in p for p in parts):
+    if len(parts) > MAX_DEPTH or any(
+        p in ("", ".", "..")
+        or p.startswith(".")
+        or "\\" in p
+        or "\x00" in p
+        or len(p.encode("utf-8", "surrogatepass")) > MAX_NAME_BYTES
+        for p in parts
+    ):
         raise missing
     folder = root
     for part in parts:
         folder = folder / part
-        if "\x00" in part or folder.is_symlink() or not folder.is_dir():
-            raise missing
+        try:
+            if folder.is_symlink() or not folder.is_dir():
+                raise missing
+        except OSError:  # a name this file system cannot hold, and the like: no such run
+            raise missing from None
     run = _open(root, folder)
     if run is None:
         raise missing
@@ -143,27 +185,86 @@ def find(root: Path, run_id: str) -> Run:
 
 # --------------------------------------------------------------------------- reading files
 
+_FILE_KINDS = (
+    (stat.S_ISDIR, "a folder"),
+    (stat.S_ISFIFO, "a FIFO (named pipe)"),
+    (stat.S_ISSOCK, "a socket"),
+    (stat.S_ISCHR, "a character device"),
+    (stat.S_ISBLK, "a block device"),
+    (stat.S_ISLNK, "a link"),
+)
 
-def _json(path: Path) -> Any:
+
+def _not_regular(mode: int) -> str | None:
+    """What a file of this mode is (``"a FIFO (named pipe)"``) when it is not a regular file."""
+    if stat.S_ISREG(mode):
+        return None
+    return next((what for test, what in _FILE_KINDS if test(mode)), "not a regular file")
+
+
+def open_regular(path: Path, name: str) -> BinaryIO:
+    """``path`` open for reading when it is a regular file; a RunError naming ``name`` and
+    what it is otherwise. The open never waits (``O_NONBLOCK``: a FIFO with no writer would
+    block a plain open or read forever) and never follows a link (``O_NOFOLLOW``: the path is
+    already resolved, so a link here was swapped in after the check that it stays inside)."""
+    flags = os.O_RDONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC
     try:
-        return json.loads(path.read_text())
+        descriptor = os.open(path, flags)
     except FileNotFoundError:
-        raise RunError(f"{path.name} is missing") from None
-    except (json.JSONDecodeError, UnicodeDecodeError) as error:
-        raise RunError(f"{path.name} is not valid JSON ({error})") from None
+        raise RunError(f"{name} is missing") from None
+    except OSError as error:  # a socket (ENXIO), a link swapped in (ELOOP), no permission
+        try:
+            what = _not_regular(os.lstat(path).st_mode)
+        except OSError:
+            what = None
+        if what:
+            raise RunError(f"{name} is {what}, not a regular file") from None
+        raise RunError(f"{name} cannot be opened ({error.strerror or error})") from None
+    try:
+        what = _not_regular(os.fstat(descriptor).st_mode)
+        if what:
+            raise RunError(f"{name} is {what}, not a regular file")
+        return os.fdopen(descriptor, "rb")
+    except BaseException:
+        os.close(descriptor)
+        raise
+
+
+def _text(path: Path, name: str) -> str | None:
+    """The text of run file ``name`` at ``path``, None when there is none; a RunError when it
+    is not a regular file, holds more than :data:`MAX_FILE_BYTES` or is not UTF-8."""
+    if not os.path.lexists(path):
+        return None
+    with open_regular(path, name) as handle:
+        data = handle.read(MAX_FILE_BYTES + 1)  # bounded even if the file grows meanwhile
+    if len(data) > MAX_FILE_BYTES:
+        raise RunError(f"{name} holds more than the {MAX_FILE_BYTES >> 20} MiB the viewer reads of a file")
+    try:
+        return data.decode()
+    except UnicodeDecodeError as error:
+        raise RunError(f"{name} is not text ({error})") from None
+
+
+def _json(path: Path, name: str) -> Any:
+    """The JSON value of run file ``name``; None when there is no such file."""
+    text = _text(path, name)
+    if text is None:
+        return None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise RunError(f"{name} is not valid JSON ({error})") from None
     except RecursionError:
-        raise RunError(f"{path.name} is nested too deeply to read") from None
+        raise RunError(f"{name} is nested too deeply to read") from None
 
 
-def _jsonl(path: Path) -> list[dict[str, Any]]:
+def _jsonl(path: Path, name: str) -> list[dict[str, Any]]:
     """Every line of a JSONL file; a torn last line (a run killed mid-write) is dropped, any
     other bad line is an error naming its line number."""
-    try:
-        lines = path.read_text().splitlines()
-    except FileNotFoundError:
-        raise RunError(f"{path.name} is missing") from None
-    except UnicodeDecodeError as error:
-        raise RunError(f"{path.name} is not text ({error})") from None
+    text = _text(path, name)
+    if text is None:
+        raise RunError(f"{name} is missing")
+    lines = text.splitlines()
     out = []
     for number, line in enumerate(lines, start=1):
         if not line.strip():
@@ -173,32 +274,32 @@ def _jsonl(path: Path) -> list[dict[str, Any]]:
         except json.JSONDecodeError as error:
             if number == len(lines):
                 break
-            raise RunError(f"{path.name} line {number} is not valid JSON ({error.msg})") from None
+            raise RunError(f"{name} line {number} is not valid JSON ({error.msg})") from None
         except RecursionError:
-            raise RunError(f"{path.name} line {number} is nested too deeply to read") from None
+            raise RunError(f"{name} line {number} is nested too deeply to read") from None
         if not isinstance(value, dict):
-            raise RunError(f"{path.name} line {number} is not a JSON object")
+            raise RunError(f"{name} line {number} is not a JSON object")
         out.append(value)
     return out
 
 
-def _yaml(path: Path) -> dict[str, Any]:
+def _yaml(path: Path, name: str) -> dict[str, Any]:
+    """The mapping in run file ``name``; empty when there is no such file."""
     import yaml
 
-    if not path.is_file():
+    text = _text(path, name)
+    if text is None:
         return {}
     try:
-        value = yaml.safe_load(path.read_text()) or {}
+        value = yaml.safe_load(text) or {}
     except yaml.YAMLError as error:
-        raise RunError(f"{path.name} is not valid YAML ({error})") from None
-    except UnicodeDecodeError:
-        raise RunError(f"{path.name} is not text") from None
+        raise RunError(f"{name} is not valid YAML ({error})") from None
     except RecursionError:
-        raise RunError(f"{path.name} is nested too deeply to read") from None
+        raise RunError(f"{name} is nested too deeply to read") from None
     if not isinstance(value, dict):
-        raise RunError(f"{path.name} is not a mapping")
+        raise RunError(f"{name} is not a mapping")
     if not isinstance(value.get("settings", {}), dict):
-        raise RunError(f"{path.name}: settings is not a mapping")
+        raise RunError(f"{name}: settings is not a mapping")
     return value
 
 
@@ -223,17 +324,16 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
-def _optional_json(run: Run, name: str) -> Any:
-    path = run.file(name)
-    return _json(path) if path.is_file() else None
-
-
 def _video(run: Run, name: str) -> tuple[dict[str, Any] | None, str | None]:
     """``(video, error)``: the video's name, frame rate, frame count and size read from the
     file, or why it cannot be played (a run still going has no finished MP4 yet), in one line."""
     path = run.file(name)
-    if not path.is_file():
+    if not os.path.lexists(path):
         return None, None
+    try:  # ffmpeg would wait forever on a FIFO, and a folder is no video either
+        open_regular(path, name).close()
+    except RunError as error:
+        return None, str(error)
     import imageio.v2 as imageio
 
     try:
@@ -261,26 +361,26 @@ _KEYS = {
 def summary_of(run: Run) -> dict[str, Any]:
     """The few numbers the run list shows; a RunError when the run's files are unreadable."""
     if run.kind == "explore":
-        records = _jsonl(run.file("episodes.jsonl"))
-        summary = _object(_optional_json(run, "summary.json"), "summary.json")
+        records = run.read_jsonl("episodes.jsonl")
+        summary = _object(run.read_json("summary.json"), "summary.json")
         if not summary:  # a run still going, or killed: what its records say so far
             last = records[-1] if records else {}
             summary = {"decisions": len(records), **{k: last.get(k) for k in ("coverage_ratio", "steps")}}
             summary["finished"] = False
-            settings = _yaml(run.file("config.yaml")).get("settings", {})
+            settings = run.read_yaml("config.yaml").get("settings", {})
             if "scene" in settings:
                 summary["scene"] = settings["scene"]
         return {k: summary[k] for k in (*_KEYS["explore"], "finished") if k in summary}
     if run.kind == "stream":
-        _jsonl(run.file("predictions.jsonl"))
-        summary = _object(_optional_json(run, "summary.json"), "summary.json")
+        run.read_jsonl("predictions.jsonl")
+        summary = _object(run.read_json("summary.json"), "summary.json")
         return {k: summary[k] for k in _KEYS["stream"] if k in summary}
     if run.kind == "training":
-        rows = _jsonl(run.file("metrics.jsonl"))
+        rows = run.read_jsonl("metrics.jsonl")
         last = rows[-1] if rows else {}
         return {"steps": len(rows), **{k: v for k, v in last.items() if _number(v)}}
-    report = _object(_optional_json(run, "report.json"), "report.json")
-    _jsonl(run.file("results.jsonl"))
+    report = _object(run.read_json("report.json"), "report.json")
+    run.read_jsonl("results.jsonl")
     if run.kind == "sxs":
         modes = _object(report.get("modes"), "report.json modes")
         return {
@@ -302,7 +402,7 @@ def view_of(run: Run) -> dict[str, Any]:
     """Everything the run page draws, keyed by view; a RunError when files are unreadable."""
     if run.error:
         raise RunError(run.error)
-    base = {"id": run.id, "kind": run.kind, "summary": run.summary, "config": _yaml(run.file("config.yaml"))}
+    base = {"id": run.id, "kind": run.kind, "summary": run.summary, "config": run.read_yaml("config.yaml")}
     reader = {
         "explore": _explore_view,
         "stream": _stream_view,
@@ -322,8 +422,8 @@ def _pose(value: Any) -> list[float] | None:
 
 
 def _explore_view(run: Run) -> dict[str, Any]:
-    records = _jsonl(run.file("episodes.jsonl"))
-    tree = _tree(_optional_json(run, "tree.json"))
+    records = run.read_jsonl("episodes.jsonl")
+    tree = _tree(run.read_json("tree.json"))
     steps = []
     for number, record in enumerate(records, start=1):
         where = f"episodes.jsonl line {number}"
@@ -348,7 +448,7 @@ def _explore_view(run: Run) -> dict[str, Any]:
                 "reward": record.get("reward"),
             }
         )
-    settings = _yaml(run.file("config.yaml")).get("settings", {})
+    settings = run.read_yaml("config.yaml").get("settings", {})
     video, video_error = _video(run, "episode.mp4")
     return {
         # waypoint agents decide among candidates; primitive agents take one action a step
@@ -380,9 +480,9 @@ def _tree(value: Any) -> dict[str, Any] | None:
 
 
 def _stream_view(run: Run) -> dict[str, Any]:
-    predictions = _jsonl(run.file("predictions.jsonl"))
-    labels = _jsonl(run.file("labels.jsonl"))
-    decisions = _jsonl(run.file("decisions.jsonl")) if run.has("decisions.jsonl") else []
+    predictions = run.read_jsonl("predictions.jsonl")
+    labels = run.read_jsonl("labels.jsonl")
+    decisions = run.read_jsonl("decisions.jsonl", optional=True)
     clips: list[dict[str, Any]] = []
     ends: list[int] = []
     for number, prediction in enumerate(predictions, start=1):
@@ -423,7 +523,7 @@ def _thin(points: list[list[float]]) -> list[list[float]]:
 
 
 def _training_view(run: Run) -> dict[str, Any]:
-    rows = _jsonl(run.file("metrics.jsonl"))
+    rows = run.read_jsonl("metrics.jsonl")
     keys = sorted({k for r in rows for k, v in r.items() if _number(v)})
     x = next((k for k in ("step", "epoch", "iteration") if k in keys), None)
     curves = {
@@ -435,7 +535,7 @@ def _training_view(run: Run) -> dict[str, Any]:
 
 
 def _results_view(run: Run) -> dict[str, Any]:
-    rows = _jsonl(run.file("results.jsonl"))
+    rows = run.read_jsonl("results.jsonl")
     keep = (
         "index",
         "mode",
@@ -450,7 +550,7 @@ def _results_view(run: Run) -> dict[str, Any]:
         "rouge_l",
     )
     return {
-        "report": _optional_json(run, "report.json"),
+        "report": run.read_json("report.json"),
         "rows": [{k: r[k] for k in keep if k in r} for r in rows],
         "images": sorted(p.name for p in run.path.glob("*.png") if run.has(p.name)),
     }

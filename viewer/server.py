@@ -5,13 +5,17 @@ Routes (all GET, 127.0.0.1 by default):
 - ``/``, ``/app.js``, ``/style.css``: the page, shipped in the package (no external assets).
 - ``/api/runs``: every run under the root with its kind, summary and any error.
 - ``/api/run?id=ID``: the view model of one run (:func:`embodia.viewer.runs.view_of`); a
-  malformed run answers 422 with ``{"error": ...}`` naming the file and the problem.
+  malformed run answers 422 with ``{"error": ...}`` naming the file and the problem, an id
+  that names no run (too long, a NUL byte, ...) 404.
 - ``/files/ID/NAME``: a file of a run, with HTTP range requests, so videos stream and seek
   instead of being inlined.
 
 Only files inside the runs root are ever served: a path is resolved (symlinks too) and
 refused unless it stays under the root, and names with ``..``, absolute paths, backslashes
-or NUL bytes are refused before any resolution.
+or NUL bytes are refused before any resolution. Only regular files are opened (a FIFO would
+block a read forever), only requests whose ``Host`` is a loopback name are answered (see
+:func:`loopback_host`), and a client that stops sending or reading for
+:data:`REQUEST_TIMEOUT` seconds is disconnected, so no request holds a thread forever.
 """
 
 from __future__ import annotations
@@ -20,7 +24,9 @@ import json
 import logging
 import math
 import mimetypes
+import os
 import re
+import socket
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -28,10 +34,10 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 from urllib.parse import parse_qs, unquote, urlsplit
 
-from embodia.viewer.runs import RunError, discover, find, view_of
+from embodia.viewer.runs import NoSuchRun, RunError, discover, find, open_regular, view_of
 
 logger = logging.getLogger(__name__)
 STATIC = {
@@ -40,6 +46,9 @@ STATIC = {
     "/style.css": ("style.css", "text/css"),
 }
 CHUNK = 1 << 16
+REQUEST_TIMEOUT = 30.0
+"""Seconds a client may go without sending a request's bytes or taking the answer's (a paused
+video's connection too: the browser asks again for the rest with a range request)."""
 
 
 class Refused(Exception):
@@ -84,6 +93,20 @@ def finite(value: Any) -> Any:
 
 
 LOOPBACK = ("127.0.0.1", "localhost", "[::1]", "::1")
+"""The addresses ``embodia view --host`` accepts."""
+_LOOPBACK_HOST = re.compile(
+    r"(?:localhost|127(?:\.(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])){3}|\[::1\])(?::([0-9]{1,5}))?",
+    re.ASCII | re.IGNORECASE,
+)
+
+
+def loopback_host(value: str) -> bool:
+    """Whether a ``Host`` header value names this machine's loopback and nothing else:
+    ``localhost``, ``127.x.y.z`` (no leading zeros) or ``[::1]``, with an optional port of
+    1-65535 in digits. Anything more (``localhost:80@evil``, ``[::1]evil``, a path, a bare
+    ``::1``, an empty value) is refused: a name is either exactly loopback or it is not."""
+    found = _LOOPBACK_HOST.fullmatch(value.strip(" \t"))  # RFC 9110 allows spaces around values
+    return found is not None and (found.group(1) is None or 1 <= int(found.group(1)) <= 65535)
 
 
 def _range(header: str | None, size: int) -> tuple[int, int] | None:
@@ -105,11 +128,13 @@ def _range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, end
 
 
-def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
+def make_handler(root: Path, request_timeout: float = REQUEST_TIMEOUT) -> type[BaseHTTPRequestHandler]:
     root = root.resolve()
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "embodia-viewer"
+        # the socket timeout of each connection: a stalled client frees its thread
+        timeout = request_timeout
 
         def log_message(self, format: str, *args: Any) -> None:
             return  # quiet: the CLI prints the address once
@@ -127,11 +152,10 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
             self._json(HTTPStatus(code), {"error": message or HTTPStatus(code).phrase})
 
         def _host_ok(self) -> bool:
-            """Only a loopback name reaches the runs: a page elsewhere cannot read them by
-            pointing its own host name at 127.0.0.1 (DNS rebinding)."""
-            host = (self.headers.get("Host") or "").strip().lower()
-            name = host.rsplit(":", 1)[0] if not host.startswith("[") else host.split("]")[0] + "]"
-            return name in LOOPBACK
+            """Only a request with one loopback ``Host`` reaches the runs: a page elsewhere
+            cannot read them by pointing its own host name at 127.0.0.1 (DNS rebinding)."""
+            hosts = self.headers.get_all("Host") or []
+            return len(hosts) == 1 and loopback_host(hosts[0])
 
         def do_GET(self) -> None:
             url = urlsplit(self.path)
@@ -139,7 +163,8 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
             try:
                 if not self._host_ok():
                     raise Refused(
-                        HTTPStatus.MISDIRECTED_REQUEST, "the viewer answers only to 127.0.0.1 or localhost"
+                        HTTPStatus.MISDIRECTED_REQUEST,
+                        "the viewer answers only to one Host header of localhost, 127.0.0.1 or [::1]",
                     )
                 if path in STATIC:
                     name, kind = STATIC[path]
@@ -155,16 +180,21 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
                     run_id = parse_qs(url.query).get("id", [""])[0]
                     try:
                         self._json(HTTPStatus.OK, view_of(find(root, run_id)))
+                    except NoSuchRun as error:
+                        self._json(HTTPStatus.NOT_FOUND, {"error": str(error)})
                     except RunError as error:
                         self._json(HTTPStatus.UNPROCESSABLE_ENTITY, {"id": run_id, "error": str(error)})
                 elif path.startswith("/files/"):
-                    self._file(safe_path(root, path.removeprefix("/files/")))
+                    relative = path.removeprefix("/files/")
+                    self._file(safe_path(root, relative), relative[:80])
                 else:
                     raise Refused(HTTPStatus.NOT_FOUND, f"no page {path}")
             except Refused as refused:
                 self._json(refused.status, {"error": str(refused)})
             except (BrokenPipeError, ConnectionResetError):
                 pass  # the browser stopped reading (a seek in a video): nothing to answer
+            except TimeoutError:  # the client took nothing for REQUEST_TIMEOUT seconds
+                self.close_connection = True
             except Exception as error:  # never a dropped connection: say what went wrong
                 logger.exception("viewer request %s failed", self.path[:200])
                 self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}: {error}"})
@@ -189,8 +219,16 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
             if not self._head_only:
                 self.wfile.write(body)
 
-        def _file(self, target: Path) -> None:
-            size = target.stat().st_size
+        def _file(self, target: Path, name: str) -> None:
+            try:
+                handle = open_regular(target, name)
+            except RunError as error:  # replaced by a FIFO or the like since safe_path looked
+                raise Refused(HTTPStatus.NOT_FOUND, str(error)) from None
+            with handle:
+                self._send_file(handle, target.name)
+
+        def _send_file(self, handle: BinaryIO, name: str) -> None:
+            size = os.fstat(handle.fileno()).st_size
             try:
                 span = _range(self.headers.get("Range"), size)
             except Refused as refused:
@@ -198,9 +236,7 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
                 return
             start, end = span if span else (0, size - 1)
             self.send_response(HTTPStatus.PARTIAL_CONTENT if span else HTTPStatus.OK)
-            self.send_header(
-                "Content-Type", mimetypes.guess_type(target.name)[0] or "application/octet-stream"
-            )
+            self.send_header("Content-Type", mimetypes.guess_type(name)[0] or "application/octet-stream")
             self.send_header("Accept-Ranges", "bytes")
             self.send_header("Content-Length", str(max(0, end - start + 1)))
             # a run's files are data: never run as a page on the viewer's origin
@@ -211,34 +247,44 @@ def make_handler(root: Path) -> type[BaseHTTPRequestHandler]:
             self.end_headers()
             if self._head_only:
                 return
-            with target.open("rb") as handle:
-                handle.seek(start)
-                left = end - start + 1
-                while left > 0:
-                    data = handle.read(min(CHUNK, left))
-                    if not data:
-                        break
-                    self.wfile.write(data)
-                    left -= len(data)
+            handle.seek(start)
+            left = end - start + 1
+            while left > 0:
+                data = handle.read(min(CHUNK, left))
+                if not data:
+                    break
+                self.wfile.write(data)
+                left -= len(data)
 
     return Handler
 
 
-def make_server(root: Path, host: str = "127.0.0.1", port: int = 0) -> ThreadingHTTPServer:
-    """A server for ``root`` bound to ``host:port`` (port 0: any free one), not yet serving."""
-    server = ThreadingHTTPServer((host, port), make_handler(root))
+class _IPv6Server(ThreadingHTTPServer):
+    address_family = socket.AF_INET6
+
+
+def make_server(
+    root: Path, host: str = "127.0.0.1", port: int = 0, timeout: float = REQUEST_TIMEOUT
+) -> ThreadingHTTPServer:
+    """A server for ``root`` bound to ``host:port`` (port 0: any free one), not yet serving;
+    ``timeout`` is how long a connection may stall (:data:`REQUEST_TIMEOUT`)."""
+    kind = _IPv6Server if ":" in host else ThreadingHTTPServer
+    server = kind((host, port), make_handler(root, timeout))
     server.daemon_threads = True
     return server
 
 
 @contextmanager
-def serving(root: Path, host: str = "127.0.0.1", port: int = 0) -> Iterator[str]:
+def serving(
+    root: Path, host: str = "127.0.0.1", port: int = 0, timeout: float = REQUEST_TIMEOUT
+) -> Iterator[str]:
     """Serve ``root`` in a background thread; yields the base URL."""
-    server = make_server(root, host, port)
+    server = make_server(root, host, port, timeout)
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        yield f"http://{host}:{server.server_address[1]}"
+        name = f"[{host}]" if ":" in host else host
+        yield f"http://{name}:{server.server_address[1]}"
     finally:
         server.shutdown()
         server.server_close()

@@ -1,11 +1,16 @@
 """A runs folder made by the real commands (two explorations of one house, a live stream, an
-SxS evaluation), a training run's curves from the real gate trainer, and malformed runs."""
+SxS evaluation), a training run's curves from the real gate trainer, and malformed runs; and
+guards that turn a read blocked forever into a failed test instead of a hung suite."""
 
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any, TypeVar
 
 import pytest
 from typer.testing import CliRunner
@@ -18,6 +23,55 @@ VLM_REPLIES = [
     '{"tool": "goto_waypoint", "arguments": {"index": "two"}}',  # invalid: re-asked
     'Sure. {"tool": "goto_waypoint", "arguments": {"index": 0}}',
 ]
+
+
+T = TypeVar("T")
+
+
+def _within(seconds: float, call: Callable[[], T]) -> T:
+    """``call()``, run in a thread: a test failure when it has not returned after ``seconds``
+    (a regression that blocks on a FIFO fails instead of hanging the suite)."""
+    outcome: dict[str, Any] = {}
+
+    def run() -> None:
+        try:
+            outcome["value"] = call()
+        except BaseException as error:  # handed to the test below
+            outcome["error"] = error
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    assert not thread.is_alive(), f"no answer within {seconds} s: something blocks"
+    if "error" in outcome:
+        raise outcome["error"]
+    return outcome["value"]  # type: ignore[no-any-return]
+
+
+@pytest.fixture
+def within() -> Callable[[float, Callable[[], Any]], Any]:
+    """:func:`_within`, for the tests (tests share helpers through fixtures here)."""
+    return _within
+
+
+@pytest.fixture
+def make_fifo() -> Iterator[Callable[[Path], Path]]:
+    """Makes FIFOs; at the end each gets a writer that closes at once, so a reader a regression
+    left blocked on one sees the end of the file and its thread ends."""
+    made: list[Path] = []
+
+    def make(path: Path) -> Path:
+        os.mkfifo(path)
+        made.append(path)
+        return path
+
+    yield make
+    for path in made:
+        try:
+            writer = os.open(path, os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:  # no reader is waiting on it (ENXIO): nothing to release
+            continue
+        os.close(writer)
 
 
 def _invoke(*args: str) -> None:

@@ -3,11 +3,14 @@
 from __future__ import annotations
 
 import json
+import socket
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from embodia.viewer.runs import RunError, discover, find, view_of
+from embodia.viewer.runs import NoSuchRun, RunError, discover, find, view_of
 
 
 def test_every_run_is_found_with_its_kind_and_summary(runs_root: Path) -> None:
@@ -175,3 +178,95 @@ def test_long_training_curves_are_thinned_to_what_a_chart_can_show(tmp_path: Pat
     curve = view_of(find(tmp_path, "long"))["curves"]["loss"]
     assert len(curve) == MAX_POINTS and curve[0] == [0, 1.0] and curve[-1] == [8999, 1 / 9000]
     assert [x for x, _ in curve] == sorted(x for x, _ in curve)
+
+
+EXPLORE = '{"decision": 1, "choice": {}, "coverage_ratio": 0.5, "steps": 3}\n'
+SUMMARY = '{"decisions": 1, "coverage_ratio": 0.5}'
+
+
+def special_runs(root: Path, make_fifo: Callable[[Path], Path], monkeypatch: pytest.MonkeyPatch) -> None:
+    """Runs with something other than a regular file where a run file belongs."""
+    for name in ("fifo", "linked-fifo", "folder", "socket", "device", "summary-fifo", "config-fifo",
+                 "tree-fifo", "video-fifo", "decisions-fifo", "fine"):  # fmt: skip
+        (root / name).mkdir(parents=True)
+    make_fifo(root / "fifo" / "episodes.jsonl")
+    make_fifo(root / "linked-fifo" / "records.fifo")  # inside the run: the link itself is allowed
+    (root / "linked-fifo" / "episodes.jsonl").symlink_to("records.fifo")
+    (root / "folder" / "episodes.jsonl").mkdir()
+    monkeypatch.chdir(root / "socket")  # a relative name: a socket's path is limited to 108 bytes
+    listener = socket.socket(socket.AF_UNIX)
+    listener.bind("episodes.jsonl")
+    listener.close()  # the socket file stays behind, as a crashed server's would
+    (root / "device" / "episodes.jsonl").symlink_to("/dev/zero")
+    for name in ("summary-fifo", "config-fifo", "tree-fifo", "video-fifo", "fine"):
+        (root / name / "episodes.jsonl").write_text(EXPLORE)
+    for name in ("tree-fifo", "video-fifo", "fine"):
+        (root / name / "summary.json").write_text(SUMMARY)
+    make_fifo(root / "summary-fifo" / "summary.json")
+    make_fifo(root / "config-fifo" / "config.yaml")
+    make_fifo(root / "tree-fifo" / "tree.json")
+    make_fifo(root / "video-fifo" / "episode.mp4")
+    (root / "decisions-fifo" / "predictions.jsonl").write_text('{"video_id": "v", "begin": 0, "end": 2}\n')
+    (root / "decisions-fifo" / "labels.jsonl").write_text('{"video_id": "v"}\n')
+    make_fifo(root / "decisions-fifo" / "decisions.jsonl")
+
+
+LISTING_ERRORS = {
+    "fifo": "episodes.jsonl is a FIFO (named pipe), not a regular file",
+    "linked-fifo": "episodes.jsonl is a FIFO (named pipe), not a regular file",
+    "folder": "episodes.jsonl is a folder, not a regular file",
+    "socket": "episodes.jsonl is a socket, not a regular file",
+    "device": "episodes.jsonl links outside the runs folder",
+    "summary-fifo": "summary.json is a FIFO (named pipe), not a regular file",
+    "config-fifo": "config.yaml is a FIFO (named pipe), not a regular file",
+}
+VIEW_ERRORS = {
+    "tree-fifo": "tree.json is a FIFO (named pipe), not a regular file",
+    "decisions-fifo": "decisions.jsonl is a FIFO (named pipe), not a regular file",
+}
+
+
+def test_a_fifo_socket_device_or_folder_as_a_run_file_is_an_error_on_that_run_never_a_hang(
+    tmp_path: Path, make_fifo: Callable[[Path], Path], monkeypatch: pytest.MonkeyPatch, within: Any
+) -> None:
+    special_runs(tmp_path, make_fifo, monkeypatch)
+    listed = {r.id: r for r in within(10, lambda: discover(tmp_path))}
+    assert {name: listed[name].error for name in LISTING_ERRORS} == LISTING_ERRORS
+    assert all(listed[name].error is None for name in (*VIEW_ERRORS, "video-fifo", "fine"))
+    for name, message in {**LISTING_ERRORS, **VIEW_ERRORS}.items():
+        with pytest.raises(RunError) as raised:
+            within(10, lambda name=name: view_of(find(tmp_path, name)))
+        assert str(raised.value) == message
+    view = within(10, lambda: view_of(find(tmp_path, "video-fifo")))
+    assert (
+        view["video"] is None
+        and view["video_error"] == "episode.mp4 is a FIFO (named pipe), not a regular file"
+    )
+    assert (
+        len(view["steps"]) == 1
+        and within(10, lambda: view_of(find(tmp_path, "fine")))["steps"] == view["steps"]
+    )
+
+
+def test_a_run_file_over_the_size_limit_is_an_error_not_an_unbounded_read(tmp_path: Path) -> None:
+    from embodia.viewer.runs import MAX_FILE_BYTES
+
+    (tmp_path / "huge").mkdir()
+    with (tmp_path / "huge" / "metrics.jsonl").open("wb") as sparse:  # no disk used: a hole
+        sparse.truncate(MAX_FILE_BYTES + 1)
+    (listed,) = discover(tmp_path)
+    assert (
+        listed.error
+        == f"metrics.jsonl holds more than the {MAX_FILE_BYTES >> 20} MiB the viewer reads of a file"
+    )
+    with pytest.raises(RunError, match="metrics.jsonl holds more than"):
+        view_of(find(tmp_path, "huge"))
+
+
+def test_ids_no_folder_can_have_name_no_run_and_raise_nothing_else(tmp_path: Path) -> None:
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "metrics.jsonl").write_text('{"step": 0}\n')
+    for bad in ("x" * 60_000, "run/" + "y" * 256, "é" * 200, "run\x00", "\x00", "%zz", "\ufffd", "a/b/c/d/e"):
+        with pytest.raises(NoSuchRun, match="no run"):
+            find(tmp_path, bad)
+    assert find(tmp_path, "run").kind == "training"
