@@ -24,6 +24,7 @@ from embodia.agents.csmr import CSMRSettings, solve
 from embodia.envs.puzzles import make_task
 from embodia.errors import EmbodiaError
 from embodia.evals.resume import begin_results, check_resumable, read_run_records
+from embodia.limits import MAX_SET_SIZE, check_range
 from embodia.perception.scheduler import CropPerceiver, OraclePerceiver, Perceiver, VLMPerceiver
 
 
@@ -60,8 +61,8 @@ def make_perceiver(spec: str, task: Any) -> Perceiver:
             else lambda item, question: parse_question(question, item.facts),
         )
     if spec.startswith("crop:"):
-        return CropPerceiver(make_policy(spec.removeprefix("crop:")))
-    return VLMPerceiver(make_policy(spec))
+        return CropPerceiver(make_policy(spec.removeprefix("crop:"), connect=True))
+    return VLMPerceiver(make_policy(spec, connect=True))
 
 
 def task_function(task: Any, name: str) -> Callable[..., Any] | None:
@@ -83,8 +84,7 @@ def run_csmr(
 
     from embodia.policies import make_policy
 
-    if settings.items < 1:
-        raise EmbodiaError(f"--items must be at least 1, got {settings.items}")
+    check_range("--items", settings.items, 1, MAX_SET_SIZE)
     task = make_task(settings.task)
     csmr = CSMRSettings(
         ablation=settings.ablation,
@@ -98,7 +98,7 @@ def run_csmr(
         )
     done = read_run_records(out / "results.jsonl") if check_resumable(out, asdict(settings), resume) else []
     perceiver = make_perceiver(settings.perceiver, task)
-    reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner)
+    reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner, connect=True)
     results = begin_results(out, asdict(settings), done)
     finished = {int(r["index"]) for r in done}
     rows = list(done)

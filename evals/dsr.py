@@ -24,7 +24,8 @@ from embodia.envs.dsr.core import CATEGORIES, DSRError
 from embodia.envs.dsr.env import score_answer
 from embodia.envs.dsr.sandbox import DEFAULT_LIMITS, Limits
 from embodia.envs.dsr.suites import Instance
-from embodia.policies.base import Policy
+from embodia.limits import MAX_CONCURRENCY, check_range
+from embodia.policies.base import Policy, check_temperature
 
 RUN_FILE, ANSWERS_FILE, REPORT_FILE, CHART_FILE = "run.json", "answers.jsonl", "report.json", "report.png"
 GROUP_KEYS = ("category", "structure", "operation", "length", "prompt_mode", "suite")
@@ -49,6 +50,7 @@ class DSRSettings:
             raise DSRError(f"--limit must be positive, got {self.limit}")
         if self.tokens <= 0:
             raise DSRError(f"--tokens must be positive, got {self.tokens}")
+        check_temperature(self.temperature)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -148,8 +150,7 @@ def run_dsr(
     limits: Limits = DEFAULT_LIMITS,
 ) -> dict[str, Any]:
     """Ask ``policy`` every selected instance without an answer yet, then write the report."""
-    if concurrency < 1:
-        raise DSRError(f"--concurrency must be at least 1, got {concurrency}")
+    check_range("--concurrency", concurrency, 1, MAX_CONCURRENCY, DSRError)
     instances = select_instances(settings)
     answers = _check_run(out, settings)
     wanted = {i.id for i in instances}

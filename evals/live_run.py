@@ -37,6 +37,7 @@ from embodia.envs.streams.env import DEFAULT_TOKEN_CAP, LiveGamingEnv
 from embodia.envs.streams.sources import check_scenario, open_stream
 from embodia.errors import EmbodiaError
 from embodia.evals.resume import check_resumable, read_run_records
+from embodia.limits import MAX_STREAM_AGENTS, check_range
 
 logger = logging.getLogger(__name__)
 
@@ -74,8 +75,7 @@ class LiveSettings:
         check_scenario(self.scenario)
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
             raise StreamError(f"--threshold is a probability in [0, 1], got {self.threshold}")
-        if self.agents < 1:
-            raise StreamError(f"--agents must be at least 1, got {self.agents}")
+        check_range("--agents", self.agents, 1, MAX_STREAM_AGENTS, StreamError)
         if self.agents > 1 and self.scenario != "co-commentary":
             raise StreamError("several agents share a stream only in the co-commentary scenario")
 
@@ -84,7 +84,7 @@ def make_speaker(spec: str, fallback: Any = None) -> Speaker:
     if spec:
         from embodia.policies.spec import make_policy
 
-        return PolicySpeaker(make_policy(spec))
+        return PolicySpeaker(make_policy(spec, connect=True))
     if fallback is not None:
         return PolicySpeaker(fallback)
     return HudSpeaker()
@@ -118,7 +118,7 @@ def make_agents(settings: LiveSettings, names: Sequence[str]) -> list[ProactiveA
             from embodia.policies.spec import make_policy
 
             if shared_policy is None:
-                shared_policy = make_policy(spec)
+                shared_policy = make_policy(spec, connect=True)
             decider = PromptDecider(shared_policy)
             speaker = make_speaker(settings.speaker, shared_policy)
         if settings.threshold is not None:
@@ -173,8 +173,6 @@ def run_live(
         stream = _SelfPlayStream(stream.source, stream.annotation, stream.fps)
     names = agent_names(stream, settings.agents)
     agents = make_agents(settings, names)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / "config.yaml").write_text(yaml.safe_dump({"settings": asdict(settings), "agents": names}))
     env = LiveGamingEnv(
         stream=stream,
         scenario=settings.scenario,
@@ -182,6 +180,8 @@ def run_live(
         realtime=settings.realtime,
         time_scale=settings.time_scale,
     )
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.yaml").write_text(yaml.safe_dump({"settings": asdict(settings), "agents": names}))
     decisions = out / "decisions.jsonl"
     decisions.write_text("".join(json.dumps(r) + "\n" for r in replay))
     with decisions.open("a") as sink:

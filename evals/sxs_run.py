@@ -48,6 +48,7 @@ from embodia.evals.content_latency import (
     timed_completion,
 )
 from embodia.evals.resume import begin_results, check_resumable, read_run_records
+from embodia.limits import MAX_SET_SIZE, check_range
 from embodia.policies.base import Message, Policy
 from embodia.policies.recipes.sxs_data import (
     JudgeSupport,
@@ -106,7 +107,7 @@ def make_support(spec: str) -> SupportFactory:
     if spec.startswith("judge:"):
         from embodia.policies import make_policy
 
-        judge = make_policy(spec.removeprefix("judge:"))
+        judge = make_policy(spec.removeprefix("judge:"), connect=True)
         return lambda item: JudgeSupport(judge)
     if spec.startswith("nli:"):
         nli = NLISupport(spec.removeprefix("nli:"))
@@ -205,15 +206,14 @@ def run_sxs_eval(
     from embodia.policies import make_policy
 
     modes = parse_modes(settings.modes)
-    if settings.items < 1:
-        raise EmbodiaError(f"--items must be at least 1, got {settings.items}")
+    check_range("--items", settings.items, 1, MAX_SET_SIZE)
     if settings.k < 1:
         raise EmbodiaError(f"--k must be at least 1, got {settings.k}")
     items = [make_item(settings.source, i, settings.difficulty, settings.seed) for i in range(settings.items)]
     done = read_run_records(out / "results.jsonl") if check_resumable(out, asdict(settings), resume) else []
     finished = {(int(r["index"]), str(r["mode"])) for r in done}
     todo = [(i, m) for i in range(settings.items) for m in modes if (i, m) not in finished]
-    policy = make_policy(settings.policy) if any(m in POLICY_MODES for _, m in todo) else None
+    policy = make_policy(settings.policy, connect=True) if any(m in POLICY_MODES for _, m in todo) else None
     support = make_support(settings.support) if "sxs" in modes else None
     results = begin_results(out, asdict(settings), done)
     rows = list(done)
