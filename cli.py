@@ -924,21 +924,15 @@ def sxs_data(
 ) -> None:
     """Interleaved think/speak SFT records from exact (reasoning, answer) pairs."""
     from embodia.evals.sxs_run import make_item
-    from embodia.policies.recipes.sxs_data import sft_records, write_jsonl
+    from embodia.policies.recipes.sxs_data import load_pretrained, sft_records, write_jsonl
 
     with user_errors():
         check_range("--items", items, 1, MAX_SET_SIZE)
         loaded = None
         if tokenizer is not None:
-            if not tokenizer.is_dir():
-                raise EmbodiaError(f"--tokenizer {tokenizer} is not a directory")
             from transformers import AutoTokenizer
 
-            try:
-                loaded = AutoTokenizer.from_pretrained(str(tokenizer))
-            except (OSError, ValueError) as exc:  # no tokenizer files, or none transformers can use
-                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                raise EmbodiaError(f"--tokenizer {tokenizer} holds no usable tokenizer: {reason}") from None
+            loaded = load_pretrained(AutoTokenizer, tokenizer, "--tokenizer")
         chosen = (make_item(source, i, difficulty, seed) for i in range(items))
         write_jsonl(sft_records(chosen, loaded), out)
     console.print(f"wrote {items} records to [bold]{out}[/]", highlight=False)

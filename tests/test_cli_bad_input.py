@@ -129,7 +129,12 @@ CASES = {
     "dsr --concurrency 1e6": ([*DSR, "--policy", "scripted:{replies}", "--concurrency", "10000"], "1..1024"),
     "sxs data empty --tokenizer": (
         ["sxs", "data", "--out", "{out}/sft.jsonl", "--items", "1", "--tokenizer", "{empty}"],
-        "no usable tokenizer",
+        "holds no usable AutoTokenizer files",
+    ),
+    "sxs --support nli:<empty dir>": (
+        ["eval", "sxs", "--policy", "scripted:{replies}", "--support", "nli:{empty}", "--out", "{out}"]
+        + ["--items", "1", "--modes", "sxs"],
+        "NLI model",
     ),
     # an OpenAI-compatible server that is down: every runner fails fast, naming it
     "explore dfs, server down": (
