@@ -1,13 +1,15 @@
 """The ``embodia`` command line.
 
-Bad input (a missing file, an unknown format, a malformed pose, a mesh with no floor)
-ends with exit code 2 and one ``error:`` line on stderr, never a traceback.
+Bad input (a missing file, an unknown format, a malformed pose, a mesh with no floor, an
+option value out of range) ends with exit code 2 and one ``error:`` line on stderr, never a
+traceback. Sizes are bounded by :mod:`embodia.limits`.
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import math
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -15,11 +17,69 @@ from typing import Annotated, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich.table import Table
+from typer.core import TyperGroup
 
 from embodia.errors import EmbodiaError
+from embodia.limits import MAX_SET_SIZE, check_image_size, check_range, check_seed
+
+console = Console()
+err_console = Console(stderr=True)
+
+
+def _print_error(message: str) -> None:
+    err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
+
+
+# click's UsageError (a missing option, an unknown one, a value an option refuses), found from
+# the BadParameter that typer exports: typer vendors its own copy of click.
+_UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+
+@contextmanager
+def _usage_errors_in_one_line() -> Iterator[None]:
+    try:
+        yield
+    except _UsageError as exc:
+        if type(exc).__name__ == "NoArgsIsHelpError":  # no arguments: the help is shown instead
+            raise
+        usage: Any = exc
+        hint = f" (see {usage.ctx.command_path} --help)" if usage.ctx is not None else ""
+        _print_error(usage.format_message() + hint)
+        raise typer.Exit(usage.exit_code) from None
+
+
+class _Commands(TyperGroup):
+    """The root command group: a usage error (a missing option, a value the option refuses) is
+    one ``error:`` line too, like every other bad input, instead of click's usage panel."""
+
+    def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
+        with _usage_errors_in_one_line():
+            return super().make_context(info_name, args, parent, **extra)
+
+    def invoke(self, ctx: Any) -> Any:
+        with _usage_errors_in_one_line():
+            return super().invoke(ctx)
+
+
+def _finite(value: float | None) -> float | None:
+    """Every float option: NaN and infinities are refused where the option is parsed."""
+    if value is not None and not math.isfinite(value):
+        raise typer.BadParameter(f"{value} is not a finite number")
+    return value
+
+
+def _seed(value: int) -> int:
+    """Every ``--seed`` option: an integer in 0..MAX_SEED (numpy's seed range)."""
+    try:
+        return check_seed("the seed", value)
+    except EmbodiaError as exc:
+        raise typer.BadParameter(str(exc)) from None
+
 
 app = typer.Typer(
+    cls=_Commands,
     help="embodia: embodied and multimodal agents (simulators, mapping, VLM policies).",
     no_args_is_help=True,
     add_completion=False,
@@ -45,9 +105,6 @@ sxs_app = typer.Typer(
 )
 app.add_typer(sxs_app, name="sxs")
 
-console = Console()
-err_console = Console(stderr=True)
-
 SceneOption = Annotated[
     str,
     typer.Option(
@@ -67,7 +124,7 @@ def user_errors() -> Iterator[None]:
     try:
         yield
     except EmbodiaError as exc:
-        err_console.print(f"[bold red]error:[/] {exc}", highlight=False, soft_wrap=True)
+        _print_error(str(exc))
         raise typer.Exit(2) from None
 
 
@@ -79,7 +136,7 @@ def _root(
 
     level = logging.getLevelName(log_level.upper())
     if not isinstance(level, int):
-        err_console.print(f"[bold red]error:[/] unknown log level {log_level!r}")
+        _print_error(f"unknown log level {log_level!r}")
         raise typer.Exit(2)
     logging.basicConfig(level=level, handlers=[RichHandler(console=err_console)], format="%(message)s")
 
@@ -109,8 +166,8 @@ def sim_render(
             help="Agent floor point and heading: x,y,z,yaw_deg (default: most open point).",
         ),
     ] = None,
-    height: Annotated[int, typer.Option(help="Panorama height in pixels.")] = 512,
-    width: Annotated[int, typer.Option(help="Panorama width in pixels.")] = 1024,
+    height: Annotated[int, typer.Option(help="Panorama height in pixels (at most 4096).")] = 512,
+    width: Annotated[int, typer.Option(help="Panorama width in pixels (at most 4096).")] = 1024,
     up: UpOption = "auto",
 ) -> None:
     """Render a panorama (RGB, depth, semantics), a pinhole view, a top-down map and the scene .glb."""
@@ -122,8 +179,7 @@ def sim_render(
 
     with user_errors():
         check_out_folder(out)
-        if height <= 0 or width <= 0:
-            raise EmbodiaError(f"panorama size must be positive, got {height}x{width}")
+        check_image_size("the panorama", height, width)
         start = Pose.parse(pose) if pose is not None else None
         sim = EmbeddedSimulator(up=_check_up(up))
         with console.status(f"loading {scene}"):
@@ -214,7 +270,9 @@ AgentOption = Annotated[
         help="Exploration agent: dfs (the depth-first explorer), frontier, frontier-utility or random.",
     ),
 ]
-StepsOption = Annotated[int, typer.Option("--steps", help="Step budget in primitive actions.")]
+StepsOption = Annotated[
+    int, typer.Option("--steps", help="Step budget in primitive actions (at most 100,000).")
+]
 
 
 def _check_agent(agent: str) -> None:
@@ -252,9 +310,9 @@ def explore(
     show_graph: Annotated[
         bool, typer.Option("--show-graph", help="Print the dfs agent's LangGraph structure and exit.")
     ] = False,
-    seed: Annotated[int, typer.Option("--seed", help="Episode seed.")] = 0,
-    height: Annotated[int, typer.Option(help="Panorama height in pixels.")] = 128,
-    width: Annotated[int, typer.Option(help="Panorama width in pixels.")] = 256,
+    seed: Annotated[int, typer.Option("--seed", help="Episode seed.", callback=_seed)] = 0,
+    height: Annotated[int, typer.Option(help="Panorama height in pixels (at most 4096).")] = 128,
+    width: Annotated[int, typer.Option(help="Panorama width in pixels (at most 4096).")] = 256,
     video: Annotated[bool, typer.Option("--video/--no-video", help="Write episode.mp4.")] = True,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a killed run in --out.")] = False,
 ) -> None:
@@ -345,8 +403,8 @@ def eval_explore(
     out: Annotated[
         Path | None, typer.Option("--out", help="Directory for the per-scene runs (default runs/eval-AGENT).")
     ] = None,
-    height: Annotated[int, typer.Option(help="Panorama height in pixels.")] = 128,
-    width: Annotated[int, typer.Option(help="Panorama width in pixels.")] = 256,
+    height: Annotated[int, typer.Option(help="Panorama height in pixels (at most 4096).")] = 128,
+    width: Annotated[int, typer.Option(help="Panorama width in pixels (at most 4096).")] = 256,
 ) -> None:
     """Run an agent on a set of scenes and print mean +- std of each measure (resumes)."""
     from rich.progress import Progress
@@ -399,7 +457,9 @@ def _dsr_suites(suite: list[str] | None) -> tuple[str, ...]:
 def dsr_generate(
     out: Annotated[Path, typer.Option("--out", help="Directory for one SUITE.jsonl per suite.")],
     suite: SuiteOption = None,
-    seed: Annotated[int, typer.Option("--seed", help="Generation seed (0: the published set).")] = 0,
+    seed: Annotated[
+        int, typer.Option("--seed", help="Generation seed (0: the published set).", callback=_seed)
+    ] = 0,
 ) -> None:
     """Generate the instances (seeded, reproducible) as JSONL with a schema version."""
     from embodia.envs.dsr import suites as dsr_suites
@@ -478,7 +538,7 @@ def eval_dsr(
     ] = "stepwise",
     description: Annotated[str, typer.Option("--description", help="full or name.")] = "full",
     tokens: Annotated[int, typer.Option("--tokens", help="Token budget per answer.")] = 1500,
-    temperature: Annotated[float, typer.Option("--temperature")] = 0.0,
+    temperature: Annotated[float, typer.Option("--temperature", callback=_finite)] = 0.0,
     unsafe_no_sandbox: Annotated[
         bool,
         typer.Option(
@@ -507,7 +567,7 @@ def eval_dsr(
             tokens=tokens,
             temperature=temperature,
         )
-        chat = make_policy(policy)
+        chat = make_policy(policy, connect=True)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
         with Progress(*columns, console=err_console, transient=True) as progress:
             task = progress.add_task(f"DSR {suite}", total=None)
@@ -563,15 +623,22 @@ def stream_run(
         int, typer.Option("--agents", help="Co-commentary self-play: agents sharing the stream.")
     ] = 1,
     threshold: Annotated[
-        float | None, typer.Option("--threshold", help="Speak when the score exceeds this.")
+        float | None, typer.Option("--threshold", help="Speak when the score exceeds this.", callback=_finite)
     ] = None,
     token_cap: Annotated[int, typer.Option("--token-cap", help="Words per spoken second.")] = 12,
     budget: Annotated[int, typer.Option("--budget", help="Context budget in tokens per agent.")] = 16_384,
     realtime: Annotated[
         bool, typer.Option("--realtime", help="Chunks arrive on the wall clock; late decisions are dropped.")
     ] = False,
-    time_scale: Annotated[float, typer.Option("--time-scale", help="Wall seconds per stream second.")] = 1.0,
-    fps: Annotated[float, typer.Option("--fps", help="Frames per 1-second chunk (the reference: 2).")] = 2.0,
+    time_scale: Annotated[
+        float, typer.Option("--time-scale", help="Wall seconds per stream second.", callback=_finite)
+    ] = 1.0,
+    fps: Annotated[
+        float,
+        typer.Option(
+            "--fps", help="Frames per 1-second chunk (the reference: 2; at most 60).", callback=_finite
+        ),
+    ] = 2.0,
     video: Annotated[bool, typer.Option("--video/--no-video", help="Write stream.mp4.")] = True,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a killed run in --out.")] = False,
 ) -> None:
@@ -635,12 +702,15 @@ def _num(value: Any) -> str:
 def _seed_range(text: str) -> list[int]:
     first, dash, last = text.partition("-")
     try:
-        seeds = list(range(int(first), int(last) + 1)) if dash else [int(first)]
+        low = int(first)
+        high = int(last) if dash else low
     except ValueError:
         raise EmbodiaError(f"seeds must look like 0-5 or 3, got {text!r}") from None
-    if not seeds:
+    if high < low:
         raise EmbodiaError(f"the seed range {text!r} is empty")
-    return seeds
+    check_seed(f"the last seed of {text!r}", high)
+    check_range(f"the number of seeds in {text!r}", high - low + 1, 1, MAX_SET_SIZE)
+    return list(range(low, high + 1))
 
 
 @stream_app.command("train-gate")
@@ -659,7 +729,9 @@ def stream_train_gate(
     duration: Annotated[int, typer.Option("--duration", help="Seconds per training stream.")] = 90,
     scenario: Annotated[str, typer.Option("--scenario", help="solo, co-commentary or guidance.")] = "solo",
     epochs: Annotated[int, typer.Option("--epochs")] = 100,
-    threshold: Annotated[float, typer.Option("--threshold", help="Speak above this score.")] = 0.3,
+    threshold: Annotated[
+        float, typer.Option("--threshold", help="Speak above this score.", callback=_finite)
+    ] = 0.3,
 ) -> None:
     """Train the learned speak gate (Proact-VL's head and loss) on procedural streams."""
     from embodia.envs.streams.sources import check_scenario
@@ -720,7 +792,7 @@ def eval_live(
         elif judge != "none":
             from embodia.policies import make_policy
 
-            policy = make_policy(judge)
+            policy = make_policy(judge, connect=True)
             scorer, pairwise = live.PolicyJudge(policy), live.PolicyPairwiseJudge(policy)
         options: dict[str, Any] = {}
         if baseline is not None:
@@ -760,8 +832,10 @@ def eval_csmr(
         str, typer.Option("--ablation", help="none, static, always-k, no-stop or direct.")
     ] = "none",
     difficulty: Annotated[str, typer.Option("--difficulty", help="easy, medium or hard.")] = "medium",
-    items: Annotated[int, typer.Option("--items", help="How many items (seeds seed..seed+N-1).")] = 20,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    items: Annotated[
+        int, typer.Option("--items", help="How many items (seeds seed..seed+N-1; at most 100,000).")
+    ] = 20,
+    seed: Annotated[int, typer.Option("--seed", callback=_seed)] = 0,
     k: Annotated[int, typer.Option("--k", help="Looks for always-k.")] = 3,
     max_queries: Annotated[int, typer.Option("--max-queries")] = 6,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out.")] = False,
@@ -815,8 +889,10 @@ def eval_sxs(
     difficulty: Annotated[
         str, typer.Option("--difficulty", help="Puzzle difficulty, or DSR length (short, medium, long).")
     ] = "medium",
-    items: Annotated[int, typer.Option("--items", help="How many items (seeds seed..seed+N-1).")] = 10,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    items: Annotated[
+        int, typer.Option("--items", help="How many items (seeds seed..seed+N-1; at most 100,000).")
+    ] = 10,
+    seed: Annotated[int, typer.Option("--seed", callback=_seed)] = 0,
     max_tokens: Annotated[int, typer.Option("--max-tokens")] = 1024,
     k: Annotated[int, typer.Option("--k", help="Tokens per update of naive early streaming.")] = 16,
     support: Annotated[
@@ -862,8 +938,10 @@ def sxs_data(
     difficulty: Annotated[
         str, typer.Option("--difficulty", help="Puzzle difficulty, or DSR length (short, medium, long).")
     ] = "medium",
-    items: Annotated[int, typer.Option("--items", help="How many items (seeds seed..seed+N-1).")] = 100,
-    seed: Annotated[int, typer.Option("--seed")] = 0,
+    items: Annotated[
+        int, typer.Option("--items", help="How many items (seeds seed..seed+N-1; at most 100,000).")
+    ] = 100,
+    seed: Annotated[int, typer.Option("--seed", callback=_seed)] = 0,
     tokenizer: Annotated[
         Path | None,
         typer.Option(
@@ -874,19 +952,16 @@ def sxs_data(
     """Interleaved think/speak SFT records from exact (reasoning, answer) pairs."""
     from embodia.evals.resume import check_out_file
     from embodia.evals.sxs_run import make_item
-    from embodia.policies.recipes.sxs_data import sft_records, write_jsonl
+    from embodia.policies.recipes.sxs_data import load_pretrained, sft_records, write_jsonl
 
     with user_errors():
         check_out_file(out)
-        if items < 1:
-            raise EmbodiaError(f"--items must be at least 1, got {items}")
+        check_range("--items", items, 1, MAX_SET_SIZE)
         loaded = None
         if tokenizer is not None:
-            if not tokenizer.is_dir():
-                raise EmbodiaError(f"--tokenizer {tokenizer} is not a directory")
             from transformers import AutoTokenizer
 
-            loaded = AutoTokenizer.from_pretrained(str(tokenizer))
+            loaded = load_pretrained(AutoTokenizer, tokenizer, "--tokenizer")
         chosen = (make_item(source, i, difficulty, seed) for i in range(items))
         write_jsonl(sft_records(chosen, loaded), out)
     console.print(f"wrote {items} records to [bold]{out}[/]", highlight=False)

@@ -31,6 +31,7 @@ from embodia.evals.resume import (
     run_folder,
     write_atomic,
 )
+from embodia.limits import MAX_SET_SIZE, check_range
 from embodia.perception.scheduler import CropPerceiver, OraclePerceiver, Perceiver, VLMPerceiver
 
 RESULTS = "results.jsonl"
@@ -69,8 +70,8 @@ def make_perceiver(spec: str, task: Any) -> Perceiver:
             else lambda item, question: parse_question(question, item.facts),
         )
     if spec.startswith("crop:"):
-        return CropPerceiver(make_policy(spec.removeprefix("crop:")))
-    return VLMPerceiver(make_policy(spec))
+        return CropPerceiver(make_policy(spec.removeprefix("crop:"), connect=True))
+    return VLMPerceiver(make_policy(spec, connect=True))
 
 
 def task_function(task: Any, name: str) -> Callable[..., Any] | None:
@@ -93,8 +94,7 @@ def run_csmr(
     from embodia.policies import make_policy
 
     check_out_folder(out)
-    if settings.items < 1:
-        raise EmbodiaError(f"--items must be at least 1, got {settings.items}")
+    check_range("--items", settings.items, 1, MAX_SET_SIZE)
     task = make_task(settings.task)
     csmr = CSMRSettings(
         ablation=settings.ablation,
@@ -109,7 +109,7 @@ def run_csmr(
     recorded = read_run_records(out / RESULTS) if check_resumable(out, asdict(settings), resume) else []
     done = [r for r in recorded if isinstance(r.get("index"), int)]  # an item without one is redone
     perceiver = make_perceiver(settings.perceiver, task)
-    reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner)
+    reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner, connect=True)
     finished = {int(r["index"]) for r in done}
     rows = list(done)
     hallucinated = task_function(task, "hallucinated_objects")

@@ -33,7 +33,8 @@ from embodia.evals.resume import (
     settings_differences,
     write_atomic,
 )
-from embodia.policies.base import Policy
+from embodia.limits import MAX_CONCURRENCY, check_range
+from embodia.policies.base import Policy, check_temperature
 
 logger = logging.getLogger(__name__)
 
@@ -60,6 +61,7 @@ class DSRSettings:
             raise DSRError(f"--limit must be positive, got {self.limit}")
         if self.tokens <= 0:
             raise DSRError(f"--tokens must be positive, got {self.tokens}")
+        check_temperature(self.temperature)
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -156,8 +158,7 @@ def run_dsr(
     Answers that are code run isolated by the operating system; where that cannot be had the
     run is refused before anything is asked, unless ``unsafe_no_sandbox``.
     """
-    if concurrency < 1:
-        raise DSRError(f"--concurrency must be at least 1, got {concurrency}")
+    check_range("--concurrency", concurrency, 1, MAX_CONCURRENCY, DSRError)
     check_out_folder(out)
     instances = select_instances(settings)
     runs_code = any(prompts.instance_mode(i, settings.mode) == "CodeOnly" for i in instances)

@@ -38,6 +38,7 @@ from embodia.evals.resume import (
     write_atomic,
     write_config,
 )
+from embodia.limits import MAX_SET_SIZE, MAX_STEPS, check_image_size, check_range, check_seed
 
 logger = logging.getLogger(__name__)
 
@@ -45,7 +46,7 @@ MEASURES = ("coverage_m2", "coverage_ratio", "coverage_auc", "path_length", "col
 FRAME_HEIGHT = 256
 ENV_IDS = {"primitive": "embodia/ActiveMapping-v0", "waypoint": "embodia/ActiveMappingWaypoint-v0"}
 EPISODES, CHECKPOINT = "episodes.jsonl", "checkpoint.sqlite"
-_SEEDS = re.compile(r"^procedural:seeds=(\d+)-(\d+)((?:,[a-z_]+=[^,]+)*)$")
+_SEEDS = re.compile(r"^procedural:seeds=(\d{1,12})-(\d{1,12})((?:,[a-z_]+=[^,]+)*)$")
 
 
 @dataclass(frozen=True)
@@ -79,12 +80,13 @@ class ExploreSettings:
             raise EmbodiaError("the dfs agent picks panorama waypoints: it runs in the waypoint env only")
         if self.env not in ENV_IDS:
             raise EmbodiaError(f"unknown env {self.env!r}: expected one of {', '.join(ENV_IDS)}")
-        if self.steps < 1:
-            raise EmbodiaError(f"the step budget must be at least 1, got {self.steps}")
+        check_range("the step budget", self.steps, 1, MAX_STEPS)
+        check_seed("the episode seed", self.seed)
         if self.panorama_height < 8 or self.panorama_width < 16:
             raise EmbodiaError(
                 f"panorama must be at least 8x16 pixels, got {self.panorama_height}x{self.panorama_width}"
             )
+        check_image_size("the panorama", self.panorama_height, self.panorama_width)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ExploreSettings:
@@ -102,6 +104,8 @@ def scene_set(spec: str) -> list[str]:
     first, last, rest = int(match.group(1)), int(match.group(2)), match.group(3)
     if last < first:
         raise EmbodiaError(f"invalid scene set {spec!r}: seed range {first}-{last} is empty")
+    check_seed(f"the last seed of {spec!r}", last)
+    check_range(f"the number of seeds in {spec!r}", last - first + 1, 1, MAX_SET_SIZE)
     return [f"procedural:seed={s}{rest}" for s in range(first, last + 1)]
 
 
@@ -297,7 +301,7 @@ def _run_dfs(
     if settings.policy != "heuristic":
         from embodia.policies import make_policy
 
-        policy = make_policy(settings.policy)
+        policy = make_policy(settings.policy, connect=True)
     records = (
         records_before_gap(read_run_records(log_path), "decision", 1, log_path, "decisions")
         if resuming
@@ -621,9 +625,8 @@ def evaluate_exploration(
         raise EmbodiaError("no scenes to evaluate")
     out = Path(out)
     check_out_folder(out)
-    summaries = []
-    for index, spec in enumerate(scenes):
-        settings = ExploreSettings(
+    runs = [  # every scene's settings checked before anything is written
+        ExploreSettings(
             agent=agent,
             scene=spec,
             steps=steps,
@@ -631,6 +634,10 @@ def evaluate_exploration(
             panorama_width=panorama_width,
             video=False,
         )
+        for spec in scenes
+    ]
+    summaries = []
+    for index, (spec, settings) in enumerate(zip(scenes, runs, strict=True)):
         summary = run_exploration(settings, out / f"{index:03d}-{_slug(spec)}", resume=True)
         summaries.append(summary)
         if on_scene is not None:

@@ -81,7 +81,8 @@ from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
-from embodia.errors import EmbodiaError
+from embodia.envs.streams.core import whole_second
+from embodia.errors import EmbodiaError, read_text_file
 from embodia.policies.base import Message, Policy
 
 UNTAGGED = "untagged"
@@ -184,10 +185,7 @@ def _as_seconds(value: Mapping[Any, str] | Iterable[Any], where: str = "seconds"
 
 
 def _int_field(record: Mapping[str, Any], name: str, where: str) -> int:
-    value = record[name]
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-        raise LiveEvalError(f"{where}: {name!r} must be an integer second, got {value!r}")
-    return int(value)
+    return whole_second(record[name], f"{where}: {name!r}", LiveEvalError)
 
 
 def _timing(value: object, where: str) -> tuple[tuple[float, float], ...]:
@@ -268,7 +266,7 @@ def _read_jsonl(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
     if not file.is_file():
         raise LiveEvalError(f"records file not found: {file}")
     out: list[tuple[str, dict[str, Any]]] = []
-    for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(read_text_file(file, LiveEvalError).splitlines(), start=1):
         if not line.strip():
             continue
         where = f"{file} line {number}"

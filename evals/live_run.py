@@ -45,6 +45,7 @@ from embodia.evals.resume import (
     write_atomic,
     write_config,
 )
+from embodia.limits import MAX_STREAM_AGENTS, check_range
 
 logger = logging.getLogger(__name__)
 
@@ -84,8 +85,7 @@ class LiveSettings:
         check_scenario(self.scenario)
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
             raise StreamError(f"--threshold is a probability in [0, 1], got {self.threshold}")
-        if self.agents < 1:
-            raise StreamError(f"--agents must be at least 1, got {self.agents}")
+        check_range("--agents", self.agents, 1, MAX_STREAM_AGENTS, StreamError)
         if self.agents > 1 and self.scenario != "co-commentary":
             raise StreamError("several agents share a stream only in the co-commentary scenario")
 
@@ -94,7 +94,7 @@ def make_speaker(spec: str, fallback: Any = None) -> Speaker:
     if spec:
         from embodia.policies.spec import make_policy
 
-        return PolicySpeaker(make_policy(spec))
+        return PolicySpeaker(make_policy(spec, connect=True))
     if fallback is not None:
         return PolicySpeaker(fallback)
     return HudSpeaker()
@@ -128,7 +128,7 @@ def make_agents(settings: LiveSettings, names: Sequence[str]) -> list[ProactiveA
             from embodia.policies.spec import make_policy
 
             if shared_policy is None:
-                shared_policy = make_policy(spec)
+                shared_policy = make_policy(spec, connect=True)
             decider = PromptDecider(shared_policy)
             speaker = make_speaker(settings.speaker, shared_policy)
         if settings.threshold is not None:
@@ -181,15 +181,15 @@ def run_live(
         if resuming
         else []
     )
+    env = LiveGamingEnv(  # built before the folder is: a setting it refuses leaves nothing behind
+        stream=stream,
+        scenario=settings.scenario,
+        token_cap=settings.token_cap,
+        realtime=settings.realtime,
+        time_scale=settings.time_scale,
+    )
     with run_folder(out, DECISIONS):
         write_config(out, {"settings": asdict(settings), "agents": names})
-        env = LiveGamingEnv(
-            stream=stream,
-            scenario=settings.scenario,
-            token_cap=settings.token_cap,
-            realtime=settings.realtime,
-            time_scale=settings.time_scale,
-        )
         continue_records(decisions, replay)
         with decisions.open("a", encoding="utf-8") as sink:
 

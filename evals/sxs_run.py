@@ -55,6 +55,7 @@ from embodia.evals.resume import (
     run_folder,
     write_atomic,
 )
+from embodia.limits import MAX_SET_SIZE, check_range
 from embodia.policies.base import Message, Policy
 from embodia.policies.recipes.sxs_data import (
     JudgeSupport,
@@ -114,7 +115,7 @@ def make_support(spec: str) -> SupportFactory:
     if spec.startswith("judge:"):
         from embodia.policies import make_policy
 
-        judge = make_policy(spec.removeprefix("judge:"))
+        judge = make_policy(spec.removeprefix("judge:"), connect=True)
         return lambda item: JudgeSupport(judge)
     if spec.startswith("nli:"):
         nli = NLISupport(spec.removeprefix("nli:"))
@@ -214,8 +215,7 @@ def run_sxs_eval(
 
     check_out_folder(out)
     modes = parse_modes(settings.modes)
-    if settings.items < 1:
-        raise EmbodiaError(f"--items must be at least 1, got {settings.items}")
+    check_range("--items", settings.items, 1, MAX_SET_SIZE)
     if settings.k < 1:
         raise EmbodiaError(f"--k must be at least 1, got {settings.k}")
     items = [make_item(settings.source, i, settings.difficulty, settings.seed) for i in range(settings.items)]
@@ -223,7 +223,7 @@ def run_sxs_eval(
     done = [r for r in recorded if isinstance(r.get("index"), int) and "mode" in r]  # others are redone
     finished = {(int(r["index"]), str(r["mode"])) for r in done}
     todo = [(i, m) for i in range(settings.items) for m in modes if (i, m) not in finished]
-    policy = make_policy(settings.policy) if any(m in POLICY_MODES for _, m in todo) else None
+    policy = make_policy(settings.policy, connect=True) if any(m in POLICY_MODES for _, m in todo) else None
     support = make_support(settings.support) if "sxs" in modes else None
     rows = list(done)
     with run_folder(out, RESULTS):

@@ -9,6 +9,7 @@ question) are built on ``complete`` by the agents, with parsing in :mod:`.parsin
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, TypedDict, runtime_checkable
@@ -127,6 +128,13 @@ class TextStream:
             self.sent = end
 
 
+def check_temperature(temperature: float) -> None:
+    """A sampling temperature is a finite number >= 0 (NaN would be written to records as
+    invalid JSON, and no server samples at an infinite one)."""
+    if not (temperature >= 0 and math.isfinite(temperature)):
+        raise PolicyError(f"temperature must be a finite number >= 0, got {temperature}")
+
+
 def check_request(
     messages: Sequence[Message],
     images: Sequence[NDArray[np.uint8]],
@@ -150,7 +158,6 @@ def check_request(
             raise PolicyError(f"image {i} must be an (H, W, 3) uint8 RGB array, got {a.shape} {a.dtype}")
     if max_tokens < 1:
         raise PolicyError(f"max_tokens must be at least 1, got {max_tokens}")
-    if temperature < 0:
-        raise PolicyError(f"temperature must be >= 0, got {temperature}")
+    check_temperature(temperature)
     if top_logprobs < 0:
         raise PolicyError(f"top_logprobs must be >= 0, got {top_logprobs}")

@@ -416,6 +416,20 @@ class OpenAICompatPolicy:
             ) from error
         return [m.id for m in page.data]
 
+    def check_reachable(self) -> None:
+        """Raise PolicyError naming the server unless it answers ``GET /models`` at all (with this
+        policy's timeout and retries). Runs call it before they start, so a server that is down
+        fails the run at once instead of turning every decision into a fallback. Any HTTP answer,
+        even an error status, counts: the server is there, and its requests will say the rest."""
+        try:
+            self._client.models.list()
+        except openai.APIConnectionError as error:  # refused, unresolvable, timed out
+            raise policy_error_from_openai(
+                error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
+            ) from error
+        except openai.OpenAIError as error:
+            logger.debug("policy server at %s answered GET /models with %s", self.base_url, error)
+
     def wait_until_ready(self, timeout_s: float = 120.0, poll_s: float = 0.5) -> list[str]:
         """Poll ``GET /models`` until the server answers and serves this model; returns its models.
 

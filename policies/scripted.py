@@ -26,6 +26,7 @@ from typing import cast
 import numpy as np
 from numpy.typing import NDArray
 
+from embodia.errors import read_text_file
 from embodia.policies.base import Completion, FinishReason, Message, PolicyError, TokenLogprob, check_request
 
 _FINISH_REASONS: tuple[FinishReason, ...] = ("stop", "length", "error")
@@ -111,7 +112,7 @@ class ScriptedPolicy:
         if not file.is_file():
             raise PolicyError(f"scripted outputs file not found: {file}")
         outputs: list[str | Mapping[str, object]] = []
-        for number, line in enumerate(file.read_text(encoding="utf-8").splitlines(), start=1):
+        for number, line in enumerate(read_text_file(file, PolicyError).splitlines(), start=1):
             if not line.strip():
                 continue
             try:

@@ -40,7 +40,7 @@ from PIL import Image
 from torch import nn
 
 from embodia.envs.streams.core import Chunk, Stream
-from embodia.errors import EmbodiaError
+from embodia.errors import EmbodiaError, read_text_file
 
 FLAG = "<|FLAG|>"
 HISTORY_START, HISTORY_END = "<|history_start|>", "<|history_end|>"
@@ -666,7 +666,7 @@ def load_gate(directory: Path | str) -> tuple[ResponseHead, dict[str, Any]]:
         if not path.is_file():
             raise GateError(f"{directory} is not a speak gate: it has no {path.name}")
     try:
-        meta = json.loads(meta_path.read_text())
+        meta = json.loads(read_text_file(meta_path, GateError))
     except json.JSONDecodeError as error:
         raise GateError(f"{meta_path} is not JSON: {error.msg}") from None
     if not isinstance(meta, dict) or meta.get("format") != GATE_FORMAT:

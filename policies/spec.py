@@ -130,8 +130,13 @@ def _backend_class(module: str, name: str) -> Callable[..., object]:
     return backend
 
 
-def make_policy(spec: str) -> Policy:
-    """A policy from its spec string (see the module docstring); its ``name`` is the spec."""
+def make_policy(spec: str, *, connect: bool = False) -> Policy:
+    """A policy from its spec string (see the module docstring); its ``name`` is the spec.
+
+    With ``connect``, an ``openai:`` policy's server must answer now (see
+    :meth:`OpenAICompatPolicy.check_reachable`): every runner passes it, so each fails fast,
+    with one error naming the address, when the server is down at start.
+    """
     scheme, target, raw_options = parse_policy_spec(spec)
     options = _typed_options(scheme, raw_options)
     name = spec.strip()
@@ -145,6 +150,8 @@ def make_policy(spec: str) -> Policy:
         if "timeout" in options:
             options["timeout_s"] = options.pop("timeout")
         policy = OpenAICompatPolicy(target, model, name=name, **options)
+        if connect:
+            policy.check_reachable()
     elif scheme == "scripted":
         from embodia.policies.scripted import ScriptedPolicy
 

@@ -27,6 +27,7 @@ from typing import Any
 from embodia.envs.dsr import realistic
 from embodia.envs.dsr.core import LENGTHS, OPERATIONS, DSRError, Problem, Step, draw_size, get_operation
 from embodia.envs.dsr.structures import spatial
+from embodia.errors import read_text_file
 
 SCHEMA_VERSION = 1
 SUITES = ("main", "spatial", "realistic", "code")
@@ -195,7 +196,7 @@ def read_jsonl(path: Path) -> list[Instance]:
     if not path.is_file():
         raise DSRError(f"instance file not found: {path}")
     instances = []
-    for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(read_text_file(path, DSRError).splitlines(), start=1):
         if not line.strip():
             continue
         try:

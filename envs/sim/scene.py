@@ -29,7 +29,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from embodia.envs.sim.geometry import Z_UP_TO_Y_UP, rotation_from_up_front
-from embodia.errors import SceneError
+from embodia.errors import SceneError, read_text_file
 
 logger = logging.getLogger(__name__)
 
@@ -314,7 +314,7 @@ def _file_rotation(path: Path, up: UpAxis) -> NDArray[np.float64]:
     config = stage_config_path(path)
     if config.is_file():
         try:
-            stage = json.loads(config.read_text())
+            stage = json.loads(read_text_file(config, SceneError))
         except json.JSONDecodeError as exc:
             raise SceneError(f"{config.name} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
         if "up" in stage:
@@ -334,7 +334,7 @@ def _read_sidecar(path: Path) -> tuple[dict[str, str], dict[int, str]]:
     if not sidecar.is_file():
         return {}, {}
     try:
-        data = json.loads(sidecar.read_text())
+        data = json.loads(read_text_file(sidecar, SceneError))
         nodes = {str(k): str(v) for k, v in data.get("node_categories", {}).items()}
         objects = {int(k): str(v) for k, v in data.get("object_categories", {}).items()}
     except (json.JSONDecodeError, AttributeError, ValueError) as exc:

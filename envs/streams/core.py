@@ -17,6 +17,7 @@ agent.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
-from embodia.errors import EmbodiaError
+from embodia.errors import EmbodiaError, read_text_file
+from embodia.limits import MAX_FPS
 
 Scenario = Literal["solo", "co-commentary", "guidance"]
 SCENARIOS: tuple[Scenario, ...] = ("solo", "co-commentary", "guidance")
@@ -82,9 +84,7 @@ class Line:
         speaker = data.get("speaker")
         if not isinstance(speaker, str) or not speaker:
             raise StreamError(f"{where} needs a speaker name")
-        start, end = (_second(data.get(key), f"{where} {key}") for key in ("start", "end"))
-        if start < 0:
-            raise StreamError(f"{where} starts at {start}: seconds are on the video's clock, from 0")
+        start, end = (whole_second(data.get(key), f"{where} {key}") for key in ("start", "end"))
         if end < start:
             raise StreamError(f"{where} ends at {end} before it starts at {start}")
         text = data.get("query") if role == "user" and speaker == USER else data.get("text")
@@ -94,9 +94,18 @@ class Line:
         return cls(role, speaker, start, end, text)
 
 
-def _second(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | float) or int(value) != value:
-        raise StreamError(f"{where} must be an integer second, got {value!r}")
+def whole_second(value: Any, where: str, error: type[EmbodiaError] = StreamError) -> int:
+    """A record's second on the video's clock: a finite whole number >= 0 (``12`` or ``12.0``);
+    else ``error`` naming ``where``. NaN and infinities are refused
+    before any conversion, as JSON readers accept them."""
+    if (
+        isinstance(value, bool)
+        or not isinstance(value, int | float)
+        or not math.isfinite(value)
+        or value < 0
+        or int(value) != value
+    ):
+        raise error(f"{where} must be an integer second from 0, got {value!r}")
     return int(value)
 
 
@@ -188,8 +197,8 @@ class Annotation:
         for key in ("video_path", "video_begin", "video_end", "annotations"):
             if key not in data:
                 raise StreamError(f"{where} has no {key!r}")
-        begin = _second(data["video_begin"], f"{where} video_begin")
-        end = _second(data["video_end"], f"{where} video_end")
+        begin = whole_second(data["video_begin"], f"{where} video_begin")
+        end = whole_second(data["video_end"], f"{where} video_end")
         if end <= begin:
             raise StreamError(f"{where} ends at {end}, not after its begin {begin}")
         if not isinstance(data["annotations"], list):
@@ -204,7 +213,7 @@ class Annotation:
             video_path=str(data["video_path"]),
             video_begin=begin,
             video_end=end,
-            video_duration=_second(data.get("video_duration", end), f"{where} video_duration"),
+            video_duration=whole_second(data.get("video_duration", end), f"{where} video_duration"),
             active_speaker=dict(speaker),
             annotations=lines,
             metadata=dict(data.get("metadata") or {}),
@@ -218,7 +227,7 @@ def read_annotations(path: Path | str) -> list[Annotation]:
     if not path.is_file():
         raise StreamError(f"annotation file {path} does not exist")
     out = []
-    for number, text in enumerate(path.read_text().splitlines(), 1):
+    for number, text in enumerate(read_text_file(path, StreamError).splitlines(), 1):
         if not text.strip():
             continue
         try:
@@ -292,8 +301,8 @@ class Stream:
     fps: float = DEFAULT_FPS
 
     def __post_init__(self) -> None:
-        if not self.fps > 0:
-            raise StreamError(f"fps must be positive, got {self.fps}")
+        if not 0 < self.fps <= MAX_FPS:  # a chunk renders fps frames at once
+            raise StreamError(f"fps must be above 0 and at most {MAX_FPS}, got {self.fps}")
         frames_per_chunk = self.fps
         if abs(frames_per_chunk - round(frames_per_chunk)) > 1e-9:
             raise StreamError(f"fps must give a whole number of frames per 1-second chunk, got {self.fps}")

@@ -251,6 +251,21 @@ class JudgeSupport:
         return supported
 
 
+def load_pretrained(loader: Any, path: Path, what: str) -> Any:
+    """``loader.from_pretrained(path)`` (local files only) for a folder a user named; a folder
+    without files the loader can use is an EmbodiaError naming ``what`` and the folder, not a
+    transformers traceback."""
+    from embodia.errors import EmbodiaError
+
+    if not path.is_dir():
+        raise EmbodiaError(f"{what} {path} is not a directory")
+    try:
+        return loader.from_pretrained(str(path), local_files_only=True)
+    except (OSError, ValueError) as exc:  # no such files, or none this install can read
+        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        raise EmbodiaError(f"{what} {path} holds no usable {loader.__name__} files: {reason}") from None
+
+
 class NLISupport:
     """Support from an NLI cross-encoder (premise: the reasoning so far, hypothesis: the
     chunk): supported when P(entailment) >= ``threshold``. The entailment class is the label
@@ -264,11 +279,9 @@ class NLISupport:
         from embodia.errors import EmbodiaError
 
         path = Path(model_dir)
-        if not path.is_dir():
-            raise EmbodiaError(f"NLI model {path} is not a directory")
-        self.tokenizer = AutoTokenizer.from_pretrained(str(path), local_files_only=True)
+        self.tokenizer = load_pretrained(AutoTokenizer, path, "NLI model")
         self.tokenizer.truncation_side = "left"
-        self.model = AutoModelForSequenceClassification.from_pretrained(str(path), local_files_only=True)
+        self.model = load_pretrained(AutoModelForSequenceClassification, path, "NLI model")
         self.model.eval().to(device)
         labels = {int(k): str(v).lower() for k, v in self.model.config.id2label.items()}
         found = [k for k, v in labels.items() if "entail" in v and "not" not in v]

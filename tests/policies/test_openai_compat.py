@@ -302,6 +302,23 @@ def test_down_server_fails_fast_with_a_clear_message() -> None:
     assert time.monotonic() - started < 3
 
 
+def test_check_reachable_needs_an_answer_of_any_kind(silent_server: int) -> None:
+    down = f"http://127.0.0.1:{_closed_port()}/v1"
+    with pytest.raises(PolicyError) as caught:
+        OpenAICompatPolicy(down, "tiny", max_retries=0).check_reachable()
+    assert str(caught.value) == f"cannot reach the policy server at {down}: connection refused"
+    hung = f"http://127.0.0.1:{silent_server}/v1"
+    with pytest.raises(PolicyError, match=f"the policy server at {hung} did not answer within 0.3 s"):
+        OpenAICompatPolicy(hung, "tiny", timeout_s=0.3, max_retries=0).check_reachable()
+    # a server that answers GET /models with an error (501 here) is there all the same
+    server = _serve_stream([], finish=True)
+    try:
+        OpenAICompatPolicy(f"http://127.0.0.1:{server.server_address[1]}/v1", "tiny").check_reachable()
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
 def test_hung_server_times_out(silent_server: int) -> None:
     url = f"http://127.0.0.1:{silent_server}/v1"
     policy = OpenAICompatPolicy(url, "tiny", timeout_s=0.5, max_retries=0)

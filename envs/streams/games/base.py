@@ -22,6 +22,7 @@ from numpy.typing import NDArray
 from PIL import Image, ImageDraw, ImageFont
 
 from embodia.envs.streams.core import SCENARIOS, TAGS, Annotation, Line, Scenario, StreamError
+from embodia.limits import MAX_STREAM_SECONDS, check_image_size, check_seed
 
 DATASET_NAME = "embodia-procedural"
 NATIVE_SIZE = (144, 256)
@@ -254,14 +255,17 @@ class ProceduralGame(ABC):
     personas: ClassVar[dict[str, list[str]]] = {}
 
     def __init__(self, seed: int = 0, duration: float = 120.0, size: tuple[int, int] | None = None) -> None:
-        if isinstance(seed, bool) or not isinstance(seed, int | np.integer):
-            raise StreamError(f"{self.name}: seed must be an integer, got {seed!r}")
-        if not (isinstance(duration, int | float) and math.isfinite(duration) and duration >= 1.0):
-            raise StreamError(f"{self.name}: duration must be at least 1 second, got {duration!r}")
+        # Bounded before the game is simulated: its event log and frames grow with both.
+        check_seed(f"{self.name}: seed", int(seed) if isinstance(seed, np.integer) else seed, StreamError)
+        if not (isinstance(duration, int | float) and 1.0 <= duration <= MAX_STREAM_SECONDS):
+            raise StreamError(
+                f"{self.name}: duration must be 1..{MAX_STREAM_SECONDS} seconds, got {duration!r}"
+            )
         if size is None:
             size = NATIVE_SIZE
         if len(size) != 2 or any(not isinstance(v, int | np.integer) or v < 8 for v in size):
             raise StreamError(f"{self.name}: size must be (height, width) of at least 8 pixels, got {size!r}")
+        check_image_size(f"{self.name}: frame size", int(size[0]), int(size[1]), StreamError)
         self.seed = int(seed)
         self.duration = float(duration)
         self.size: tuple[int, int] = (int(size[0]), int(size[1]))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from pathlib import Path
 
 import gymnasium
 import numpy as np
@@ -206,3 +207,14 @@ def test_realtime_never_skips_past_the_end_of_the_clip() -> None:
     # stream ended before 9 was decided, so that decision is late too.
     assert seen[-2:] == [7, 9] and env.skipped == 1 and env.dropped == 2
     assert info["said"] == "" and info["late"]
+
+
+def test_annotations_that_are_not_text_or_not_seconds_are_named(tmp_path: Path) -> None:
+    latin1 = tmp_path / "latin1.jsonl"
+    latin1.write_bytes('{"video_path": "caf\xe9.mp4"}\n'.encode("latin-1"))
+    with pytest.raises(StreamError, match=f"{latin1} is not UTF-8 text"):
+        read_annotations(latin1)
+    record = {"video_path": "a.mp4", "video_begin": 0, "video_end": 5, "annotations": []}
+    for bad in (float("nan"), float("inf"), -1):
+        with pytest.raises(StreamError, match="video_begin must be an integer second from 0"):
+            Annotation.from_record(dict(record, video_begin=bad))
