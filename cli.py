@@ -976,7 +976,7 @@ def view(
     port: Annotated[int, typer.Option("--port", help="Port; 0 picks a free one.")] = 8765,
 ) -> None:
     """A local web page over run folders: panoramas, BEV, tree, prompts and answers, streams, curves."""
-    from embodia.viewer.server import LOOPBACK, make_server
+    from embodia.viewer.server import LOOPBACK, base_url, make_server
 
     with user_errors():
         if host.lower() not in LOOPBACK:
@@ -992,7 +992,8 @@ def view(
             server = make_server(runs, host, port)
         except OSError as error:
             raise EmbodiaError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
-    console.print(f"viewing [bold]{runs}[/] at http://{host}:{server.server_address[1]}/ (Ctrl-C stops)")
+    address = base_url(host, server.server_address[1])
+    console.print(f"viewing [bold]{runs}[/] at {address}/ (Ctrl-C stops)", highlight=False, soft_wrap=True)
     try:
         server.serve_forever()
     except KeyboardInterrupt:

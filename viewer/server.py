@@ -274,6 +274,12 @@ def make_server(
     return server
 
 
+def base_url(host: str, port: int) -> str:
+    """The address a browser opens: IPv6 literals go in brackets."""
+    name = f"[{host}]" if ":" in host else host
+    return f"http://{name}:{port}"
+
+
 @contextmanager
 def serving(
     root: Path, host: str = "127.0.0.1", port: int = 0, timeout: float = REQUEST_TIMEOUT
@@ -283,8 +289,7 @@ def serving(
     thread = threading.Thread(target=server.serve_forever, daemon=True)
     thread.start()
     try:
-        name = f"[{host}]" if ":" in host else host
-        yield f"http://{name}:{server.server_address[1]}"
+        yield base_url(host, server.server_address[1])
     finally:
         server.shutdown()
         server.server_close()

@@ -16,13 +16,14 @@ from typer.testing import CliRunner
 from embodia.cli import app
 
 
-def test_view_serves_the_runs_folder_and_prints_its_address(runs_root: Path) -> None:
-    command = [sys.executable, "-m", "embodia.cli", "view", str(runs_root), "--port", "0"]
+@pytest.mark.parametrize(("host", "shown"), [("127.0.0.1", r"127\.0\.0\.1"), ("::1", r"\[::1\]")])
+def test_view_serves_the_runs_folder_and_prints_its_address(runs_root: Path, host: str, shown: str) -> None:
+    command = [sys.executable, "-m", "embodia.cli", "view", str(runs_root), "--port", "0", "--host", host]
     process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert process.stdout is not None
         line = process.stdout.readline()
-        found = re.search(r"http://127\.0\.0\.1:(\d+)/", line)
+        found = re.search(rf"http://{shown}:(\d+)/", line)
         assert found, line
         with urllib.request.urlopen(found.group(0) + "api/runs", timeout=10) as response:
             runs = json.loads(response.read())["runs"]
