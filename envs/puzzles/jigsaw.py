@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from embodia.envs.puzzles.core import (
+    MAX_DIGITS,
     Parsed,
     PuzzleInstance,
     PuzzleTask,
@@ -194,6 +195,6 @@ def _grid_rows(reply: str, k: int) -> list[int] | None:
     rows = [re.findall(r"\d+", ln) if numeric.fullmatch(ln) else [] for ln in reply.splitlines()]
     for end in range(len(rows), k - 1, -1):
         block = rows[end - k : end]
-        if all(len(r) == k for r in block):
+        if all(len(r) == k and all(len(t) <= MAX_DIGITS for t in r) for r in block):
             return [int(t) for r in block for t in r]
     return None
