@@ -56,34 +56,32 @@ class ParseFailure:
 # Thinking blocks
 
 
-_THINK_TAG = re.compile(r"<(think|thinking)>|</(think|thinking)\s*+>", re.I)
+_THINK_OPENER = re.compile(r"<(think|thinking)>", re.I)
+_THINK_CLOSER = {name: re.compile(rf"</{name}\s*+>", re.I) for name in ("think", "thinking")}
 _THINK_CLOSE = re.compile(r"</(?:think|thinking)\s*+>", re.I)
 _THINK_OPEN = re.compile(r"<(?:think|thinking)>", re.I)
 
 
 def _without_think_blocks(text: str) -> str:
     """``text`` without its closed ``<think>...</think>`` blocks: each opening tag ends at the first
-    closing tag of the same name after it; an opening tag with none stays. One pass over the
-    tags, where a lazy ``<think>.*?</think>`` regex would rescan to the end from every opener."""
-    tags = list(_THINK_TAG.finditer(text))
-    next_close: dict[str, int | None] = {"think": None, "thinking": None}
-    close_after = [next_close.copy() for _ in tags]  # index of the next closing tag of each name
-    for index in range(len(tags) - 1, -1, -1):
-        close_after[index] = next_close.copy()
-        closing = tags[index].group(2)
-        if closing is not None:
-            next_close[closing.lower()] = index
+    closing tag of the same name after it; an opening tag with none stays.
+
+    Linear: the text after a block is searched from the block's end, and once no closing tag of
+    a name is left, later opening tags of that name are not searched from (a lazy
+    ``<think>.*?</think>`` would rescan to the end from each of 100k unclosed openers).
+    """
     pieces: list[str] = []
-    kept_from = 0
-    for index, tag in enumerate(tags):
-        opening = tag.group(1)
-        if opening is None or tag.start() < kept_from:
+    kept_from = position = 0
+    unclosed: set[str] = set()  # names with no closing tag after ``position``
+    while (opener := _THINK_OPENER.search(text, position)) is not None:
+        name = opener.group(1).lower()
+        closer = None if name in unclosed else _THINK_CLOSER[name].search(text, opener.end())
+        if closer is None:
+            unclosed.add(name)
+            position = opener.end()
             continue
-        close = close_after[index][opening.lower()]
-        if close is None:
-            continue
-        pieces.append(text[kept_from : tag.start()])
-        kept_from = tags[close].end()
+        pieces.append(text[kept_from : opener.start()])
+        kept_from = position = closer.end()
     pieces.append(text[kept_from:])
     return "".join(pieces)
 
@@ -124,26 +122,16 @@ _BROKEN = -2
 
 @dataclass
 class _Regions:
-    """The bracketed regions of a text, as parallel lists of integers (a reply may hold hundreds of
-    thousands of regions; one object each would keep the garbage collector busy). Region ``k``
-    is ``text[start[k]:end[k]]``; ``end[k]`` is ``_UNCLOSED`` if the text ends inside it, or
-    ``_BROKEN`` if a closing bracket of the other kind ended it. Its nested regions are
-    ``first_child[k]`` and their ``next_sibling`` chain (-1: none)."""
+    """The bracketed regions of a text in order of their opening brackets, as parallel lists of
+    integers (a reply may hold hundreds of thousands of regions; an object each would keep the
+    garbage collector busy). Region ``k`` is ``text[start[k]:end[k]]``; ``end[k]`` is
+    ``_UNCLOSED`` if the text ends inside it, or ``_BROKEN`` if a closing bracket of the other
+    kind ended it. Its nested regions are those numbered ``k + 1`` up to ``after[k]``."""
 
-    top: list[int]
     start: list[int]
     end: list[int]
-    first_child: list[int]
-    next_sibling: list[int]
+    after: list[int]
     too_deep: bool = False
-
-    def children(self, region: int) -> list[int]:
-        out = []
-        child = self.first_child[region]
-        while child >= 0:
-            out.append(child)
-            child = self.next_sibling[child]
-        return out
 
 
 @dataclass(frozen=True)
@@ -183,20 +171,22 @@ def _bracket_regions(text: str) -> _Regions:
     quoted strings and ``//`` / ``/* */`` comments are skipped, so brackets in them do not count;
     one that never ends leaves every open region unclosed.
     """
-    regions = _Regions([], [], [], [], [])
-    start, end = regions.start, regions.end
-    first_child, next_sibling = regions.first_child, regions.next_sibling
-    last_child: list[int] = []
+    regions = _Regions([], [], [])
+    start, end, after = regions.start, regions.end, regions.after
+    stack: list[int] = []
+
+    def close_all(how: int) -> None:
+        for region in stack:
+            end[region] = how
+            after[region] = len(start)
+        stack.clear()
+
     position = 0
     while (opener := _OPENER.search(text, position)) is not None:
-        root = len(start)
+        stack.append(len(start))
         start.append(opener.start())
         end.append(_UNCLOSED)
-        first_child.append(-1)
-        next_sibling.append(-1)
-        last_child.append(-1)
-        regions.top.append(root)
-        stack = [root]
+        after.append(-1)
         position = opener.end()
         while stack:
             for token in _INSIDE_TOKEN.finditer(text, position):
@@ -205,40 +195,40 @@ def _bracket_regions(text: str) -> _Regions:
                     if len(stack) >= MAX_JSON_DEPTH:
                         regions.too_deep = True
                         return regions
-                    parent, child = stack[-1], len(start)
+                    stack.append(len(start))
                     start.append(token.start())
                     end.append(_UNCLOSED)
-                    first_child.append(-1)
-                    next_sibling.append(-1)
-                    last_child.append(-1)
-                    if last_child[parent] < 0:
-                        first_child[parent] = child
-                    else:
-                        next_sibling[last_child[parent]] = child
-                    last_child[parent] = child
-                    stack.append(child)
+                    after.append(-1)
                 elif kind == "}" or kind == "]":
-                    region = stack.pop()
+                    region = stack[-1]
                     if text[start[region]] + kind in _PAIRS:
+                        stack.pop()
                         end[region] = token.end()
-                    else:  # a mismatched closer: it and every region still open around it are broken
-                        for broken in (region, *stack):
-                            end[broken] = _BROKEN
-                        stack.clear()
+                        after[region] = len(start)
+                    else:  # a mismatched closer: it breaks every region still open around it
+                        close_all(_BROKEN)
                     if not stack:
                         position = token.end()
                         break
                 elif kind == "/*":
                     close = text.find("*/", token.end())
                     if close < 0:
+                        close_all(_UNCLOSED)
                         return regions
                     position = close + 2
                     break  # go on after the comment
                 elif len(kind) == 1 and (kind != "/" or text.startswith("//", token.start())):
-                    return regions  # a string or a line comment that never ends
+                    close_all(_UNCLOSED)  # a string or a line comment that never ends
+                    return regions
             else:
-                return regions  # the text ends inside the regions still open
+                close_all(_UNCLOSED)  # the text ends inside the regions still open
+                return regions
     return regions
+
+
+# An object whose first member is an object or a list is neither JSON nor repairable nor a
+# Python literal (a dict key must be hashable): such regions are looked into without decoding.
+_NOT_A_VALUE = re.compile(r"\{\s*+[{\[]")
 
 
 def scan_json(
@@ -256,21 +246,27 @@ def scan_json(
     regions = _bracket_regions(text)
     if regions.too_deep:
         return JsonScan([], None, True)
-    unclosed_at = next((regions.start[r] for r in regions.top if regions.end[r] == _UNCLOSED), None)
+    start, end, after = regions.start, regions.end, regions.after
+    unclosed_at = next((start[r] for r in range(len(start)) if end[r] == _UNCLOSED), None)
     spans: list[JsonSpan] = []
-    pending = [(region, 0) for region in reversed(regions.top)]
-    while pending:
-        region, failed = pending.pop()
-        start, end = regions.start[region], regions.end[region]
-        if end >= 0:
-            value = load(text[start:end])
-            if value is not None:
-                spans.append(JsonSpan(start, end, value))
-                continue
-            failed += 1
-            if failed > _MAX_FAILED_LEVELS:
-                continue
-        pending.extend((child, failed) for child in reversed(regions.children(region)))
+    failed_around: list[int] = []  # the ``after`` of each enclosing region that did not parse
+    region = 0
+    while region < len(start):
+        while failed_around and failed_around[-1] <= region:
+            failed_around.pop()
+        if end[region] < 0:  # unclosed or broken: only what is inside may be a value
+            region += 1
+            continue
+        if len(failed_around) > _MAX_FAILED_LEVELS:
+            region = after[region]
+            continue
+        value = None if _NOT_A_VALUE.match(text, start[region]) else load(text[start[region] : end[region]])
+        if value is None:
+            failed_around.append(after[region])
+            region += 1
+        else:
+            spans.append(JsonSpan(start[region], end[region], value))
+            region = after[region]
     return JsonScan(spans, unclosed_at, False)
 
 

@@ -33,8 +33,9 @@ from embodia.policies.parsing import (
 from embodia.tools.base import ToolBox
 
 MB = 1 << 20
-BUDGET_S = 5.0
-"""Per call on a 1 MB reply, on a slow shared 2-core machine (linear parsers take well under 1 s)."""
+BUDGET_S = 10.0
+"""Per call on a 1 MB reply: a hang guard, not a speed claim. Linear parsers take 0.1-2 s on a
+2-core machine that other jobs load; a quadratic one took 12 s on 16 KB, hours on 1 MB."""
 
 _DSR_INSTANCE = suites.make_instance(suites.groups("main")[0], "short", 0)
 _PUZZLES = {name: make_task(name) for name in sorted(TASKS)}
@@ -117,7 +118,7 @@ def _check(entry: str, reply: str, budget_s: float) -> None:
 def test_every_entry_point_reads_each_shape_in_linear_time(shape: str) -> None:
     reply = reply_of(shape, 16 << 10)  # 16 KB took 12 s in parse_choice when it was quadratic
     for entry in ENTRY_POINTS:
-        _check(entry, reply, BUDGET_S / 2)
+        _check(entry, reply, BUDGET_S / 4)
 
 
 @pytest.mark.slow
@@ -167,7 +168,8 @@ def test_deep_nesting_fails_the_other_readers_cleanly() -> None:
 def test_huge_numbers_do_not_raise(entry: str, digits: int) -> None:
     """Python refuses to convert over 4,300 digits (ValueError), and a float overflows on 400."""
     number = "7" * digits
-    for reply in (f'{{"choice": {number}, "answer": {number}, "final_answer": {number}}}', f"Answer: {number}"):
+    as_json = f'{{"choice": {number}, "answer": {number}, "final_answer": {number}}}'
+    for reply in (as_json, f"Answer: {number}"):
         ENTRY_POINTS[entry](reply)
 
 
