@@ -9,11 +9,11 @@ parsing, the puzzles' find_answer and every puzzle task's parse) reads replies o
 JSON answer with its reasoning, degenerate repetition of a sentence) and adversarial (closed
 nested braces, many small objects, an object cut off after many keys, ``<think>`` openers,
 runs of quotes inside brackets). An entry point's time at a size is the sum over the shapes
-of the median time per call (small replies are called in a loop until a measurement lasts
-at least 20 ms, so per-call times are stable). Its linearity is time(1 MB) / (time(1 KB) x
-1,000): 1 when the cost is exactly proportional to the size, near 0.1-0.5 when a fixed cost
-per call dominates the 1 KB time, and growing with the size when parsing is quadratic (it
-was: 16 KB took 12 s in parse_choice). Target (issue #17): <= 2 for every entry point.
+of the median time per call over the repeats (small replies are called in a loop so that a
+measurement lasts at least 20 ms; the repeats interleave the sizes). Its linearity is
+time(1 MB) / (time(1 KB) x 1,000): 1 when the cost is exactly proportional to the size, below
+1 when a fixed cost per call weighs on the 1 KB time, and growing with the size when parsing
+is quadratic (it was: 16 KB took 12 s in parse_choice). Target (issue #17): <= 2 for every entry point.
 
 Last line: one JSON object with parse_linearity (the worst entry point's ratio), the ratio of
 each entry point, the raw times in milliseconds per size and entry point, sizes and repeats.
@@ -82,25 +82,23 @@ def entry_points() -> dict[str, Callable[[str], object]]:
     return points
 
 
-def per_call_s(parse: Callable[[str], object], reply: str, repeats: int) -> float:
-    """Median over ``repeats`` measurements of the time per call; each measurement loops until it
-    lasts at least 20 ms."""
+def calls_per_sample(parse: Callable[[str], object], reply: str) -> int:
+    """How many calls make one measurement last at least 20 ms (one, for large replies)."""
     calls = 1
-    while True:  # find how many calls make one measurement long enough
+    while True:
         started = time.perf_counter()
         for _ in range(calls):
             parse(reply)
-        elapsed = time.perf_counter() - started
-        if elapsed >= 0.02:
-            break
+        if time.perf_counter() - started >= 0.02:
+            return calls
         calls *= 4
-    samples = [elapsed / calls]
-    for _ in range(repeats - 1):
-        started = time.perf_counter()
-        for _ in range(calls):
-            parse(reply)
-        samples.append((time.perf_counter() - started) / calls)
-    return statistics.median(samples)
+
+
+def per_call_s(parse: Callable[[str], object], reply: str, calls: int) -> float:
+    started = time.perf_counter()
+    for _ in range(calls):
+        parse(reply)
+    return (time.perf_counter() - started) / calls
 
 
 def main() -> None:
@@ -121,8 +119,12 @@ def main() -> None:
     replies = {size: [reply_of(shape, size) for shape in shapes] for size in SIZES}
     times_ms: dict[str, dict[str, float]] = {}
     for name, parse in points.items():
+        cases = [(size, reply, calls_per_sample(parse, reply)) for size in SIZES for reply in replies[size]]
+        # repeats interleave the sizes, so that a change in the machine's load hits them alike
+        samples = [[per_call_s(parse, reply, calls) for size, reply, calls in cases] for _ in range(repeats)]
+        medians = [statistics.median(column) for column in zip(*samples, strict=True)]
         times_ms[name] = {
-            str(size): 1000 * sum(per_call_s(parse, reply, repeats) for reply in replies[size])
+            str(size): 1000 * sum(m for (s, _, _), m in zip(cases, medians, strict=True) if s == size)
             for size in SIZES
         }
         print(

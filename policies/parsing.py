@@ -21,6 +21,17 @@ Rules :func:`parse_choice` follows (the tests hold a table of real-looking repli
   as loose mentions, because "one of the doors" is prose, not a choice.
 - A reply cut off right after a number inside an unclosed JSON object (``{"choice": 1``)
   fails: the number may be the first digits of a longer one.
+
+Hostile replies (small models repeat themselves up to the token limit, or open brackets
+forever) are read safely:
+
+- Every parser here runs in time linear in the reply: one pass finds the bracketed regions
+  (:func:`scan_json`), no pattern can backtrack over a long run, and a region that is not JSON
+  is looked into only a few levels deep (benchmarks/parsing.py measures it).
+- JSON nested deeper than :data:`MAX_JSON_DEPTH` fails with a clear reason before a decoder
+  (which recurses per level) sees it. No parser raises on any reply.
+- :func:`ask` cuts a reply longer than ``max_reply_chars`` (default :data:`MAX_REPLY_CHARS`)
+  before parsing it and records the cut; an exception from a parser is a failed attempt.
 """
 
 from __future__ import annotations
