@@ -37,12 +37,14 @@ forever) are read safely:
 from __future__ import annotations
 
 import collections
+import contextlib
 import functools
+import gc
 import json
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
@@ -253,7 +255,27 @@ def scan_json(
     A closed region that does not parse is looked into, so a valid value inside prose braces is
     still found (up to ``_MAX_FAILED_LEVELS`` such regions deep); so are unclosed and broken ones.
     """
-    load = load or _load_lenient
+    with _collector_paused():
+        return _scan_json(text, load or _load_lenient)
+
+
+@contextlib.contextmanager
+def _collector_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: a long reply yields hundreds of thousands of small
+    acyclic objects (decoded values, region indices), and collections triggered by their
+    allocation would traverse all of them again and again, making large replies slower per
+    character (twice as slow at 1 MB). Nested or concurrent pauses only delay a collection."""
+    if not gc.isenabled():
+        yield
+        return
+    gc.disable()
+    try:
+        yield
+    finally:
+        gc.enable()
+
+
+def _scan_json(text: str, load: Callable[[str], dict[str, object] | list[object] | None]) -> JsonScan:
     regions = _bracket_regions(text)
     if regions.too_deep:
         return JsonScan([], None, True)
