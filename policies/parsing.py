@@ -72,7 +72,6 @@ class ParseFailure:
 _THINK_OPENER = re.compile(r"<(think|thinking)>", re.I)
 _THINK_CLOSER = {name: re.compile(rf"</{name}\s*+>", re.I) for name in ("think", "thinking")}
 _THINK_CLOSE = re.compile(r"</(?:think|thinking)\s*+>", re.I)
-_THINK_OPEN = re.compile(r"<(?:think|thinking)>", re.I)
 
 
 def _without_think_blocks(text: str) -> str:
@@ -110,7 +109,7 @@ def strip_thinking(text: str) -> str:
     last_close = collections.deque(_THINK_CLOSE.finditer(rest), maxlen=1)
     if last_close:
         rest = rest[last_close[0].end() :]
-    opening = _THINK_OPEN.search(rest)
+    opening = _THINK_OPENER.search(rest)
     if opening:
         rest = rest[: opening.start()]
     return rest.strip()
