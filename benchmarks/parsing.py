@@ -82,15 +82,17 @@ def entry_points() -> dict[str, Callable[[str], object]]:
     return points
 
 
-def calls_per_sample(parse: Callable[[str], object], reply: str) -> int:
-    """How many calls make one measurement last at least 20 ms (one, for large replies)."""
+def calls_per_sample(parse: Callable[[str], object], reply: str) -> tuple[int, float]:
+    """How many calls make one measurement last at least 20 ms (one, for large replies), and the
+    time per call of that first measurement (it counts as the first repeat)."""
     calls = 1
     while True:
         started = time.perf_counter()
         for _ in range(calls):
             parse(reply)
-        if time.perf_counter() - started >= 0.02:
-            return calls
+        elapsed = time.perf_counter() - started
+        if elapsed >= 0.02:
+            return calls, elapsed / calls
         calls *= 4
 
 
@@ -119,12 +121,14 @@ def main() -> None:
     replies = {size: [reply_of(shape, size) for shape in shapes] for size in SIZES}
     times_ms: dict[str, dict[str, float]] = {}
     for name, parse in points.items():
-        cases = [(size, reply, calls_per_sample(parse, reply)) for size in SIZES for reply in replies[size]]
+        cases = [(size, reply, *calls_per_sample(parse, reply)) for size in SIZES for reply in replies[size]]
         # repeats interleave the sizes, so that a change in the machine's load hits them alike
-        samples = [[per_call_s(parse, reply, calls) for size, reply, calls in cases] for _ in range(repeats)]
+        samples = [[first for _, _, _, first in cases]]
+        for _ in range(repeats - 1):
+            samples.append([per_call_s(parse, reply, calls) for _, reply, calls, _ in cases])
         medians = [statistics.median(column) for column in zip(*samples, strict=True)]
         times_ms[name] = {
-            str(size): 1000 * sum(m for (s, _, _), m in zip(cases, medians, strict=True) if s == size)
+            str(size): 1000 * sum(m for (s, *_), m in zip(cases, medians, strict=True) if s == size)
             for size in SIZES
         }
         print(
