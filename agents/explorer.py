@@ -353,6 +353,8 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] 
                 "failure": a.failure,
                 "tool_result": a.follow_up,
                 "latency_s": round(a.latency_s, 4),
+                # only when the reply was cut to max_reply_chars: its full length
+                **({} if a.reply_chars is None else {"reply_chars": a.reply_chars}),
             }
             for a in decision.attempts
         ],

@@ -15,7 +15,6 @@ episode; with ``feedback="own"`` it shows the agent's own answer.
 
 from __future__ import annotations
 
-import json
 import string
 from collections.abc import Sequence
 from typing import Any
@@ -27,7 +26,7 @@ from embodia.envs.dsr import prompts, scoring, suites
 from embodia.envs.dsr.core import LENGTHS, DSRError, canonical, get_operation
 from embodia.envs.dsr.sandbox import DEFAULT_LIMITS, Limits, extract_code, require_isolation, run_solution
 from embodia.envs.dsr.suites import Instance
-from embodia.policies.parsing import ParseFailure, extract_json
+from embodia.policies.parsing import NOT_JSON, ParseFailure, decode_bounded, extract_json
 
 TEXT_LIMIT = 200_000
 _CHARSET = frozenset(string.printable)
@@ -213,10 +212,8 @@ def score_answer(
 
 
 def _state_from_reply(reply: str) -> Any:
-    stripped = reply.strip()
-    try:
-        value: Any = json.loads(stripped)
-    except json.JSONDecodeError:
+    value: Any = decode_bounded(reply.strip())
+    if value is NOT_JSON:
         value = extract_json(reply)
     if isinstance(value, dict):
         for key in ("state", "final_answer"):

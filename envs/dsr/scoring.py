@@ -25,7 +25,16 @@ from rapidfuzz.distance import Levenshtein
 
 from embodia.envs.dsr.core import Comparison, Operation, Step, canonical, get_operation
 from embodia.envs.dsr.suites import Instance
-from embodia.policies.parsing import ParseFailure, extract_json
+from embodia.policies.parsing import (
+    CUT_OFF,
+    NOT_JSON,
+    TOO_DEEP,
+    ParseFailure,
+    checked_depth,
+    decode_bounded,
+    extract_json,
+    nested_deeper_than,
+)
 
 Failure = Literal["parse", "wrong_type", "wrong_final"]
 FAILURES: tuple[Failure, ...] = ("parse", "wrong_type", "wrong_final")
@@ -60,7 +69,6 @@ _MISSING = object()
 
 _DECODER = json.JSONDecoder()
 _FINAL_OBJECT = '{"final_answer"'
-_CUT_OFF = ParseFailure("the JSON in the reply is cut off (brackets left open)")
 
 
 def _fast_object(text: str) -> object:
@@ -72,10 +80,8 @@ def _fast_object(text: str) -> object:
     """
     stripped = text.strip()
     if stripped.startswith("{") and stripped.endswith("}"):
-        try:
-            return json.loads(stripped)
-        except json.JSONDecodeError:
-            return None
+        value = decode_bounded(stripped)
+        return None if value is NOT_JSON else value
     start = text.rfind(_FINAL_OBJECT)
     if start < 0 or "<think" in text or "{" in text[:start] or "[" in text[:start]:
         return None
@@ -83,9 +89,13 @@ def _fast_object(text: str) -> object:
         value, end = _DECODER.raw_decode(text, start)
     except json.JSONDecodeError as error:
         # It broke off at the very end: the reply was cut short (what the lenient scan reports too).
-        return _CUT_OFF if error.pos >= len(text.rstrip()) else None
+        return CUT_OFF if error.pos >= len(text.rstrip()) else None
+    except ValueError:  # a number of more than 4,300 digits: the lenient scan decides
+        return None
+    except RecursionError:  # the C decoder gives up near the interpreter's recursion limit
+        return TOO_DEEP
     rest = text[end:]
-    return None if "{" in rest or "[" in rest or "}" in rest or "]" in rest else value
+    return None if "{" in rest or "[" in rest or "}" in rest or "]" in rest else checked_depth(value, text)
 
 
 def parse_reply(text: str) -> dict[str, Any] | ParseFailure:
@@ -103,14 +113,17 @@ def parse_reply(text: str) -> dict[str, Any] | ParseFailure:
 
 
 def _read_literal(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except (json.JSONDecodeError, ValueError):
-        pass
-    try:
-        return ast.literal_eval(text)
-    except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+    """The literal a string answer holds, or ``_MISSING``; one nested deeper than the replies'
+    JSON may be is no answer (comparing it would recurse as deep)."""
+    value = decode_bounded(text)
+    if value is NOT_JSON:
+        try:
+            value = ast.literal_eval(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return _MISSING
+    if value is TOO_DEEP or nested_deeper_than(value):
         return _MISSING
+    return value
 
 
 def normalise(answer: Any, truth: Any) -> Any:

@@ -26,12 +26,14 @@ from typing import Any
 import numpy as np
 
 from embodia.envs.puzzles.core import (
+    MAX_DIGITS,
     Parsed,
     PuzzleError,
     PuzzleInstance,
     PuzzleTask,
     Verdict,
     answer_format_note,
+    digits_int,
     find_answer,
 )
 from embodia.envs.puzzles.scene_questions import (
@@ -617,8 +619,12 @@ def _vocab_hits(text: str, vocab: Mapping[str, str]) -> list[str]:
 def parse_count(text: str) -> Parsed:
     """An integer count from "3", "three", "3 objects"; fails on none or several numbers."""
     numbers = {
-        int(t) if t.isdigit() else _NUMBER_WORDS[t] for t in tokens(text) if t.isdigit() or t in _NUMBER_WORDS
+        digits_int(t) if t.isdigit() else _NUMBER_WORDS[t]
+        for t in tokens(text)
+        if t.isdigit() or t in _NUMBER_WORDS
     }
+    if None in numbers:
+        return Parsed.fail(f"answer {text[:60]!r} has a number of more than {MAX_DIGITS} digits")
     if len(numbers) > 1 and "no" in tokens(text):
         numbers.discard(0)
     if not numbers:
@@ -844,7 +850,7 @@ class ClevrTask(PuzzleTask):
         if kind == "count":
             if isinstance(value, bool):
                 return Parsed.fail(f"answer {value!r} is not a count")
-            if isinstance(value, int | float) and float(value).is_integer():
+            if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
                 return Parsed(int(value))
             return parse_count(str(value))
         if kind == "yesno":

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from embodia.errors import EmbodiaError
+from embodia.policies.parsing import TOO_DEEP, JsonScan, scan_json
 
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
 
@@ -214,76 +215,93 @@ def _step_shaped(value: Any, example: Any) -> list[Any]:
 
 
 _FENCE = re.compile(r"```[a-zA-Z0-9_-]*\n?(.*?)```", re.S)
-_TAG = re.compile(r"<answer>(.*?)</answer>", re.S | re.I)
-_BOXED = re.compile(r"\\boxed\{((?:[^{}]|\{[^{}]*\})*)\}")
+_ANSWER_TAG = re.compile(r"<(/?)answer>", re.I)
+_BOXED = re.compile(r"\\boxed\{((?:[^{}]++|\{[^{}]*+\})*+)\}")
 _EMPHASIS = re.compile(r"(\*\*|__|\*(?=\S)|(?<=\S)\*)")
-_OBJECT_START = re.compile(r"\{\s*[\"']")
+_OBJECT_START = re.compile(r"\{\s*+[\"']")
+_LITERAL_CHARS = 20_000
+"""Longest bracketed text tried as a Python literal (``ast`` is slow and memory-hungry)."""
 
 
 def _labelled_line(keys: Sequence[str]) -> re.Pattern[str]:
     """``Answer: X``, ``Final answer = X``, ``The answer is: X``, ``Path: X`` (any answer key as
-    the label), anywhere in a line; the value runs to the end of the line."""
+    the label), anywhere in a line; the value runs to the end of the line (strip it: a lazy
+    ``(.+?)\\s*$`` would cost quadratic time on long runs of spaces)."""
     labels = "|".join(re.escape(k) for k in ("answer", *keys))
-    return re.compile(rf"(?:^|\W)(?:final\s+)?(?:{labels})\s*(?:is\s*)?[:=]\s*(.+?)\s*$", re.I | re.M)
+    return re.compile(rf"(?:^|\W)(?:final\s+)?(?:{labels})\s*+(?:is\s*+)?[:=]\s*(.+)$", re.I | re.M)
 
 
 def _is_phrase(keys: Sequence[str]) -> re.Pattern[str]:
-    """The weaker ``... the answer is X.`` / ``... the shortest path is X.`` (no colon)."""
+    """The weaker ``... the answer is X.`` / ``... the shortest path is X.`` (no colon); the value
+    runs to the end of the line (see :func:`_phrase_value`)."""
     labels = "|".join(re.escape(k) for k in ("answer", *keys))
-    return re.compile(rf"\b(?:{labels})\s+is\s+(.+?)\s*\.?\s*$", re.I | re.M)
+    return re.compile(rf"\b(?:{labels})\s+is\s+(.+)$", re.I | re.M)
+
+
+def _phrase_value(rest_of_line: str) -> str:
+    """``rest_of_line`` without trailing spaces and one full stop (at least its first character)."""
+    value = rest_of_line.rstrip()
+    if value.endswith("."):
+        value = value[:-1].rstrip()
+    return value or rest_of_line[:1]
+
+
+def _answer_tags(text: str) -> list[str]:
+    """What each ``<answer>...</answer>`` holds: an opening tag ends at the first closing tag
+    after it. One pass over the tags (a lazy regex would rescan from every unclosed opener)."""
+    tags = list(_ANSWER_TAG.finditer(text))
+    held: list[str] = []
+    index = 0
+    while index < len(tags):
+        opening = tags[index]
+        index += 1
+        if opening.group(1):
+            continue
+        while index < len(tags) and not tags[index].group(1):
+            index += 1
+        if index == len(tags):
+            break
+        held.append(text[opening.end() : tags[index].start()])
+        index += 1
+    return held
+
+
+# A dict literal's first key is never a dict or list (unhashable): "{{" and "{[" are no literal.
+_LITERAL_START = re.compile(r"\[|\{\s*+[^\s{\[]")
+
+
+def _json_or_literal(region: str) -> dict[str, Any] | list[Any] | None:
+    """A bracketed region as JSON, else as a Python dict or list literal (single quotes, trailing
+    commas), the way models often write them."""
+    if not _LITERAL_START.match(region):  # JSON or a literal: neither starts like this
+        return None
+    try:
+        value = json.loads(region)
+    except ValueError:  # not JSON, or a number of more than 4,300 digits
+        if len(region) > _LITERAL_CHARS:
+            return None
+        import ast
+        import warnings
+
+        try:
+            with warnings.catch_warnings():  # odd escapes in model text are not our warnings
+                warnings.simplefilter("ignore")
+                value = ast.literal_eval(region)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            return None
+    return value if isinstance(value, dict | list) else None
+
+
+def _scan_values(text: str) -> JsonScan:
+    return scan_json(text, _json_or_literal)
 
 
 def json_values(text: str) -> list[Any]:
     """Every top-level JSON object or array embedded in ``text``, in order of appearance. An
     object JSON cannot read is tried as a Python literal (single quotes, trailing commas), the
-    way models often write them."""
-    decoder = json.JSONDecoder()
-    out: list[Any] = []
-    i = 0
-    while i < len(text):
-        if text[i] in "{[":
-            try:
-                value, end = decoder.raw_decode(text, i)
-            except json.JSONDecodeError:
-                literal = _python_literal(text, i)
-                if literal is None:
-                    i += 1
-                    continue
-                value, end = literal
-            out.append(value)
-            i = end
-        else:
-            i += 1
-    return out
-
-
-def _python_literal(text: str, start: int) -> tuple[Any, int] | None:
-    """A dict or list literal starting at ``start`` (balanced brackets, ``ast.literal_eval``)."""
-    import ast
-    import warnings
-
-    depth = 0
-    quote = ""
-    for j in range(start, min(len(text), start + 20_000)):
-        ch = text[j]
-        if quote:
-            if ch == quote and text[j - 1] != "\\":
-                quote = ""
-        elif ch in "'\"":
-            quote = ch
-        elif ch in "{[":
-            depth += 1
-        elif ch in "}]":
-            depth -= 1
-            if depth == 0:
-                try:
-                    with warnings.catch_warnings():  # odd escapes in model text are not our warnings
-                        warnings.simplefilter("ignore")
-                        value = ast.literal_eval(text[start : j + 1])
-                except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
-                    return None
-                return (value, j + 1) if isinstance(value, dict | list) else None
-    return None
+    way models often write them. Text nested deeper than ``MAX_JSON_DEPTH`` holds none. Time is
+    linear in ``text``."""
+    return [span.value for span in _scan_values(text).spans]
 
 
 def _keyed(value: Any, keys: Sequence[str]) -> tuple[bool, Any]:
@@ -314,12 +332,15 @@ def find_answer(reply: str, keys: Sequence[str]) -> Parsed:
         return Parsed.fail("empty reply")
     keys = tuple(dict.fromkeys((*keys, "answer")))
     text = _BOXED.sub(lambda m: m.group(1), _EMPHASIS.sub("", reply.strip()))
-    values = json_values(text)
+    scan = _scan_values(text)
+    if scan.too_deep:
+        return Parsed.fail(TOO_DEEP.reason)
+    values = [span.value for span in scan.spans]
     for value in reversed(values):
         found, inner = _keyed(value, keys)
         if found:
             return Parsed(inner)
-    tags = _TAG.findall(text)
+    tags = _answer_tags(text)
     if tags:
         return Parsed(tags[-1].strip())
     lines = _labelled_line(keys).findall(text)
@@ -335,7 +356,7 @@ def find_answer(reply: str, keys: Sequence[str]) -> Parsed:
         return Parsed.fail("truncated or malformed JSON")
     phrases = _is_phrase(keys).findall(text)
     if phrases:
-        return Parsed(phrases[-1].strip().strip("`").strip())
+        return Parsed(_phrase_value(phrases[-1]).strip().strip("`").strip())
     fences = _FENCE.findall(text)
     body = fences[-1] if fences else text
     rest = [ln.strip().strip("`").strip() for ln in body.splitlines()]
@@ -357,9 +378,19 @@ def as_int(value: Any) -> int | None:
         return value
     if isinstance(value, float) and value.is_integer():
         return int(value)
-    if isinstance(value, str) and re.fullmatch(r"\s*\d+\s*", value):
-        return int(value)
+    if isinstance(value, str) and re.fullmatch(r"\s*+\d++\s*+", value):
+        return digits_int(value.strip())
     return None
+
+
+MAX_DIGITS = 18
+"""Longest digit string read as a number: no puzzle has more than a few hundred tiles or points,
+and Python refuses to convert strings of more than 4,300 digits (a runaway reply has those)."""
+
+
+def digits_int(digits: str) -> int | None:
+    """The integer a digit string spells, or None when it has more than :data:`MAX_DIGITS` digits."""
+    return int(digits) if len(digits) <= MAX_DIGITS else None
 
 
 def int_sequence(value: Any, what: str) -> Parsed:
@@ -372,7 +403,11 @@ def int_sequence(value: Any, what: str) -> Parsed:
             return Parsed.fail(f"no answer found: expected a list of {what} numbers")
         longest = max(len(re.findall(r"\d+", r.group())) for r in runs)
         best = [r for r in runs if len(re.findall(r"\d+", r.group())) == longest][-1]
-        return Parsed([int(t) for t in re.findall(r"\d+", best.group())])
+        tokens = re.findall(r"\d+", best.group())
+        too_long = next((t for t in tokens if digits_int(t) is None), None)
+        if too_long is not None:
+            return Parsed.fail(f"{too_long[:12]}... ({len(too_long)} digits) is not a {what} number")
+        return Parsed([int(t) for t in tokens])
     if not isinstance(value, list) or not value:
         return Parsed.fail(f"no answer found: expected a list of {what} numbers")
     flat = [x for row in value for x in (row if isinstance(row, list) else [row])]

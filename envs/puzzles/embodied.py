@@ -532,7 +532,7 @@ class EmbodiedTask(PuzzleTask):
         if kind == "count":
             if isinstance(value, bool):
                 return Parsed.fail(f"answer {value!r} is not a count")
-            if isinstance(value, int | float) and float(value).is_integer():
+            if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
                 return Parsed(int(value))
             return parse_count(str(value))
         if kind == "yesno":

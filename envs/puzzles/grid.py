@@ -24,7 +24,11 @@ _WORDS = {
 _TOKEN = re.compile(r"[A-Za-z]+|[^\sA-Za-z,;>\-|/]")
 _ARROW_MOVES = {"↑": "U", "↓": "D", "←": "L", "→": "R", "⬆": "U", "⬇": "D", "⬅": "L", "➡": "R"}
 _SEPARATORS = re.compile(r"->|=>|[→⇒➔⟶,;|/]")
-_NUMBERED = re.compile(r"^\s*(?:step\s*)?\d+\s*[.):]\s*(?:move\s+|go\s+)?([A-Za-z]+)\b", re.I | re.M)
+# Spaces before the number stay on its line (a run of blank lines is not rescanned from each of
+# them), and the other runs are possessive: what follows each never starts with its characters.
+_NUMBERED = re.compile(
+    r"^[^\S\n]*+(?:step\s*+)?\d++\s*+[.):]\s*+(?:move\s+|go\s+)?([A-Za-z]+)\b", re.I | re.M
+)
 
 
 def parse_moves(raw: Any, start: Cell) -> Parsed:

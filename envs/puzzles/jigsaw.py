@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from embodia.envs.puzzles.core import (
+    MAX_DIGITS,
     Parsed,
     PuzzleInstance,
     PuzzleTask,
@@ -191,9 +192,13 @@ class JigsawTask(PuzzleTask):
 def _grid_rows(reply: str, k: int) -> list[int] | None:
     """The last ``k`` consecutive lines that each hold exactly ``k`` numbers, flattened."""
     numeric = re.compile(r"[\s\d,;|\[\]]+")
-    rows = [re.findall(r"\d+", ln) if numeric.fullmatch(ln) else [] for ln in reply.splitlines()]
-    for end in range(len(rows), k - 1, -1):
-        block = rows[end - k : end]
-        if all(len(r) == k for r in block):
-            return [int(t) for r in block for t in r]
+    block: list[list[str]] = []  # the rows read so far, from the last line up
+    for line in reversed(reply.splitlines()):
+        row = re.findall(r"\d+", line) if numeric.fullmatch(line) else []
+        if len(row) == k and all(len(t) <= MAX_DIGITS for t in row):
+            block.append(row)
+            if len(block) == k:
+                return [int(t) for r in reversed(block) for t in r]
+        elif block:
+            block = []
     return None

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
+
 import numpy as np
 import pytest
 
 from embodia.policies.base import Message
 from embodia.policies.parsing import (
+    MAX_REPLY_CHARS,
     AskRecord,
     Decision,
     FollowUp,
@@ -297,3 +301,53 @@ def test_ask_counts_follow_ups_past_the_cap_as_failures() -> None:
     ] * 2
     with pytest.raises(ValueError, match="max_follow_ups"):
         ask(policy, MESSAGES, parse=_choice_or_look, default=0, max_follow_ups=-1)
+
+
+def test_ask_cuts_a_long_reply_and_records_the_cut() -> None:
+    long_reply = "Answer: 2 " + "and again " * 10_000  # 100,010 characters of degenerate repetition
+    policy = ScriptedPolicy([long_reply, "Answer: 1"])
+    seen: list[int] = []
+
+    def parse(text: str) -> int | ParseFailure:
+        seen.append(len(text))
+        return _choice_of_4(text)
+
+    # (the scripted policy cuts a reply at max_tokens, as a server would)
+    decision = ask(policy, MESSAGES, (), parse, default=0, max_reply_chars=1_000, max_tokens=50_000)
+    assert decision.value == 2 and seen == [1_000]
+    record = decision.attempts[0]
+    assert record.reply == long_reply[:1_000] and record.reply_chars == len(long_reply)
+    json.dumps(dataclasses.asdict(record))  # records stay JSON-serialisable
+    # the default keeps ordinary replies whole and records no cut
+    whole = ask(ScriptedPolicy(["Answer: 3"]), MESSAGES, (), _choice_of_4, default=0)
+    assert whole.attempts[0].reply_chars is None and MAX_REPLY_CHARS >= 65_536
+    cut = ask(ScriptedPolicy([long_reply]), MESSAGES, (), _choice_of_4, default=0, max_tokens=50_000)
+    assert cut.attempts[0].reply_chars == len(long_reply) and len(cut.attempts[0].reply) == MAX_REPLY_CHARS
+    with pytest.raises(ValueError, match="max_reply_chars"):
+        ask(policy, MESSAGES, parse=_choice_of_4, default=0, max_reply_chars=0)
+
+
+def test_ask_turns_a_parser_exception_into_a_failed_attempt(caplog: pytest.LogCaptureFixture) -> None:
+    def broken(text: str) -> int | ParseFailure:
+        if text == "boom":
+            raise RecursionError("maximum recursion depth exceeded")
+        return _choice_of_4(text)
+
+    policy = ScriptedPolicy(["boom", "Answer: 1"])
+    with caplog.at_level("ERROR", logger="embodia.policies.parsing"):
+        decision = ask(policy, MESSAGES, (), broken, default=0)
+    assert decision.value == 1 and not decision.fallback
+    assert decision.attempts[0].failure == (
+        "the reply could not be parsed (RecursionError: maximum recursion depth exceeded)"
+    )
+    assert "the parser raised RecursionError" in caplog.text
+    # and the model is told, as for any unusable reply
+    assert "could not be parsed" in policy.requests[1].messages[-1]["content"]
+
+
+def test_ask_survives_a_deeply_nested_reply() -> None:
+    """A 2 KB reply nested 1,000 deep raised RecursionError out of ask() and ended the run."""
+    policy = ScriptedPolicy(["[" * 1000 + "]" * 1000, '{"choice": 2}'])
+    decision = ask(policy, MESSAGES, (), _choice_of_4, default=0)
+    assert decision.value == 2
+    assert decision.attempts[0].failure == "the JSON in the reply is nested deeper than 100 levels"
