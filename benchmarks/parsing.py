@@ -3,17 +3,18 @@
     python benchmarks/parsing.py [--quick] [--repeats N]
 
 Each entry point (strip_thinking, extract_json, parse_choice, parse_label, the DSR scorer's
-parse_reply and score_reply, the DSR env's reply reading, the CSMR action reader, tool-call
-parsing, the puzzles' find_answer and every puzzle task's parse) reads replies of 1,000,
-16,000, 256,000 and 1,000,000 characters in each of a mix of shapes: realistic (a long valid
-JSON answer with its reasoning, degenerate repetition of a sentence) and adversarial (closed
-nested braces, many small objects, an object cut off after many keys, ``<think>`` openers,
-runs of quotes inside brackets). An entry point's time at a size is the sum over the shapes
-of the median time per call over the repeats (small replies are called in a loop so that a
-measurement lasts at least 20 ms; the repeats interleave the sizes). Its linearity is
-time(1 MB) / (time(1 KB) x 1,000): 1 when the cost is exactly proportional to the size, below
-1 when a fixed cost per call weighs on the 1 KB time, and growing with the size when parsing
-is quadratic (it was: 16 KB took 12 s in parse_choice). Target (issue #17): <= 2 for every entry point.
+parse_reply and score_reply, the DSR env's reply reading, the CSMR action reader, the code
+probe's extract_code, tool-call parsing, the puzzles' find_answer and every puzzle task's
+parse) reads replies of 1,000, 16,000, 256,000 and 1,000,000 characters in each of a mix of
+shapes: realistic (a long valid JSON answer with its reasoning, degenerate repetition of a
+sentence) and adversarial (closed nested braces, many small objects, an object cut off after
+many keys, ``<think>`` openers, runs of quotes inside brackets). An entry point's time at a
+size is the sum over the shapes of the median time per call over the repeats (small replies are
+called in a loop so that a measurement lasts at least 20 ms; the repeats interleave the sizes).
+Its linearity is time(1 MB) / (time(1 KB) x 1,000): 1 when the cost is exactly proportional to
+the size, below 1 when a fixed cost per call weighs on the 1 KB time, and growing with the size
+when parsing is quadratic (it was: 16 KB took 12 s in parse_choice). Target (issue #17): <= 2
+for every entry point.
 
 Last line: one JSON object with parse_linearity (the worst entry point's ratio), the ratio of
 each entry point, the raw times in milliseconds per size and entry point, sizes and repeats.
@@ -30,6 +31,7 @@ from collections.abc import Callable
 from embodia.agents.csmr import _action
 from embodia.envs.dsr import suites
 from embodia.envs.dsr.env import _state_from_reply
+from embodia.envs.dsr.sandbox import extract_code
 from embodia.envs.dsr.scoring import parse_reply, score_reply
 from embodia.envs.puzzles import TASKS, find_answer, make_task
 from embodia.policies.parsing import extract_json, parse_choice, parse_label, strip_thinking
@@ -73,6 +75,7 @@ def entry_points() -> dict[str, Callable[[str], object]]:
         "dsr.env_state": _state_from_reply,
         "csmr.action": _action,
         "tools.parse_call": ToolBox.parse_call,
+        "dsr.extract_code": extract_code,
         "puzzles.find_answer": lambda reply: find_answer(reply, ("answer", "path")),
     }
     for name in sorted(TASKS):

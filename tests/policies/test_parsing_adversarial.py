@@ -20,6 +20,7 @@ from hypothesis import strategies as st
 from embodia.agents.csmr import _action
 from embodia.envs.dsr import suites
 from embodia.envs.dsr.env import _state_from_reply
+from embodia.envs.dsr.sandbox import extract_code
 from embodia.envs.dsr.scoring import parse_reply, score_reply
 from embodia.envs.puzzles import TASKS, find_answer, make_task
 from embodia.policies.parsing import (
@@ -51,6 +52,7 @@ ENTRY_POINTS: dict[str, Callable[[str], object]] = {
     "dsr.env_state": _state_from_reply,
     "csmr.action": _action,
     "tools.parse_call": ToolBox.parse_call,
+    "dsr.extract_code": extract_code,
     "puzzles.find_answer": lambda reply: find_answer(reply, ("answer", "path")),
     **{
         f"puzzles.{name}": (lambda reply, task=task, name=name: task.parse(reply, _PUZZLE_INSTANCES[name]))
