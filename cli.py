@@ -32,6 +32,12 @@ def _print_error(message: str) -> None:
     err_console.print(f"[bold red]error:[/] {escape(message)}", highlight=False, soft_wrap=True)
 
 
+def _bold(value: object) -> str:
+    """User or library text (a path, a spec) in bold. Rich prints through markup, so the text is
+    escaped: a folder named ``[x]`` prints as written instead of being taken for a style."""
+    return f"[bold]{escape(str(value))}[/]"
+
+
 # click's UsageError (a missing option, an unknown one, a value an option refuses), found from
 # the BadParameter that typer exports: typer vendors its own copy of click.
 _UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
@@ -182,7 +188,7 @@ def sim_render(
         check_image_size("the panorama", height, width)
         start = Pose.parse(pose) if pose is not None else None
         sim = EmbeddedSimulator(up=_check_up(up))
-        with console.status(f"loading {scene}"):
+        with console.status(f"loading {escape(scene)}"):
             agent = sim.reset(scene, start)
         out.mkdir(parents=True, exist_ok=True)
         pano = sim.panorama(height, width)
@@ -213,7 +219,7 @@ def sim_render(
         }
         write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
     console.print(
-        f"wrote {len(files) + 1} files to [bold]{out}[/] (navigable {summary['navigable_area_m2']:.1f} m2)"
+        f"wrote {len(files) + 1} files to {_bold(out)} (navigable {summary['navigable_area_m2']:.1f} m2)"
     )
 
 
@@ -251,7 +257,7 @@ def sim_info(
     if as_json:
         console.print_json(json.dumps(summary))
         return
-    table = Table(title=f"{summary['scene']} ({summary['triangles']} triangles)", show_header=False)
+    table = Table(title=f"{escape(summary['scene'])} ({summary['triangles']} triangles)", show_header=False)
     table.add_row("bounds min (m)", ", ".join(f"{v:.2f}" for v in summary["bounds"]["min"]))
     table.add_row("bounds max (m)", ", ".join(f"{v:.2f}" for v in summary["bounds"]["max"]))
     table.add_row("floor height (m)", f"{summary['floor_height']:.3f}")
@@ -259,7 +265,7 @@ def sim_info(
     console.print(table)
     cats = Table("category", "surface area (m2)", title="categories")
     for name, area in summary["categories"].items():
-        cats.add_row(name, f"{area:.2f}")
+        cats.add_row(escape(name), f"{area:.2f}")
     console.print(cats)
 
 
@@ -355,7 +361,7 @@ def explore(
             TextColumn("{task.fields[reply]}", markup=False),
         )
         with Progress(*columns, console=err_console, transient=True) as progress:
-            task = progress.add_task(f"{agent} exploring", total=steps, coverage=0.0, reply="")
+            task = progress.add_task(f"{escape(agent)} exploring", total=steps, coverage=0.0, reply="")
             reply: list[str] = []
 
             def advance(decision: int, record: dict[str, Any]) -> None:
@@ -379,9 +385,10 @@ def explore(
 
             summary = run_exploration(settings, out, resume=resume, on_step=advance, on_event=show)
     console.print(
-        f"{summary['agent']} on {summary['scene']}: coverage {100 * summary['coverage_ratio']:.1f}% "
+        f"{escape(summary['agent'])} on {escape(summary['scene'])}: "
+        f"coverage {100 * summary['coverage_ratio']:.1f}% "
         f"({summary['coverage_m2']:.1f} of {summary['explorable_m2']:.1f} m2), "
-        f"AUC {100 * summary['coverage_auc']:.1f}%, {summary['steps']} steps; wrote [bold]{out}[/]"
+        f"AUC {100 * summary['coverage_auc']:.1f}%, {summary['steps']} steps; wrote {_bold(out)}"
     )
     if vlm := summary.get("vlm"):
         console.print(
@@ -416,7 +423,7 @@ def eval_explore(
         specs = [spec for entry in scenes for spec in scene_set(entry)]
         target = out or Path("runs") / f"eval-{agent}"
         with Progress(console=err_console, transient=True) as progress:
-            task = progress.add_task(f"{agent} on {len(specs)} scenes", total=len(specs))
+            task = progress.add_task(f"{escape(agent)} on {len(specs)} scenes", total=len(specs))
             result = evaluate_exploration(
                 agent,
                 specs,
@@ -426,7 +433,7 @@ def eval_explore(
                 panorama_width=width,
                 on_scene=lambda i, s: progress.update(task, completed=i + 1),
             )
-    table = Table(title=f"{agent}, {len(specs)} scenes, {steps} steps")
+    table = Table(title=f"{escape(agent)}, {len(specs)} scenes, {steps} steps")
     table.add_column("measure")
     table.add_column("mean +- std", justify="right")
     for key, stats in result["measures"].items():
@@ -434,7 +441,7 @@ def eval_explore(
         unit = " %" if scale == 100.0 else ""
         table.add_row(key, f"{scale * stats['mean']:.2f} +- {scale * stats['std']:.2f}{unit}")
     console.print(table)
-    console.print(f"wrote [bold]{target}[/]")
+    console.print(f"wrote {_bold(target)}")
 
 
 SuiteOption = Annotated[
@@ -471,9 +478,11 @@ def dsr_generate(
         total = 0
         for name in chosen:
             count = dsr_suites.write_jsonl(dsr_suites.generate((name,), seed=seed), out / f"{name}.jsonl")
-            console.print(f"{name}: {count} instances -> {out / (name + '.jsonl')}", highlight=False)
+            console.print(
+                f"{name}: {count} instances -> {out / (name + '.jsonl')}", markup=False, highlight=False
+            )
             total += count
-    console.print(f"wrote {total} instances to [bold]{out}[/]")
+    console.print(f"wrote {total} instances to {_bold(out)}")
 
 
 @dsr_app.command("stats")
@@ -508,7 +517,7 @@ def dsr_stats(
         table.add_column(key)
         table.add_column("instances", justify="right")
         for name, count in counts[key].items():
-            table.add_row(name, str(count))
+            table.add_row(escape(name), str(count))
         console.print(table)
     console.print(f"[bold]{counts['instances']}[/] instances")
 
@@ -570,12 +579,15 @@ def eval_dsr(
         chat = make_policy(policy, connect=True)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
         with Progress(*columns, console=err_console, transient=True) as progress:
-            task = progress.add_task(f"DSR {suite}", total=None)
+            task = progress.add_task(escape(f"DSR {suite}"), total=None)
 
             def advance(result: dict[str, Any], done: int, total: int) -> None:
                 mark = "ok" if result["exact"] == 1.0 else (result["failure"] or "")
                 progress.update(
-                    task, completed=done, total=total, description=f"DSR {suite} {result['id']} {mark}"
+                    task,
+                    completed=done,
+                    total=total,
+                    description=escape(f"DSR {suite} {result['id']} {mark}"),
                 )
 
             report = run_dsr(
@@ -586,18 +598,18 @@ def eval_dsr(
                 on_answer=advance,
                 unsafe_no_sandbox=unsafe_no_sandbox,
             )
-    table = Table(title=f"DSR-Bench {suite}: {policy}")
+    table = Table(title=escape(f"DSR-Bench {suite}: {policy}"))
     table.add_column("category")
     table.add_column("n", justify="right")
     table.add_column("exact", justify="right")
     table.add_column("partial", justify="right")
     for name, row in report["by_category"].items():
-        table.add_row(name, str(row["n"]), f"{row['exact']:.3f}", f"{row['partial']:.3f}")
+        table.add_row(escape(name), str(row["n"]), f"{row['exact']:.3f}", f"{row['partial']:.3f}")
     overall = report["overall"]
     table.add_row("[bold]all[/]", str(overall["n"]), f"{overall['exact']:.3f}", f"{overall['partial']:.3f}")
     console.print(table)
     failures = ", ".join(f"{k} {v}" for k, v in overall["failures"].items())
-    console.print(f"failures: {failures}; wrote [bold]{out}[/]", highlight=False)
+    console.print(f"failures: {escape(failures)}; wrote {_bold(out)}", highlight=False)
 
 
 @stream_app.command("run")
@@ -669,7 +681,7 @@ def stream_run(
             TextColumn("{task.fields[line]}", markup=False),
         )
         with Progress(*columns, console=err_console, transient=True) as progress:
-            task = progress.add_task(f"{scenario} stream", total=None, line="")
+            task = progress.add_task(f"{escape(scenario)} stream", total=None, line="")
 
             def show(event: dict[str, Any]) -> None:
                 if event.get("event") == "chunk":
@@ -682,11 +694,11 @@ def stream_run(
 
             summary = run_live(settings, out, resume=resume, on_event=show)
     console.print(
-        f"{summary['agent']} on {summary['source']} ({summary['scenario']}): "
+        f"{escape(summary['agent'])} on {escape(summary['source'])} ({escape(summary['scenario'])}): "
         f"spoke {summary['spoken_seconds']} "
         f"of {summary['seconds']} s (label {summary['label_seconds']}), F1 {_pct(summary['f1_micro'])}, "
         f"TimeDiff {_num(summary['timediff_mean'])} s, RTF {summary['latency']['rtf']:.3f}, "
-        f"dropped {summary['dropped']}; wrote [bold]{out}[/]",
+        f"dropped {summary['dropped']}; wrote {_bold(out)}",
         highlight=False,
     )
 
@@ -855,14 +867,15 @@ def eval_csmr(
             k=k,
             max_queries=max_queries,
         )
-        with err_console.status(f"CSMR {ablation} on {task}"):
+        with err_console.status(escape(f"CSMR {ablation} on {task}")):
             report = run_csmr(settings, out, resume=resume)
     rate, rouge = report["hallucination_rate"], report.get("rouge_l")
     console.print(
-        f"{task} ({ablation}): accuracy {100 * report['accuracy']:.1f}% over {report['items']} items, "
+        f"{escape(task)} ({escape(ablation)}): "
+        f"accuracy {100 * report['accuracy']:.1f}% over {report['items']} items, "
         + ("" if rouge is None else f"ROUGE-L {rouge:.3f}, ")
         + f"{report['queries_per_item']:.2f} looks and {report['tokens_per_item']:.0f} tokens per item, "
-        f"hallucination rate {'n/a' if rate is None else f'{100 * rate:.1f}%'}; wrote [bold]{out}[/]",
+        f"hallucination rate {'n/a' if rate is None else f'{100 * rate:.1f}%'}; wrote {_bold(out)}",
         highlight=False,
     )
 
@@ -920,15 +933,15 @@ def eval_sxs(
             k=k,
             support=support,
         )
-        with err_console.status(f"SxS on {source}"):
+        with err_console.status(f"SxS on {escape(source)}"):
             report = run_sxs_eval(settings, out, resume=resume)
     for mode, means in report["modes"].items():
         console.print(
-            f"{mode}: accuracy {100 * means['accuracy']:.1f}%, wait to content "
+            f"{escape(mode)}: accuracy {100 * means['accuracy']:.1f}%, wait to content "
             f"{means['wait_to_content_tokens']:.1f} tokens, observer wait {means['expected_wait']:.1f}",
             highlight=False,
         )
-    console.print(f"wrote [bold]{out}[/]")
+    console.print(f"wrote {_bold(out)}")
 
 
 @sxs_app.command("data")
@@ -964,7 +977,7 @@ def sxs_data(
             loaded = load_pretrained(AutoTokenizer, tokenizer, "--tokenizer")
         chosen = (make_item(source, i, difficulty, seed) for i in range(items))
         write_jsonl(sft_records(chosen, loaded), out)
-    console.print(f"wrote {items} records to [bold]{out}[/]", highlight=False)
+    console.print(f"wrote {items} records to {_bold(out)}", highlight=False)
 
 
 @app.command("view")
@@ -993,7 +1006,9 @@ def view(
         except OSError as error:
             raise EmbodiaError(f"cannot listen on {host}:{port}: {error.strerror or error}") from None
     address = base_url(host, server.server_address[1])
-    console.print(f"viewing [bold]{runs}[/] at {address}/ (Ctrl-C stops)", highlight=False, soft_wrap=True)
+    console.print(
+        f"viewing {_bold(runs)} at {escape(address)}/ (Ctrl-C stops)", highlight=False, soft_wrap=True
+    )
     try:
         server.serve_forever()
     except KeyboardInterrupt:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -67,3 +69,35 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args: list[str], message: str
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.output
+
+
+def test_vllm_extra_named_intact_in_the_error_line(tmp_path) -> None:
+    # The main environment has no vllm: `--policy vllm:DIR` ends in the import error, which names
+    # the `[vllm]` extra. Rich markup would take `[vllm]` for a style and drop it.
+    if importlib.util.find_spec("vllm") is not None:
+        pytest.skip("vllm is installed here, so the policy does not fail on its import")
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "config.json").write_text("{}")
+    args = ["explore", "--agent", "dfs", "--policy", f"vllm:{model}", "--steps", "5"]
+    result = runner.invoke(app, [*args, "--out", str(tmp_path / "run")])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
+    assert "install the [vllm] extra" in lines[0]
+
+
+def test_paths_and_specs_with_markup_print_as_written(tmp_path, monkeypatch) -> None:
+    # Folders named like Rich styles: the table title (the policy spec) and the `wrote` line (the
+    # run folder) show them as typed instead of styling the text after them.
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "[bold]in").mkdir()
+    replies = Path("[bold]in") / "replies.jsonl"
+    replies.write_text(json.dumps('{"final_answer": []}') + "\n")
+    args = ["eval", "dsr", "--policy", f"scripted:{replies}", "--suite", "main", "--length", "short"]
+    result = runner.invoke(app, [*args, "--limit", "1", "--mode", "none", "--out", "[red]run"])
+    assert result.exit_code == 0, result.output
+    printed = " ".join(result.stdout.split())  # Rich wraps lines at 80 columns here
+    assert "DSR-Bench main: scripted:[bold]in/replies.jsonl" in printed
+    assert "wrote [red]run" in printed
+    assert (tmp_path / "[red]run" / "report.json").is_file()
