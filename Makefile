@@ -49,6 +49,7 @@ demo: system-libs $(VENV)/.installed
 	$(BIN)/embodia sim render --scene $(DEMO_SCENE) --out runs/demo/scene
 	$(BIN)/embodia stream run --scenario solo --source procedural:arena,seed=3 --agent heuristic \
 	  --out runs/demo/stream
+	@echo "The demo's runs are in runs/demo/. To look through them: source $(BIN)/activate, then embodia view runs/"
 
 test: system-libs browser $(VENV)/.installed
 	$(BIN)/python -m pytest

@@ -1,0 +1,97 @@
+"""What the README and docs tell a newcomer to run: the venv, the demo's last line, the vLLM recipe."""
+
+from __future__ import annotations
+
+import re
+import shlex
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+ACTIVATE = "source .venv/bin/activate"
+
+
+def _fenced_blocks(text: str, language: str) -> list[tuple[int, str]]:
+    """(offset after the closing fence, body) of each ```language block."""
+    pattern = re.compile(rf"^```{language}\n(.*?)^```\n", re.MULTILINE | re.DOTALL)
+    return [(m.end(), m.group(1)) for m in pattern.finditer(text)]
+
+
+def test_readme_says_to_activate_the_venv_before_any_embodia_command() -> None:
+    readme = (ROOT / "README.md").read_text()
+    two_commands = readme.index("## Two commands")
+    end, body = next((e, b) for e, b in _fenced_blocks(readme, "bash") if e > two_commands)
+    assert "make demo" in body and "make test" in body
+    next_paragraph = readme[end:].lstrip("\n").split("\n\n")[0]
+    assert ACTIVATE in next_paragraph
+    first_command = re.search(r"(^|`)embodia (explore|eval|sim|dsr|stream|sxs|view)\b", readme, re.MULTILINE)
+    assert first_command is not None and first_command.start() > end
+
+
+def test_readme_points_only_inside_the_repository() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert "../" not in readme
+    for doc in set(re.findall(r"`(docs/[\w.-]+\.md)`", readme)):
+        assert (ROOT / doc).is_file(), doc
+
+
+def test_benchmarks_doc_says_to_activate_before_its_first_command() -> None:
+    text = (ROOT / "docs" / "benchmarks.md").read_text()
+    assert ACTIVATE in text[: text.index("Command:")]
+
+
+@pytest.mark.skipif(shutil.which("make") is None, reason="make is not installed")
+def test_demo_ends_by_saying_where_the_runs_are_and_how_to_view_them() -> None:
+    # make -n prints the demo's recipe without running it; its last line is what the user reads last.
+    recipe = subprocess.run(
+        ["make", "-n", "--no-print-directory", "demo"], cwd=ROOT, capture_output=True, text=True, check=True
+    ).stdout.strip()
+    last = recipe.splitlines()[-1]
+    assert last.startswith("echo ")
+    printed = subprocess.run(["sh", "-c", last], capture_output=True, text=True, check=True).stdout
+    assert "runs/demo/" in printed and ACTIVATE in printed and "embodia view runs/" in printed
+
+
+def _requirements(pip_line: str) -> list[str]:
+    words = shlex.split(pip_line)
+    return words[words.index("install") + 1 :]
+
+
+def test_vllm_install_list_is_the_makefiles() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    pin = re.search(r"^VLLM_PIN := (.+)$", makefile, re.MULTILINE)
+    installs = re.search(
+        r"^\t\$\(VLLM_BIN\)/python -m pip install --quiet ('\$\(VLLM_PIN\)'.*)$", makefile, re.M
+    )
+    assert pin is not None and installs is not None
+    wanted = _requirements("install " + installs.group(1).replace("$(VLLM_PIN)", pin.group(1)))
+    doc = (ROOT / "docs" / "vllm.md").read_text()
+    documented = [
+        _requirements(line)
+        for _, body in _fenced_blocks(doc, "sh")
+        for line in body.splitlines()
+        if "pip install" in line and "--no-deps" not in line
+    ]
+    assert documented == [wanted]
+    assert "rapidfuzz>=3.5" in wanted
+
+
+def test_vllm_offline_snippet_builds_no_engine_when_a_worker_imports_it(tmp_path: Path) -> None:
+    # vLLM's worker processes import the user's script as __mp_main__: the snippet must not start
+    # an engine then. As __main__ it does start one, and fails here on the placeholder model path.
+    import runpy
+
+    from embodia.policies import PolicyError
+
+    doc = (ROOT / "docs" / "vllm.md").read_text()
+    snippets = [body for _, body in _fenced_blocks(doc, "python") if "VLLMOfflinePolicy(" in body]
+    assert len(snippets) == 1
+    script = tmp_path / "offline.py"
+    script.write_text(snippets[0])
+    namespace = runpy.run_path(str(script), run_name="__mp_main__")
+    assert "policy" not in namespace
+    with pytest.raises(PolicyError, match="/path/to/model"):
+        runpy.run_path(str(script), run_name="__main__")
