@@ -38,6 +38,11 @@ def test_readme_points_only_inside_the_repository() -> None:
         assert (ROOT / doc).is_file(), doc
 
 
+@pytest.mark.parametrize("page", sorted(p.name for p in (ROOT / "docs").glob("*.md")))
+def test_docs_never_send_a_reader_outside_the_repository(page: str) -> None:
+    assert "../shared" not in (ROOT / "docs" / page).read_text()
+
+
 def test_benchmarks_doc_says_to_activate_before_its_first_command() -> None:
     text = (ROOT / "docs" / "benchmarks.md").read_text()
     assert ACTIVATE in text[: text.index("Command:")]
