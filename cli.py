@@ -120,7 +120,7 @@ SceneOption = Annotated[
 ]
 UpOption = Annotated[
     str,
-    typer.Option("--up", help="Up axis of a mesh file: auto (stage config / habitat default), y or z."),
+    typer.Option("--up", help="Up axis of a mesh file: auto (stage config, else detected), y or z."),
 ]
 
 
@@ -299,6 +299,7 @@ def explore(
             "--scene", help="A mesh file or procedural:seed=N[,rooms=K] (default: drawn from --seed)."
         ),
     ] = None,
+    up: UpOption = "auto",
     steps: StepsOption = 500,
     env: Annotated[
         str,
@@ -346,6 +347,7 @@ def explore(
             policy=policy,
             instruction=instruction,
             scene=scene,
+            up=_check_up(up),
             steps=steps,
             seed=seed,
             panorama_height=height,
@@ -406,6 +408,7 @@ def eval_explore(
         list[str],
         typer.Option("--scenes", help="procedural:seeds=A-B[,rooms=K] or a scene spec; repeatable."),
     ],
+    up: UpOption = "auto",
     steps: StepsOption = 500,
     out: Annotated[
         Path | None, typer.Option("--out", help="Directory for the per-scene runs (default runs/eval-AGENT).")
@@ -429,6 +432,7 @@ def eval_explore(
                 specs,
                 target,
                 steps=steps,
+                up=_check_up(up),
                 panorama_height=height,
                 panorama_width=width,
                 on_scene=lambda i, s: progress.update(task, completed=i + 1),

@@ -19,12 +19,14 @@ import re
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass, fields
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
+from embodia.envs.sim.scene import UP_AXES, UpAxis
 from embodia.errors import EmbodiaError
 from embodia.evals.resume import (
     check_out_folder,
@@ -64,6 +66,8 @@ class ExploreSettings:
     """``dfs`` only: a language instruction that steers the exploration."""
     scene: str | None = None
     """Scene spec; None draws a procedural house from ``seed``."""
+    up: UpAxis = "auto"
+    """Up axis of a mesh-file scene: ``auto`` (stage config, else detected), ``y`` or ``z``."""
     steps: int = 500
     """Step budget in primitive actions (500 and 1000 are the literature's)."""
     seed: int = 0
@@ -80,6 +84,8 @@ class ExploreSettings:
             raise EmbodiaError("the dfs agent picks panorama waypoints: it runs in the waypoint env only")
         if self.env not in ENV_IDS:
             raise EmbodiaError(f"unknown env {self.env!r}: expected one of {', '.join(ENV_IDS)}")
+        if self.up not in UP_AXES:
+            raise EmbodiaError(f"invalid up axis {self.up!r}: expected one of {', '.join(UP_AXES)}")
         check_range("the step budget", self.steps, 1, MAX_STEPS)
         check_seed("the episode seed", self.seed)
         if self.panorama_height < 8 or self.panorama_width < 16:
@@ -128,11 +134,13 @@ def _make_env(settings: ExploreSettings) -> Any:
     import gymnasium
 
     import embodia.envs  # noqa: F401  (registers the ids)
+    from embodia.envs.sim import EmbeddedSimulator
 
     extra: dict[str, Any] = {"action_type": "pixel"} if settings.agent == "dfs" else {}
     return gymnasium.make(
         ENV_IDS[settings.env],
         **extra,
+        simulator_factory=partial(EmbeddedSimulator, up=settings.up),
         max_steps=settings.steps,
         rooms=settings.rooms,
         panorama_height=settings.panorama_height,
@@ -616,6 +624,7 @@ def evaluate_exploration(
     out: Path,
     *,
     steps: int = 500,
+    up: UpAxis = "auto",
     panorama_height: int = 128,
     panorama_width: int = 256,
     on_scene: Callable[[int, dict[str, Any]], None] | None = None,
@@ -629,6 +638,7 @@ def evaluate_exploration(
         ExploreSettings(
             agent=agent,
             scene=spec,
+            up=up,
             steps=steps,
             panorama_height=panorama_height,
             panorama_width=panorama_width,

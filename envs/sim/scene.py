@@ -1,10 +1,13 @@
 """Scenes: a labelled triangle mesh in the Habitat world frame, and how to load one.
 
 A scene spec is either a mesh file (``.glb .gltf .ply .obj``) or ``procedural:seed=N[,rooms=K]``.
-Files stored z-up (Habitat stages, MP3D/HM3D/Gibson ``.glb``) are rotated into y-up on load:
-a ``<stem>.stage_config.json`` beside the mesh with ``"up"`` / ``"front"`` decides, as in
-habitat-sim; without one, habitat-sim's default for stages (z-up, front +y) applies to
-``.glb/.gltf/.ply`` and ``.obj`` is taken as y-up. ``up="y"`` / ``up="z"`` overrides.
+Files are rotated into the y-up Habitat frame on load. ``up="y"`` / ``up="z"`` says the file's
+up axis outright. With ``up="auto"`` a ``<stem>.stage_config.json`` beside the mesh with
+``"up"`` / ``"front"`` decides, as in habitat-sim; without one the up axis is detected (see
+:func:`detect_up_axis`): Habitat scans (MP3D/HM3D/Gibson/Replica) are z-up, glTF's own
+convention (what Blender exports) is y-up, and the orientation with the larger floor wins.
+When the two are too close to call, the format's habitat default is kept (z-up for
+``.glb/.gltf/.ply``, y-up for ``.obj``) and a warning names it and the ``up`` override.
 
 Semantic labels come from node, geometry or material names matched against
 :data:`CATEGORIES` (``"bed_003"`` -> bed, ``"couch"`` -> sofa), from PLY ``object_id`` face
@@ -292,6 +295,7 @@ def concatenate(
 # ---------------------------------------------------------------------- loading
 
 UpAxis = Literal["auto", "y", "z"]
+UP_AXES: tuple[UpAxis, ...] = ("auto", "y", "z")
 
 
 def load_scene(spec: str | Path | Scene, up: UpAxis = "auto") -> Scene:
@@ -306,27 +310,76 @@ def load_scene(spec: str | Path | Scene, up: UpAxis = "auto") -> Scene:
     return load_mesh_file(Path(text), up=up)
 
 
-def _file_rotation(path: Path, up: UpAxis) -> NDArray[np.float64]:
-    if up == "y":
-        return np.eye(3)
-    if up == "z":
-        return Z_UP_TO_Y_UP
+FLOOR_NORMAL_MIN = 0.95
+"""A face counts as floor when its unit normal's up component is at least this (about 18 degrees)."""
+FLOOR_BIN_M = 0.25
+"""Height band (m) whose upward-facing area is one candidate floor."""
+UP_UNCERTAIN_RATIO = 0.8
+"""The detection is uncertain when the smaller candidate floor is at least this share of the larger."""
+_UP_ROTATIONS: dict[str, NDArray[np.float64]] = {"y": np.eye(3), "z": Z_UP_TO_Y_UP}
+
+
+def _stage_rotation(path: Path) -> NDArray[np.float64] | None:
+    """The rotation a stage config beside ``path`` declares, or None when none says ``up``."""
     config = stage_config_path(path)
-    if config.is_file():
-        try:
-            stage = json.loads(read_text_file(config, SceneError))
-        except json.JSONDecodeError as exc:
-            raise SceneError(f"{config.name} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
-        if "up" in stage:
-            front = stage.get("front")
-            if front is None:
-                # habitat-sim derives front from up when only up is given.
-                front = [0, 1, 0] if np.allclose(stage["up"], [0, 0, 1]) else [0, 0, -1]
-            try:
-                return rotation_from_up_front(stage["up"], front)
-            except ValueError as exc:
-                raise SceneError(f"{config.name}: {exc}") from None
-    return np.eye(3) if path.suffix.lower() == ".obj" else Z_UP_TO_Y_UP
+    if not config.is_file():
+        return None
+    try:
+        stage = json.loads(read_text_file(config, SceneError))
+    except json.JSONDecodeError as exc:
+        raise SceneError(f"{config.name} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
+    if not isinstance(stage, dict) or "up" not in stage:
+        return None
+    front = stage.get("front")
+    if front is None:
+        # habitat-sim derives front from up when only up is given.
+        front = [0, 1, 0] if np.allclose(stage["up"], [0, 0, 1]) else [0, 0, -1]
+    try:
+        return rotation_from_up_front(stage["up"], front)
+    except ValueError as exc:
+        raise SceneError(f"{config.name}: {exc}") from None
+
+
+def floor_area(vertices: NDArray[np.floating], faces: NDArray[np.integer]) -> float:
+    """Largest upward-facing horizontal area (m2) in one :data:`FLOOR_BIN_M` height band of the
+    mesh's lower half, with +y up: the ground floor of a building standing upright."""
+    tri = np.asarray(vertices, dtype=np.float64)[np.asarray(faces, dtype=np.int64)]
+    cross = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    double_area = np.linalg.norm(cross, axis=1)
+    upward = cross[:, 1] >= FLOOR_NORMAL_MIN * np.maximum(double_area, 1e-12)
+    if not upward.any():
+        return 0.0
+    heights = tri[upward, :, 1].mean(axis=1)
+    bottom, top = float(tri[:, :, 1].min()), float(tri[:, :, 1].max())
+    lower = heights <= bottom + 0.5 * (top - bottom) + FLOOR_BIN_M
+    if not lower.any():
+        return 0.0
+    bins = np.floor((heights[lower] - bottom) / FLOOR_BIN_M).astype(np.int64)
+    return float(0.5 * np.bincount(bins, weights=double_area[upward][lower]).max())
+
+
+def detect_up_axis(
+    vertices: NDArray[np.floating], faces: NDArray[np.integer], default: Literal["y", "z"], name: str = "mesh"
+) -> Literal["y", "z"]:
+    """The file up axis (y or z) under which the mesh has the larger floor (:func:`floor_area`);
+    ``default`` when the two floors are within :data:`UP_UNCERTAIN_RATIO`, with a warning."""
+    areas = {axis: floor_area(vertices @ rotation.T, faces) for axis, rotation in _UP_ROTATIONS.items()}
+    best: Literal["y", "z"] = "y" if areas["y"] > areas["z"] else "z"
+    other = "z" if best == "y" else "y"
+    if areas[best] <= 0.0 or areas[other] >= UP_UNCERTAIN_RATIO * areas[best]:
+        logger.warning(
+            "%s: cannot tell its up axis (floor %.1f m2 if y-up, %.1f m2 if z-up): taking %s-up; "
+            'pass --up y or --up z (or a stage config with "up") to choose',
+            name,
+            areas["y"],
+            areas["z"],
+            default,
+        )
+        return default
+    logger.info(
+        "%s: detected %s-up (floor %.1f m2 if y-up, %.1f m2 if z-up)", name, best, areas["y"], areas["z"]
+    )
+    return best
 
 
 def _read_sidecar(path: Path) -> tuple[dict[str, str], dict[int, str]]:
@@ -360,7 +413,9 @@ def _ply_object_ids(mesh: Any) -> NDArray[np.int64] | None:
 
 
 def load_mesh_file(path: Path, up: UpAxis = "auto") -> Scene:
-    """Load a mesh file into a labelled y-up :class:`Scene`."""
+    """Load a mesh file into a labelled y-up :class:`Scene` (``up``: see the module docstring)."""
+    if up not in UP_AXES:
+        raise SceneError(f"invalid up axis {up!r}: expected one of {', '.join(UP_AXES)}")
     if not path.exists():
         raise SceneError(f"scene file not found: {path}")
     suffix = path.suffix.lower()
@@ -375,7 +430,6 @@ def load_mesh_file(path: Path, up: UpAxis = "auto") -> Scene:
         loaded: Any = trimesh.load(str(path), force="scene", process=False)
     except Exception as exc:  # trimesh raises many types for corrupt files
         raise SceneError(f"cannot read {path.name}: {exc}") from None
-    rotation = _file_rotation(path, up)
     node_labels, object_labels = _read_sidecar(path)
     categories = list(CATEGORIES)
 
@@ -409,9 +463,14 @@ def load_mesh_file(path: Path, up: UpAxis = "auto") -> Scene:
         parts.append((vertices, faces, face_cat, face_inst))
     if not parts:
         raise SceneError(f"{path.name} contains no triangle meshes")
-    vertices = np.concatenate([p[0] for p in parts]) @ rotation.T
+    vertices = np.concatenate([p[0] for p in parts])
     offsets = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
     faces = np.concatenate([p[1] + o for p, o in zip(parts, offsets, strict=True)])
+    rotation = _UP_ROTATIONS[up] if up != "auto" else _stage_rotation(path)
+    if rotation is None:
+        default: Literal["y", "z"] = "y" if suffix == ".obj" else "z"
+        rotation = _UP_ROTATIONS[detect_up_axis(vertices, faces, default, name=path.name)]
+    vertices = vertices @ rotation.T
     return Scene(
         vertices=vertices.astype(np.float32),
         faces=faces.astype(np.int32),
