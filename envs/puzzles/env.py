@@ -4,9 +4,15 @@
 ``difficulty`` its size. Observation: ``image`` (the rendered puzzle, resized to
 ``image_size`` so the space is fixed) and ``prompt`` (the question with its answer format).
 Action: the model's reply text. Reward: the task's score of the reply (1 for a correct
-answer, partial credit where the task defines it, 0 for an unreadable reply); ``info`` has
-``correct``, ``reason`` and the instance's record. ``reset(options={"seed": N})`` picks the
-instance; otherwise it is drawn from the env's seeded generator.
+answer, partial credit where the task defines it, 0 for an unreadable reply).
+``reset(options={"seed": N})`` picks the instance; otherwise it is drawn from the env's
+seeded generator.
+
+The truth never reaches anything an agent sees by default: ``reset``'s ``info`` names the
+instance (``task``, ``difficulty``, ``seed``) without its answer or facts, because code that
+forwards ``info`` into a prompt would leak them. The whole record, answer included, comes from
+the explicit :meth:`PuzzleEnv.ground_truth` (for graders and oracles), and with ``step``'s
+``info`` (``correct``, ``reason``, ``instance``) once the episode has ended.
 """
 
 from __future__ import annotations
@@ -63,7 +69,19 @@ class PuzzleEnv(gymnasium.Env[dict[str, Any], str]):
         )
         difficulty = str(options.get("difficulty", self.difficulty))
         self.instance = self.task.generate(instance_seed, difficulty)
-        return self._observation(), {"instance": self.instance.to_record()}
+        named = {
+            "task": self.instance.task,
+            "difficulty": self.instance.difficulty,
+            "seed": self.instance.seed,
+        }
+        return self._observation(), {"instance": named}
+
+    def ground_truth(self) -> dict[str, Any]:
+        """The current instance's whole record: its answer and the facts behind it. For graders
+        and oracles only: this is what a policy must never be shown."""
+        if self.instance is None:
+            raise PuzzleError("ground_truth() called before reset()")
+        return self.instance.to_record()
 
     def _observation(self) -> dict[str, Any]:
         assert self.instance is not None

@@ -22,7 +22,8 @@ def test_the_true_answer_earns_full_reward_and_a_near_miss_less() -> None:
     env = gymnasium.make("embodia/Puzzle-v0", task="maze", difficulty="medium", image_size=64)
     obs, info = env.reset(seed=0, options={"seed": 11})
     assert obs["image"].shape == (64, 64, 3) and "maze" in obs["prompt"].lower()
-    truth = info["instance"]["answer"]
+    assert info["instance"] == {"task": "maze", "difficulty": "medium", "seed": 11}  # no answer, no facts
+    truth = env.unwrapped.ground_truth()["answer"]
     answer = truth if isinstance(truth, str) else json.dumps(truth)
     _, reward, terminated, _, step_info = env.step(json.dumps({"answer": answer}))
     assert terminated and reward == 1.0 and step_info["correct"]
@@ -40,3 +41,20 @@ def test_same_seed_same_puzzle_and_bad_options() -> None:
         gymnasium.make("embodia/Puzzle-v0", task="maze", difficulty="impossible")
     with pytest.raises(PuzzleError, match="unknown puzzle task"):
         gymnasium.make("embodia/Puzzle-v0", task="chess")
+
+
+@pytest.mark.parametrize("task", ["maze", "sudoku", "jigsaw", "frozenlake", "tsp", "clevr", "embodied"])
+def test_nothing_an_agent_sees_at_reset_holds_the_answer(task: str) -> None:
+    env = gymnasium.make("embodia/Puzzle-v0", task=task, difficulty="easy", image_size=32)
+    obs, info = env.reset(options={"seed": 5})
+    truth = env.unwrapped.ground_truth()
+    assert set(info["instance"]) == {"task", "difficulty", "seed"}
+    assert "answer" not in json.dumps(info) and "facts" not in json.dumps(info)
+    assert truth["seed"] == 5 and "answer" in truth and "facts" in truth
+    _, _, terminated, _, step_info = env.step("no idea")
+    assert terminated and step_info["instance"] == truth  # the record comes once the episode is over
+
+
+def test_ground_truth_before_reset_is_an_error() -> None:
+    with pytest.raises(PuzzleError, match="before reset"):
+        gymnasium.make("embodia/Puzzle-v0", task="maze").unwrapped.ground_truth()
