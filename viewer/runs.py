@@ -10,6 +10,8 @@ Kinds, by the files that mark them:
   ``decisions.jsonl`` (one line per second) and ``stream.mp4`` (subtitles burned in).
 - ``training``: ``metrics.jsonl`` (one line per step or epoch, every numeric field a curve).
 - ``csmr`` / ``sxs``: ``results.jsonl`` and ``report.json`` of ``embodia eval csmr|sxs``.
+- ``dsr``: ``answers.jsonl`` and ``run.json`` (+ ``report.json``, ``report.png`` once it has
+  finished) of ``embodia eval dsr``.
 
 A folder holding one of these marks but unreadable files is still listed, with an ``error``
 naming the file and the problem, so the page can say what is wrong instead of going blank.
@@ -32,6 +34,7 @@ from typing import Any, BinaryIO
 from embodia.errors import EmbodiaError
 
 MARKERS: dict[str, tuple[str, ...]] = {
+    "dsr": ("answers.jsonl", "run.json"),
     "explore": ("episodes.jsonl",),
     "stream": ("predictions.jsonl", "labels.jsonl"),
     "training": ("metrics.jsonl",),
@@ -375,6 +378,8 @@ def summary_of(run: Run) -> dict[str, Any]:
         run.read_jsonl("predictions.jsonl")
         summary = _object(run.read_json("summary.json"), "summary.json")
         return {k: summary[k] for k in _KEYS["stream"] if k in summary}
+    if run.kind == "dsr":
+        return _dsr_summary(run)
     if run.kind == "training":
         rows = run.read_jsonl("metrics.jsonl")
         last = rows[-1] if rows else {}
@@ -392,6 +397,23 @@ def summary_of(run: Run) -> dict[str, Any]:
     return {k: report[k] for k in _KEYS["csmr"] if k in report}
 
 
+def _dsr_summary(run: Run) -> dict[str, Any]:
+    settings = _object(run.read_json("run.json"), "run.json")
+    answers = run.read_jsonl("answers.jsonl")
+    overall = _object(
+        _object(run.read_json("report.json"), "report.json").get("overall"), "report.json overall"
+    )
+    if not overall:  # still going, or killed before its report: what the answers say so far
+        scored = [a for a in answers if _number(a.get("exact"))]
+        overall = {
+            "n": len(scored),
+            "exact": round(sum(a["exact"] for a in scored) / len(scored), 4) if scored else None,
+        }
+        overall["finished"] = False
+    named = {k: settings[k] for k in ("suite", "mode", "policy") if k in settings}
+    return {**named, **{k: overall[k] for k in ("n", "exact", "partial", "finished") if k in overall}}
+
+
 # --------------------------------------------------------------------------- view models
 
 MAX_POINTS = 2000
@@ -402,8 +424,10 @@ def view_of(run: Run) -> dict[str, Any]:
     """Everything the run page draws, keyed by view; a RunError when files are unreadable."""
     if run.error:
         raise RunError(run.error)
-    base = {"id": run.id, "kind": run.kind, "summary": run.summary, "config": run.read_yaml("config.yaml")}
+    config = run.read_json("run.json") if run.kind == "dsr" else run.read_yaml("config.yaml")
+    base = {"id": run.id, "kind": run.kind, "summary": run.summary, "config": config}
     reader = {
+        "dsr": _dsr_view,
         "explore": _explore_view,
         "stream": _stream_view,
         "training": _training_view,
@@ -532,6 +556,16 @@ def _training_view(run: Run) -> dict[str, Any]:
         if k != x
     }
     return {"x": x or "row", "curves": curves, "rows": len(rows)}
+
+
+def _dsr_view(run: Run) -> dict[str, Any]:
+    """One row per answered instance (the reply itself stays in answers.jsonl: it can be long)."""
+    keep = ("id", "category", "operation", "length", "prompt_mode", "exact", "partial", "failure", "reason")
+    return {
+        "report": run.read_json("report.json"),
+        "rows": [{k: r[k] for k in keep if k in r} for r in run.read_jsonl("answers.jsonl")],
+        "images": sorted(p.name for p in run.path.glob("*.png") if run.has(p.name)),
+    }
 
 
 def _results_view(run: Run) -> dict[str, Any]:

@@ -118,6 +118,10 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )  # fmt: skip
     _invoke("eval", "sxs", "--source", "maze", "--difficulty", "easy", "--modes", "sft_target",
             "--items", "2", "--out", str(root / "sxs"))  # fmt: skip
+    dsr_replies = root.parent / "dsr-replies.jsonl"
+    dsr_replies.write_text(json.dumps('{"final_answer": []}') + "\n" + json.dumps("no idea") + "\n")
+    _invoke("eval", "dsr", "--policy", f"scripted:{dsr_replies}", "--suite", "main", "--length", "short",
+            "--limit", "2", "--mode", "none", "--out", str(root / "dsr"))  # fmt: skip
     training = root / "gate"
     training.mkdir()
     generator = torch.Generator().manual_seed(0)

@@ -86,6 +86,7 @@ def test_the_list_shows_every_run_and_which_are_broken(page: Any, base: str) -> 
     ids = page.eval_on_selector_all("#runs tbody tr", "rows => rows.map(r => r.dataset.runId)")
     assert ids == [
         "broken",
+        "dsr",
         "garbled-summary",
         "gate",
         "house/frontier",
@@ -97,6 +98,7 @@ def test_the_list_shows_every_run_and_which_are_broken(page: Any, base: str) -> 
         "sxs",
     ]
     assert "coverage_ratio" in page.inner_text('tr[data-run-id="house/long"]')
+    assert "exact" in page.inner_text('tr[data-run-id="dsr"]')
     assert "episodes.jsonl line 2 is not valid JSON" in page.inner_text('tr[data-run-id="broken"] td.error')
 
 
@@ -281,3 +283,17 @@ def test_an_unfinished_video_still_shows_the_run(page: Any, base: str) -> None:
     assert "episode.mp4 cannot be played yet" in page.inner_text(".video-error")
     move_to(page, 2)
     assert set(steps_of(page).values()) == {"2"}
+
+
+def test_a_dsr_run_shows_its_chart_and_one_row_per_answer(page: Any, base: str, runs_root: Path) -> None:
+    page.goto(base + "/#/run?id=dsr")
+    page.wait_for_selector("table.rows")
+    answers = [json.loads(x) for x in (runs_root / "dsr" / "answers.jsonl").read_text().splitlines()]
+    rows = page.eval_on_selector_all("table.rows tr", "rows => rows.map(r => r.innerText)")
+    assert len(rows) == 1 + len(answers)  # a header, then one row per answer
+    assert all(a["id"] in row for a, row in zip(answers, rows[1:], strict=True))
+    page.wait_for_function(  # the chart loads: it is served from the run's folder
+        "() => { const i = document.querySelector('img[alt=\"report.png\"]');"
+        " return i !== null && i.complete && i.naturalWidth > 0; }",
+        timeout=10_000,
+    )

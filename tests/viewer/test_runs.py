@@ -17,6 +17,7 @@ def test_every_run_is_found_with_its_kind_and_summary(runs_root: Path) -> None:
     runs = {r.id: r for r in discover(runs_root)}
     assert {k: r.kind for k, r in runs.items()} == {
         "broken": "explore",
+        "dsr": "dsr",
         "gate": "training",
         "garbled-summary": "explore",
         "house/frontier": "explore",
@@ -36,6 +37,31 @@ def test_every_run_is_found_with_its_kind_and_summary(runs_root: Path) -> None:
         runs["garbled-summary"].error is not None
         and "summary.json is not valid JSON" in runs["garbled-summary"].error
     )
+
+
+def test_a_dsr_evaluation_is_listed_with_its_scores_and_shown_answer_by_answer(
+    runs_root: Path, tmp_path: Path
+) -> None:
+    run = find(runs_root, "dsr")
+    report = json.loads((runs_root / "dsr" / "report.json").read_text())
+    assert run.error is None and run.summary["suite"] == "main" and run.summary["mode"] == "none"
+    assert run.summary["n"] == 2 == report["overall"]["n"]
+    assert run.summary["exact"] == report["overall"]["exact"]
+    view = view_of(run)
+    answers = [json.loads(x) for x in (runs_root / "dsr" / "answers.jsonl").read_text().splitlines()]
+    assert [r["id"] for r in view["rows"]] == [a["id"] for a in answers]
+    assert [r["exact"] for r in view["rows"]] == [a["exact"] for a in answers]
+    assert "reply" not in view["rows"][0] and view["images"] == ["report.png"]
+    assert view["config"]["suite"] == "main"
+    # killed before its report: the list still shows what the answers say so far
+    going = tmp_path / "runs" / "dsr-going"
+    going.mkdir(parents=True)
+    for name in ("run.json", "answers.jsonl"):
+        (going / name).write_text((runs_root / "dsr" / name).read_text())
+    partial = find(tmp_path / "runs", "dsr-going")
+    expected = sum(a["exact"] for a in answers) / len(answers)
+    assert partial.summary["finished"] is False and partial.summary["n"] == 2
+    assert partial.summary["exact"] == round(expected, 4)
 
 
 def test_the_exploration_view_follows_the_records_and_the_video(runs_root: Path) -> None:
