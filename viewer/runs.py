@@ -410,7 +410,7 @@ def _dsr_summary(run: Run) -> dict[str, Any]:
             "exact": round(sum(a["exact"] for a in scored) / len(scored), 4) if scored else None,
         }
         overall["finished"] = False
-    named = {k: settings[k] for k in ("suite", "mode", "policy") if k in settings}
+    named: dict[str, Any] = {k: settings[k] for k in ("suite", "mode", "policy") if k in settings}
     return {**named, **{k: overall[k] for k in ("n", "exact", "partial", "finished") if k in overall}}
 
 
