@@ -1,6 +1,6 @@
 """CSMR scheduling overhead and puzzle generation speed (issue #7).
 
-    python benchmarks/csmr.py [--items 200] [--puzzles 3000]
+    python benchmarks/csmr.py [--quick] [--items 200] [--puzzles 3000]
 
 1. Scheduling overhead: CSMR with the exact oracle and a scripted reasoner that asks Q
    structured questions and then answers, against calling the same oracle Q times directly
@@ -31,7 +31,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--items", type=int, default=200)
     parser.add_argument("--puzzles", type=int, default=3000)
+    parser.add_argument("--quick", action="store_true", help="40 items and 600 puzzles (under a minute)")
     args = parser.parse_args()
+    if args.quick:
+        args.items, args.puzzles = 40, 600
 
     task = make_task("clevr")
     items = [task.generate(seed, "medium") for seed in range(args.items)]

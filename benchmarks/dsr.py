@@ -1,6 +1,6 @@
 """DSR-Bench generation and scoring speed.
 
-    python benchmarks/dsr.py [--answers N]
+    python benchmarks/dsr.py [--quick] [--answers N]
 
 Generates all 4,140 instances (the four suites, seed 0) in this process, then scores N
 answers (default 100,000) cycling over the instances: a third exact (JSON), a third wrong
@@ -34,7 +34,10 @@ def replies_for(instance: suites.Instance) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--answers", type=int, default=100_000)
+    parser.add_argument("--quick", action="store_true", help="20,000 answers (under a minute)")
     args = parser.parse_args()
+    if args.quick:
+        args.answers = 20_000
 
     start = time.perf_counter()
     instances = list(suites.generate())

@@ -1,6 +1,6 @@
 """Live-stream agent speed and memory (issue #6).
 
-    python benchmarks/live.py [--minutes 10] [--hours 2]
+    python benchmarks/live.py [--quick] [--minutes 10] [--hours 2]
 
 1. Per-chunk decision latency of the event heuristic and of the learned gate over a tiny
    random-weight VLM (built here from a config, as the tests build it), on the same
@@ -82,7 +82,10 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--minutes", type=float, default=10)
     parser.add_argument("--hours", type=float, default=2)
+    parser.add_argument("--quick", action="store_true", help="2 minutes, a 0.25-hour stream")
     args = parser.parse_args()
+    if args.quick:
+        args.minutes, args.hours = 2, 0.25
 
     stream = open_stream("procedural:arena,seed=0,duration=60")
     chunks = [stream.chunk(s) for s in range(40)]
