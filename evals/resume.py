@@ -237,20 +237,24 @@ def _nearest_existing(path: Path) -> Path:
     return probe
 
 
+def _writable_problem(folder: Path) -> str | None:
+    """Why nothing can be created in ``folder`` (None when something can). Permission bits say
+    nothing for root, and /proc or a read-only mount refuse anyway: only trying tells."""
+    try:
+        with tempfile.TemporaryDirectory(prefix=".embodia-probe-", dir=folder):
+            return None
+    except OSError as exc:
+        return str(exc.strerror or exc)
+
+
 def _check_creatable_in(path: Path, option: str) -> None:
     """``path`` does not exist: its nearest existing ancestor must be a folder we can write."""
     ancestor = _nearest_existing(path)
     if not ancestor.is_dir():
         raise EmbodiaError(f"{option} {path} cannot be created: {ancestor} is a file, not a folder")
-    try:
-        # Permission bits say nothing for root, and /proc or a read-only mount refuse anyway:
-        # only trying tells.
-        with tempfile.TemporaryDirectory(prefix=".embodia-probe-", dir=ancestor):
-            pass
-    except OSError as exc:
-        raise EmbodiaError(
-            f"{option} {path} cannot be created: {ancestor} is not writable ({exc.strerror or exc})"
-        ) from None
+    problem = _writable_problem(ancestor)
+    if problem is not None:
+        raise EmbodiaError(f"{option} {path} cannot be created: {ancestor} is not writable ({problem})")
 
 
 def check_out_folder(out: Path, option: str = "--out") -> None:
@@ -258,11 +262,9 @@ def check_out_folder(out: Path, option: str = "--out") -> None:
     if out.exists() or out.is_symlink():
         if not out.is_dir():
             raise EmbodiaError(f"{option} {out} is a file, not a folder")
-        try:
-            with tempfile.TemporaryDirectory(prefix=".embodia-probe-", dir=out):
-                pass
-        except OSError as exc:
-            raise EmbodiaError(f"{option} {out} is not writable ({exc.strerror or exc})") from None
+        problem = _writable_problem(out)
+        if problem is not None:
+            raise EmbodiaError(f"{option} {out} is not writable ({problem})")
         return
     _check_creatable_in(out, option)
 
