@@ -263,11 +263,13 @@ def run_solution(code: str, limits: Limits = DEFAULT_LIMITS, *, isolated: bool =
     if isolated:
         require_isolation()
         command = bwrap_command(limits)
-        cwd: str | None = None
     else:
         command = [sys.executable, "-I", "-S", str(CHILD), *_limit_args(limits)]
-    with tempfile.TemporaryDirectory(prefix="embodia-sandbox-") as workdir:
-        cwd = None if isolated else workdir
+    # Isolated, the working directory is the sandbox's own tmpfs; bare, a fresh host folder.
+    workspace = (
+        contextlib.nullcontext(None) if isolated else tempfile.TemporaryDirectory(prefix="embodia-sandbox-")
+    )
+    with workspace as cwd:
         start = time.perf_counter()
         process = subprocess.Popen(
             command,
