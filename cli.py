@@ -322,6 +322,15 @@ def explore(
     width: Annotated[int, typer.Option(help="Panorama width in pixels (at most 4096).")] = 256,
     video: Annotated[bool, typer.Option("--video/--no-video", help="Write episode.mp4.")] = True,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a killed run in --out.")] = False,
+    max_fallback_share: Annotated[
+        float,
+        typer.Option(
+            "--max-fallback-share",
+            help="dfs with a chat policy: fail the run when more than this share of its decisions fell "
+            "back to the best-gain waypoint (checked from the 10th decision and at the end; 1 never fails).",
+            callback=_finite,
+        ),
+    ] = 0.5,
 ) -> None:
     """Explore a scene with a baseline agent; writes summary, step log, BEV, coverage plot, video."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -385,7 +394,14 @@ def explore(
                     )
                     progress.update(task, reply="")
 
-            summary = run_exploration(settings, out, resume=resume, on_step=advance, on_event=show)
+            summary = run_exploration(
+                settings,
+                out,
+                resume=resume,
+                on_step=advance,
+                on_event=show,
+                max_fallback_share=max_fallback_share,
+            )
     console.print(
         f"{escape(summary['agent'])} on {escape(summary['scene'])}: "
         f"coverage {100 * summary['coverage_ratio']:.1f}% "

@@ -101,6 +101,9 @@ class ExplorerContext:
     last_info: dict[str, Any] = field(default_factory=dict)
     on_frame: Any | None = None
     """Called with the env after every navigation (video frames)."""
+    check_record: Callable[[dict[str, Any]], None] | None = None
+    """Called with each decision record once it is written; an error it raises ends the run
+    (the runner's limit on decisions that fell back)."""
 
     @property
     def targets(self) -> frozenset[str]:
@@ -439,29 +442,25 @@ def navigate(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[st
     _, reward, terminated, truncated, info = apply_event(env, event)
     context.last_info = info
     decision = state.get("decision", 0) + 1
+    record = {
+        "decision": decision,
+        "choice": {k: v for k, v in choice.items() if k != "attempts"},
+        "attempts": choice.get("attempts", []),
+        "reward": round(float(reward), 6),
+        "rejection": info.get("rejection"),
+        "pose": [round(float(v), 6) for v in (*env.simulator.pose.position, env.simulator.pose.yaw)],
+        **{
+            k: info[k]
+            for k in ("coverage_m2", "coverage_ratio", "coverage_auc", "path_length", "collisions", "steps")
+        },
+        "region": state.get("current_region", -1),
+    }
     if context.recorder is not None:
-        context.recorder.write(
-            {
-                "decision": decision,
-                "choice": {k: v for k, v in choice.items() if k != "attempts"},
-                "attempts": choice.get("attempts", []),
-                "reward": round(float(reward), 6),
-                "rejection": info.get("rejection"),
-                "pose": [round(float(v), 6) for v in (*env.simulator.pose.position, env.simulator.pose.yaw)],
-                **{
-                    k: info[k]
-                    for k in (
-                        "coverage_m2",
-                        "coverage_ratio",
-                        "coverage_auc",
-                        "path_length",
-                        "collisions",
-                        "steps",
-                    )
-                },
-                "region": state.get("current_region", -1),
-            }
-        )
+        context.recorder.write(record)
+    if context.check_record is not None:
+        # After the write, so a decision that ends the run is on record too. The run ends
+        # inside the decision: its checkpoint is not saved, and a resume makes it again.
+        context.check_record(record)
     if context.on_frame is not None:
         context.on_frame(env)
     emit(

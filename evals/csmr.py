@@ -55,6 +55,7 @@ def make_perceiver(spec: str, task: Any) -> Perceiver:
     """``oracle`` (exact, from the task's ground truth), ``crop:SPEC`` (zoom + VLM) or a VLM
     policy spec."""
     from embodia.policies import make_policy
+    from embodia.policies.base import require_images
 
     if spec == "oracle":
         oracle = task_function(task, "oracle")
@@ -69,9 +70,9 @@ def make_perceiver(spec: str, task: Any) -> Perceiver:
             if parse_question is None
             else lambda item, question: parse_question(question, item.facts),
         )
-    if spec.startswith("crop:"):
-        return CropPerceiver(make_policy(spec.removeprefix("crop:"), connect=True))
-    return VLMPerceiver(make_policy(spec, connect=True))
+    policy = make_policy(spec.removeprefix("crop:"), connect=True)
+    require_images(policy, "the CSMR perceiver")
+    return CropPerceiver(policy) if spec.startswith("crop:") else VLMPerceiver(policy)
 
 
 def task_function(task: Any, name: str) -> Callable[..., Any] | None:

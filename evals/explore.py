@@ -17,8 +17,9 @@ import json
 import logging
 import re
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import asdict, dataclass, fields
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass, field, fields
 from functools import partial
 from pathlib import Path
 from typing import Any
@@ -49,6 +50,83 @@ FRAME_HEIGHT = 256
 ENV_IDS = {"primitive": "embodia/ActiveMapping-v0", "waypoint": "embodia/ActiveMappingWaypoint-v0"}
 EPISODES, CHECKPOINT = "episodes.jsonl", "checkpoint.sqlite"
 _SEEDS = re.compile(r"^procedural:seeds=(\d{1,12})-(\d{1,12})((?:,[a-z_]+=[^,]+)*)$")
+
+
+DEFAULT_MAX_FALLBACK_SHARE = 0.5
+"""Default of ``--max-fallback-share``: past half, a run's numbers describe the fallback rule
+more than the model. A working model falls back far less: a decision falls back only after
+``max_retries + 1`` unusable replies in a row."""
+FALLBACK_CHECK_AFTER = 10
+"""Decisions asked of the policy before the share is checked during a run (a few early
+fallbacks must not end it); the end of a run checks whatever the count."""
+
+
+class FallbackShareError(EmbodiaError):
+    """Too many of a run's policy decisions fell back to the best-gain waypoint."""
+
+
+@dataclass
+class FallbackLimit:
+    """Ends a run whose policy decisions mostly fell back to the best-gain waypoint (a model
+    whose replies cannot be used, a server that refuses the requests): such a run would
+    finish with exit 0 and the numbers of the fallback rule under the model's name."""
+
+    max_share: float = DEFAULT_MAX_FALLBACK_SHARE
+    policy: str = "the policy"
+    records: str = "episodes.jsonl"
+    """Where the decisions go, named in the error."""
+    check_after: int = FALLBACK_CHECK_AFTER
+    decisions: int = 0
+    """Decisions the policy was asked for."""
+    reasons: Counter[str] = field(default_factory=Counter)
+    """Fallbacks by the reason that ended them (the last failed attempt's), numbers masked so
+    that "the prompt has 1139 tokens" and "... 1057 tokens" count as one reason."""
+    examples: dict[str, str] = field(default_factory=dict)
+    """The latest reason as written, for each masked one."""
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.max_share <= 1.0:
+            raise EmbodiaError(f"--max-fallback-share is a share in [0, 1], got {self.max_share}")
+
+    @property
+    def fallbacks(self) -> int:
+        return sum(self.reasons.values())
+
+    def count(self, record: Mapping[str, Any]) -> None:
+        """Count a decision record (as written to ``episodes.jsonl``) if the policy made it."""
+        choice = record.get("choice") or {}
+        if choice.get("by") != "vlm":
+            return
+        self.decisions += 1
+        if choice.get("fallback"):
+            failures = [str(a["failure"]) for a in record.get("attempts") or () if a.get("failure")]
+            reason = " ".join(failures[-1].split()) if failures else "no usable reply"
+            reason = reason if len(reason) <= 240 else reason[:237] + "..."
+            key = re.sub(r"\d+", "#", reason)
+            self.reasons[key] += 1
+            self.examples[key] = reason
+
+    def observe(self, record: Mapping[str, Any]) -> None:
+        """Count a decision the run just made and check the share (the explorer's hook)."""
+        self.count(record)
+        self.check()
+
+    def check(self, *, final: bool = False) -> None:
+        """Raise :class:`FallbackShareError` when more than ``max_share`` of the decisions fell
+        back: during a run once ``check_after`` decisions were made, at its end whatever the count."""
+        fallbacks = self.fallbacks
+        if not self.decisions or (not final and self.decisions < self.check_after):
+            return
+        if fallbacks <= self.max_share * self.decisions:
+            return
+        key, times = self.reasons.most_common(1)[0]
+        raise FallbackShareError(
+            f"{fallbacks} of {self.decisions} decisions of {self.policy} fell back to the best-gain "
+            f"waypoint ({fallbacks / self.decisions:.0%}), more than --max-fallback-share "
+            f"{self.max_share:g} allows; the most common reason ({times} of the {fallbacks}): "
+            f"{self.examples[key]}. The decisions made are in {self.records}; to finish the run "
+            "anyway, rerun it with --resume --max-fallback-share 1"
+        )
 
 
 @dataclass(frozen=True)
@@ -167,17 +245,25 @@ def run_exploration(
     resume: bool = False,
     on_step: Callable[[int, dict[str, Any]], None] | None = None,
     on_event: Callable[[dict[str, Any]], None] | None = None,
+    max_fallback_share: float = DEFAULT_MAX_FALLBACK_SHARE,
 ) -> dict[str, Any]:
     """Run (or resume) one recorded exploration episode; returns its summary.
 
     ``on_step(decision, record)`` follows the progress; ``on_event`` gets the dfs agent's
     custom stream events as they happen (``token``: a piece of a VLM reply, ``select``: the
     waypoint it chose, ``navigate``, ``observe``).
+
+    With a chat policy (the dfs agent), the policy's model must take images (checked before
+    the run starts), and the run fails with :class:`FallbackShareError` when more than
+    ``max_fallback_share`` of its decisions fell back to the best-gain waypoint (checked from
+    the tenth decision on and at the end; the records written so far stay, and ``--resume``
+    continues). The share is not a setting of the run: a resume may change it.
     """
 
     from embodia.policies.heuristic import make_agent
 
     out = Path(out)
+    limit = FallbackLimit(max_fallback_share, policy=settings.policy, records=str(out / EPISODES))
     check_out_folder(out)
     # Before anything else, even for a finished run: new arguments are never silently ignored.
     resuming = check_resumable(out, asdict(settings), resume)
@@ -185,7 +271,7 @@ def run_exploration(
         summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
         return summary
     if settings.agent == "dfs":
-        return _run_dfs(settings, out, resuming=resuming, on_step=on_step, on_event=on_event)
+        return _run_dfs(settings, out, resuming=resuming, on_step=on_step, on_event=on_event, limit=limit)
     log_path = out / EPISODES
     records = records_before_gap(read_run_records(log_path), "step", 1, log_path, "steps") if resuming else []
     agent = make_agent(settings.agent)
@@ -283,6 +369,7 @@ def _run_dfs(
     resuming: bool,
     on_step: Callable[[int, dict[str, Any]], None] | None,
     on_event: Callable[[dict[str, Any]], None] | None,
+    limit: FallbackLimit,
 ) -> dict[str, Any]:
     """The depth-first explorer as a LangGraph run with a SQLite checkpoint per decision.
 
@@ -308,8 +395,10 @@ def _run_dfs(
     policy = None
     if settings.policy != "heuristic":
         from embodia.policies import make_policy
+        from embodia.policies.base import require_images
 
         policy = make_policy(settings.policy, connect=True)
+        require_images(policy, "the dfs explorer")
     records = (
         records_before_gap(read_run_records(log_path), "decision", 1, log_path, "decisions")
         if resuming
@@ -360,12 +449,16 @@ def _run_dfs(
                 write_config(out, {"command": "explore", "run_id": run_id, "settings": asdict(settings)})
                 done = int(saved.get("decision", 0))
                 recorder = RunRecorder(log_path, keep_decisions=done, records=records)
+                for record in records:  # the decisions the resume keeps count towards the share
+                    if int(record["decision"]) <= done:
+                        limit.count(record)
                 context = ExplorerContext(
                     env=base,
                     policy=policy,
                     instruction=settings.instruction,
                     recorder=recorder,
                     on_frame=frame,
+                    check_record=limit.observe,
                 )
                 if frame:
                     frame(base)
@@ -396,6 +489,7 @@ def _run_dfs(
                     recorder.close()
             if video:
                 video.close()
+            limit.check(final=True)  # a short run never reached the in-run check
         info = base._info()
         summary = _summarise(settings, base, info, _step_curve(base), time.perf_counter() - started)
         summary["decisions"] = int(state.get("decision", 0))

@@ -92,9 +92,12 @@ class LiveSettings:
 
 def make_speaker(spec: str, fallback: Any = None) -> Speaker:
     if spec:
+        from embodia.policies.base import require_images
         from embodia.policies.spec import make_policy
 
-        return PolicySpeaker(make_policy(spec, connect=True))
+        policy = make_policy(spec, connect=True)
+        require_images(policy, "a stream speaker")
+        return PolicySpeaker(policy)
     if fallback is not None:
         return PolicySpeaker(fallback)
     return HudSpeaker()
@@ -125,10 +128,12 @@ def make_agents(settings: LiveSettings, names: Sequence[str]) -> list[ProactiveA
                 shared_policy = make_policy(f"hf:{decider.features.model_dir}")
             speaker = make_speaker(settings.speaker, shared_policy)
         else:
+            from embodia.policies.base import require_images
             from embodia.policies.spec import make_policy
 
             if shared_policy is None:
                 shared_policy = make_policy(spec, connect=True)
+                require_images(shared_policy, "a stream agent")
             decider = PromptDecider(shared_policy)
             speaker = make_speaker(settings.speaker, shared_policy)
         if settings.threshold is not None:

@@ -128,6 +128,31 @@ class TextStream:
             self.sent = end
 
 
+VLM_HINT = "a vision-language model (a Qwen2-VL or LLaVA-style one; see docs/models.md)"
+
+
+def text_only_model(name: str, evidence: str, needed_by: str) -> PolicyError:
+    """The one-line error for a model that cannot take the images ``needed_by`` sends it."""
+    return PolicyError(
+        f"{name} does not take images ({evidence}), but {needed_by} works from pictures: use {VLM_HINT}"
+    )
+
+
+def require_images(policy: Policy, needed_by: str) -> None:
+    """Raise :class:`PolicyError` unless ``policy``'s model takes images, before a run sends it any.
+
+    A text-only model otherwise fails every request that carries a picture, and a caller that
+    falls back on failure (the explorer) would finish a run the model never took part in.
+    Backends that can tell have a ``check_accepts_images(needed_by)`` method (a transformers
+    directory without an image processor, a vLLM model config without a multimodal part, a
+    server that refuses a one-image request); other policies (scripted ones, a caller's own)
+    are taken at their word.
+    """
+    check = getattr(policy, "check_accepts_images", None)
+    if check is not None:
+        check(needed_by)
+
+
 def check_temperature(temperature: float) -> None:
     """A sampling temperature is a finite number >= 0 (NaN would be written to records as
     invalid JSON, and no server samples at an infinite one)."""

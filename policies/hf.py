@@ -52,6 +52,7 @@ from embodia.policies.base import (
     TextStream,
     TokenLogprob,
     check_request,
+    text_only_model,
 )
 
 logger = logging.getLogger(__name__)
@@ -342,3 +343,15 @@ class HFPolicy:
                 )
             )
         return tuple(tokens)
+
+    def check_accepts_images(self, needed_by: str) -> None:
+        """PolicyError (see :func:`~embodia.policies.base.require_images`) unless the directory
+        was loaded as a VLM: an image-text-to-text model with an image processor."""
+        if self.accepts_images:
+            return
+        model_type = getattr(self.model.config, "model_type", "transformers")
+        if self.processor is None:
+            evidence = f"{self.path} holds a {model_type} language model and no image processor"
+        else:
+            evidence = f"the processor in {self.path} has no image processor"
+        raise text_only_model(self.name, evidence, needed_by)

@@ -22,6 +22,7 @@ import base64
 import io
 import json
 import logging
+import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
@@ -32,12 +33,26 @@ from numpy.typing import NDArray
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from PIL import Image
 
-from embodia.policies.base import Completion, FinishReason, Message, PolicyError, TokenLogprob, check_request
+from embodia.policies.base import (
+    Completion,
+    FinishReason,
+    Message,
+    PolicyError,
+    TokenLogprob,
+    check_request,
+    text_only_model,
+)
 
 logger = logging.getLogger(__name__)
 
 MAX_TOP_LOGPROBS = 20
 """The most ``top_logprobs`` the OpenAI API (and vLLM's default ``--max-logprobs``) allows."""
+
+PROBE_SIDE = 32
+"""Side in pixels of the picture :meth:`OpenAICompatPolicy.check_accepts_images` sends: small to
+send; a VLM's processor brings it to its own input size."""
+TEXT_ONLY_REPLY = re.compile(r"not a multimodal model|At most 0 image", re.IGNORECASE)
+"""What vLLM says when a request's image reaches a model that takes none."""
 
 _FINISH_REASONS: dict[str, FinishReason] = {
     "stop": "stop",
@@ -467,3 +482,35 @@ class OpenAICompatPolicy:
                 )
             logger.info("policy server at %s is ready (%s)", self.base_url, ", ".join(served))
             return served
+
+    def check_accepts_images(self, needed_by: str) -> None:
+        """PolicyError (see :func:`~embodia.policies.base.require_images`) unless the served
+        model takes images: one request with a small grey picture and a one-token reply.
+
+        vLLM answers an image sent to a text-only model with HTTP 400 "<model> is not a
+        multimodal model" (and "At most 0 image(s) ..." where images are switched off); any
+        other refusal of the probe is reported with the server's own words, as the run's
+        requests with pictures would get the same answer.
+        """
+        probe = np.full((PROBE_SIDE, PROBE_SIDE, 3), 128, dtype=np.uint8)
+        request = build_chat_request(
+            [{"role": "user", "content": "What colour is this picture?"}],
+            [probe],
+            model=self.model,
+            max_tokens=1,
+            extra_body=self.extra_body,
+        )
+        try:
+            self._client.chat.completions.create(**request)
+        except openai.BadRequestError as error:
+            said = _server_message(error)
+            if TEXT_ONLY_REPLY.search(said):
+                raise text_only_model(self.name, f"the server says: {said}", needed_by) from error
+            raise PolicyError(
+                f"the policy server at {self.base_url} refused a request with one {PROBE_SIDE}x{PROBE_SIDE} "
+                f"image (HTTP 400): {said}; {needed_by} works from pictures"
+            ) from error
+        except openai.OpenAIError as error:
+            raise policy_error_from_openai(
+                error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
+            ) from error

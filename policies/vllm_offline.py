@@ -25,7 +25,14 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from embodia.policies.base import Completion, FinishReason, Message, PolicyError, TokenLogprob
+from embodia.policies.base import (
+    Completion,
+    FinishReason,
+    Message,
+    PolicyError,
+    TokenLogprob,
+    text_only_model,
+)
 from embodia.policies.openai_compat import build_chat_request
 
 logger = logging.getLogger(__name__)
@@ -200,3 +207,19 @@ class VLLMOfflinePolicy:
             model=self.name,
             extra=extra,
         )
+
+    def check_accepts_images(self, needed_by: str) -> None:
+        """PolicyError (see :func:`~embodia.policies.base.require_images`) unless vLLM loaded
+        the model with a multimodal part that takes images (a text-only architecture has no
+        multimodal config; ``limit_mm_per_prompt`` may switch images off)."""
+        model_config = self._llm.model_config
+        multimodal = model_config.multimodal_config
+        if multimodal is not None and multimodal.get_limit_per_prompt("image") > 0:
+            return
+        architectures = ", ".join(getattr(model_config.hf_config, "architectures", None) or ["?"])
+        evidence = (
+            f"vLLM loads {self.path} ({architectures}) as a text-only model"
+            if multimodal is None
+            else f"vLLM loads {self.path} ({architectures}) with images switched off"
+        )
+        raise text_only_model(self.name, evidence, needed_by)
