@@ -19,7 +19,7 @@ from vllm_suite.checks import (
 )
 from vllm_suite.server import skip_reason
 
-from embodia.policies.base import Policy, PolicyError
+from embodia.policies.base import VLM_HINT, Policy, PolicyError, require_images
 from embodia.policies.spec import make_policy
 from embodia.policies.vllm_offline import VLLMOfflinePolicy
 
@@ -112,6 +112,14 @@ class TestOfflinePolicy:
         assert stopped.finish_reason == "stop"
         assert stopped.extra["stop_reason"] == stop
         assert stopped.completion_tokens < full.completion_tokens
+
+    def test_a_text_only_model_is_refused_where_images_are_needed(self, offline: VLLMOfflinePolicy) -> None:
+        with pytest.raises(PolicyError) as refused:
+            require_images(offline, "the dfs explorer")
+        assert str(refused.value) == (
+            f"vllm:{offline.path} does not take images (vLLM loads {offline.path} (Qwen2ForCausalLM) "
+            f"as a text-only model), but the dfs explorer works from pictures: use {VLM_HINT}"
+        )
 
     def test_bad_requests_are_policy_errors(self, offline: VLLMOfflinePolicy) -> None:
         with pytest.raises(PolicyError, match="max_tokens must be at least 1"):

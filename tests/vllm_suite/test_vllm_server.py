@@ -10,6 +10,8 @@ different draw, which is what stop strings and logprob ranks need.
 from __future__ import annotations
 
 import math
+import os
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -26,9 +28,9 @@ from vllm_suite.checks import (
     reference_logprobs,
     stop_inside,
 )
-from vllm_suite.server import VLLMServer, skip_reason
+from vllm_suite.server import VLLMServer, skip_reason, vllm_required
 
-from embodia.policies.base import Completion, Message, PolicyError
+from embodia.policies.base import VLM_HINT, Completion, Message, PolicyError, require_images
 from embodia.policies.openai_compat import OpenAICompatPolicy
 
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]
@@ -221,6 +223,46 @@ def test_eight_concurrent_requests_get_the_answers_of_sequential_ones(server: VL
     for i, result in enumerate(results):
         assert result.text == alone[i], f"request {i} got another reply than when sent alone"
         assert result.completion_tokens == 16
+
+
+def test_a_text_only_model_is_refused_where_images_are_needed(server: VLLMServer) -> None:
+    # The probe: one small picture, one token. vLLM refuses it for the text-only tiny model.
+    with pytest.raises(PolicyError) as refused:
+        require_images(policy(server), "the dfs explorer")
+    assert str(refused.value) == (
+        f"openai:{server.base_url}?model={SERVED_NAME} does not take images (the server says: "
+        f"{SERVED_NAME} is not a multimodal model), but the dfs explorer works from pictures: use {VLM_HINT}"
+    )
+
+
+def _main_python() -> str:
+    """The project's own environment, which runs the explorer (this one holds vLLM, not
+    langgraph): EMBODIA_MAIN_PYTHON, else the repository's .venv."""
+    python = os.environ.get("EMBODIA_MAIN_PYTHON") or str(
+        Path(__file__).parents[2] / ".venv" / "bin" / "python"
+    )
+    if not Path(python).is_file():
+        message = f"no main environment at {python} to run `embodia explore` (set EMBODIA_MAIN_PYTHON)"
+        if vllm_required():
+            pytest.fail(message)
+        pytest.skip(message)
+    return python
+
+
+def test_explore_with_a_text_only_model_exits_2_before_it_starts(server: VLLMServer, tmp_path: Path) -> None:
+    """The issue's case: `explore --policy openai:...` on a text-only model used to exit 0 with
+    every request refused (HTTP 400) and every decision a fallback."""
+    out = tmp_path / "run"
+    spec = f"openai:{server.base_url}?model={SERVED_NAME}"
+    command = [_main_python(), "-m", "embodia.cli", "explore", "--agent", "dfs", "--policy", spec]
+    command += ["--scene", "procedural:seed=3,rooms=3", "--steps", "60", "--no-video", "--out", str(out)]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
+    assert done.returncode == 2, done.stdout + done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1, done.stderr
+    assert lines[0].startswith(f"error: {spec} does not take images (the server says: ")
+    assert f"{SERVED_NAME} is not a multimodal model" in lines[0] and "vision-language model" in lines[0]
+    assert not out.exists()
 
 
 def test_a_killed_server_is_a_clear_error_and_a_restarted_one_answers_again(server: VLLMServer) -> None:
