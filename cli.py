@@ -309,7 +309,7 @@ def explore(
     ] = "",
     policy: Annotated[
         str,
-        typer.Option("--policy", help="dfs: heuristic, or a chat policy spec (openai:URL?model=M, hf:DIR)."),
+        typer.Option("--policy", help="dfs: heuristic, or a VLM policy spec (openai:URL?model=M, hf:DIR)."),
     ] = "heuristic",
     instruction: Annotated[
         str, typer.Option("--instruction", help='dfs: e.g. "explore the bedroom first".')
