@@ -826,7 +826,7 @@ _LIVE_HEADLINE: dict[str, tuple[str, str]] = {
     "label_speaking_rate": ("speaking rate of the labels", "pct"),
     "win_rate": ("win rate against the baseline", "pct"),
     "overlap_rate": ("overlap with the co-caster", "pct"),
-    "answer_rate": ("queries answered within the window", "pct"),
+    "answer_rate": ("queries answered in time", "pct"),
     "rtf": ("real-time factor", "ratio"),
 }
 _ALWAYS_SHOWN = {"f1_macro", "f1_micro", "timediff_mean", "pred_speaking_rate", "label_speaking_rate"}
@@ -853,6 +853,8 @@ def live_table(report: dict[str, Any], title: str) -> Table:
             table.add_row(f"PAUC, ω = {escape(key.removeprefix('pauc_omega_'))}", _live_value(value, "ratio"))
         elif key in _LIVE_HEADLINE and (value is not None or key in _ALWAYS_SHOWN):
             name, style = _LIVE_HEADLINE[key]
+            if key == "answer_rate":
+                name = f"queries answered within {report['guidance']['overall']['window']} s"
             table.add_row(name, _live_value(value, style))
     return table
 
