@@ -745,6 +745,43 @@ def _seed_range(text: str) -> list[int]:
     return list(range(low, high + 1))
 
 
+@stream_app.command("export")
+def stream_export(
+    out: Annotated[
+        Path, typer.Option("--out", help="The video to write (.mp4); its annotations go beside it as .jsonl.")
+    ],
+    source: Annotated[
+        str, typer.Option("--source", help="A procedural stream: procedural:arena,seed=3,duration=30.")
+    ],
+    scenario: Annotated[
+        str,
+        typer.Option("--scenario", help="Whose lines the record labels: solo, co-commentary or guidance."),
+    ] = "solo",
+    fps: Annotated[
+        int, typer.Option("--fps", help="Frames a second in the video (a multiple of the run's).")
+    ] = 10,
+) -> None:
+    """Write a procedural clip as a video file with its annotation JSONL: a sample of your own video."""
+    from embodia.envs.streams.export import export_procedural, labels_path
+    from embodia.evals.resume import check_out_file
+
+    with user_errors():
+        check_out_file(out)
+        check_out_file(labels_path(out), "the annotation file")
+        with err_console.status(f"writing {escape(str(out))}"):
+            written = export_procedural(source, out, scenario, fps)
+    annotation = written.annotation
+    height, width = written.size
+    run_with = f"--source video:{written.video},labels={written.labels} --scenario {scenario}"
+    console.print(
+        f"wrote {_bold(written.video)} ({annotation.video_end} s, {written.fps} fps, {width}x{height}) and "
+        f"{_bold(written.labels)} ({escape(annotation.tag)}: {len(annotation.own_lines())} lines by "
+        f"{escape(annotation.speaker)}); stream it with {escape(run_with)}",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
 @stream_app.command("train-gate")
 def stream_train_gate(
     model: Annotated[Path, typer.Option("--model", help="A local VLM directory (transformers).")],
@@ -793,6 +830,51 @@ def stream_train_gate(
     console.print_json(json.dumps(report))
 
 
+LIVE_REPORT = "live_report.json"
+"""Where ``eval live`` writes its report without ``--out``: beside the predictions."""
+
+_LIVE_HEADLINE: dict[str, tuple[str, str]] = {
+    # summary key: (row name, format), in the order printed
+    "f1_macro": ("F1, macro (mean over clips)", "pct"),
+    "f1_micro": ("F1, micro (pooled seconds)", "pct"),
+    "timediff_mean": ("TimeDiff, mean (s)", "num"),
+    "pred_speaking_rate": ("speaking rate", "pct"),
+    "label_speaking_rate": ("speaking rate of the labels", "pct"),
+    "win_rate": ("win rate against the baseline", "pct"),
+    "overlap_rate": ("overlap with the co-caster", "pct"),
+    "answer_rate": ("queries answered in time", "pct"),
+    "rtf": ("real-time factor", "ratio"),
+}
+_ALWAYS_SHOWN = {"f1_macro", "f1_micro", "timediff_mean", "pred_speaking_rate", "label_speaking_rate"}
+
+
+def _live_value(value: Any, style: str) -> str:
+    if value is None:
+        return "n/a"
+    return {"pct": _pct, "num": _num}.get(style, lambda v: f"{float(v):.3f}")(value)
+
+
+def live_table(report: dict[str, Any], title: str) -> Table:
+    """The headline numbers of an ``eval live`` report (its ``summary``), one row each: the
+    metrics that always run, then those that ran for these clips (PAUC with a judge, the win
+    rate with a baseline, overlap for co-commentary, answers for guidance, RTF with timings)."""
+    counts, summary = report["counts"], report["summary"]
+    table = Table(title=escape(title))
+    table.add_column("metric")
+    table.add_column("value", justify="right")
+    clips = f"{counts['evaluated_clips']} of {counts['label_clips']}"
+    table.add_row("clips evaluated (of labelled)", clips)
+    for key, value in summary.items():
+        if key.startswith("pauc_omega_"):
+            table.add_row(f"PAUC, ω = {escape(key.removeprefix('pauc_omega_'))}", _live_value(value, "ratio"))
+        elif key in _LIVE_HEADLINE and (value is not None or key in _ALWAYS_SHOWN):
+            name, style = _LIVE_HEADLINE[key]
+            if key == "answer_rate":
+                name = f"queries answered within {report['guidance']['overall']['window']} s"
+            table.add_row(name, _live_value(value, style))
+    return table
+
+
 @eval_app.command("live")
 def eval_live(
     pred: Annotated[
@@ -801,7 +883,14 @@ def eval_live(
     label: Annotated[
         Path, typer.Option("--label", help="Labels JSONL ({video_id, label: {sec: text}, ...}).")
     ],
-    out: Annotated[Path | None, typer.Option("--out", help="Write the report JSON here.")] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out",
+            help=f"Write the full report (JSON) here; by default {LIVE_REPORT} beside --pred, "
+            "which an earlier report there keeps from being replaced.",
+        ),
+    ] = None,
     judge: Annotated[
         str,
         typer.Option("--judge", help="PAUC judge: lexical (ROUGE-L, offline), none, or a chat policy spec."),
@@ -809,14 +898,24 @@ def eval_live(
     baseline: Annotated[
         Path | None, typer.Option("--baseline", help="Baseline predictions JSONL for the pairwise win rate.")
     ] = None,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the full report as JSON instead of the summary table.")
+    ] = False,
 ) -> None:
-    """Live Gaming Benchmark metrics of a prediction file against its labels."""
+    """Live Gaming Benchmark metrics of a prediction file against its labels: a summary table,
+    and the full report (per tag, per clip) written to a file."""
     from embodia.evals import live
     from embodia.evals.resume import check_out_file, write_atomic
 
     with user_errors():
-        if out is not None:
-            check_out_file(out)
+        report_path = out if out is not None else pred.parent / LIVE_REPORT
+        if out is None and report_path.exists():
+            # Not named by the user: an earlier report (perhaps from a costly judge) is kept.
+            raise EmbodiaError(
+                f"{report_path} holds an earlier report: pass --out {report_path} to replace it, "
+                "or --out FILE to write this one elsewhere"
+            )
+        check_out_file(report_path, "--out" if out is not None else "the report")
         scorer: Any = None
         pairwise: Any = None
         if judge == "lexical":
@@ -834,11 +933,16 @@ def eval_live(
                 )
             options.update(baseline_path=baseline, pairwise_judge=pairwise)
         report = live.evaluate_files(pred, label, scorer, **options)
-    text = json.dumps(report, indent=2, default=float)
-    if out is not None:  # checked writable before the evaluation
-        out.parent.mkdir(parents=True, exist_ok=True)
-        write_atomic(out, text + "\n")
-    console.print_json(text)
+        text = json.dumps(report, indent=2, default=float)
+        report_path.parent.mkdir(parents=True, exist_ok=True)  # checked writable before the evaluation
+        write_atomic(report_path, text + "\n")
+    if as_json:  # stdout holds only the JSON, for pipes
+        console.print_json(text)
+    else:
+        console.print(live_table(report, f"Live Gaming Benchmark: {pred}"))
+    (err_console if as_json else console).print(
+        f"wrote the full report to {_bold(report_path)}", highlight=False, soft_wrap=True
+    )
 
 
 @eval_app.command("csmr")

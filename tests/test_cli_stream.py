@@ -304,3 +304,139 @@ def test_an_out_that_is_a_file_or_a_broken_run_is_named(tmp_path: Path) -> None:
     (broken / "config.yaml").write_text("- just\n- a list\n")
     result = _run(broken, "--no-video", "--resume")
     assert result.exit_code == 2 and "no settings" in result.output
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, Path]:
+    """A 12-s dungeon clip written by `stream export`: the example video and its labels."""
+    out = tmp_path_factory.mktemp("export") / "examples" / "dungeon.mp4"
+    result = runner.invoke(
+        app, ["stream", "export", "--source", "procedural:dungeon,seed=1,duration=12", "--out", str(out)]
+    )
+    assert result.exit_code == 0, result.output
+    assert f"video:{out},labels={out.with_suffix('.jsonl')}" in result.output.replace("\n", "")
+    return out, out.with_suffix(".jsonl")
+
+
+def test_an_exported_clip_runs_as_a_video_like_the_game_it_came_from(
+    exported: tuple[Path, Path], tmp_path: Path
+) -> None:
+    video, labels = exported
+    runs = {}
+    for name, source in (
+        ("video", f"video:{video},labels={labels}"),
+        ("game", "procedural:dungeon,seed=1,duration=12"),
+    ):
+        result = runner.invoke(
+            app, ["stream", "run", "--source", source, "--no-video", "--out", str(tmp_path / name)]
+        )
+        assert result.exit_code == 0, result.output
+        runs[name] = tmp_path / name
+    video_labels, game_labels = (
+        json.loads((runs[n] / "labels.jsonl").read_text()) for n in ("video", "game")
+    )
+    assert video_labels["label"] == game_labels["label"] and video_labels["label"]
+    assert video_labels["video_id"] == "dungeon:0-12"
+
+
+def _one_error_line(result: object) -> str:
+    lines = [line for line in result.stderr.splitlines() if line.strip()]  # type: ignore[attr-defined]
+    assert result.exit_code == 2 and len(lines) == 1, result.stderr  # type: ignore[attr-defined]
+    assert lines[0].startswith("error: ") and "Traceback" not in result.output  # type: ignore[attr-defined]
+    return lines[0]
+
+
+@pytest.mark.parametrize(
+    ("field", "value", "message"),
+    [
+        (
+            "tag",
+            "co-commentary",
+            "line 1: unknown metadata.tag 'co-commentary' (did you mean 'Multiple commentators'?); the tag "
+            "must be one of the exact strings 'Solo commentators' (--scenario solo), 'Multiple commentators' "
+            "(--scenario co-commentary), 'Guidance' (--scenario guidance)",
+        ),
+        ("active_speaker", "CASTER", "line 1: active_speaker must be an object like"),
+        ("video_end", None, "line 1: missing field 'video_end'"),
+    ],
+)
+def test_a_users_annotation_mistake_is_one_error_line(
+    exported: tuple[Path, Path], tmp_path: Path, field: str, value: object, message: str
+) -> None:
+    video, labels = exported
+    record = json.loads(labels.read_text())
+    if field == "tag":
+        record["metadata"]["tag"] = value
+    elif value is None:
+        del record[field]
+    else:
+        record[field] = value
+    mine = tmp_path / "mine.jsonl"
+    mine.write_text(json.dumps(record) + "\n")
+    out = tmp_path / "run"
+    result = runner.invoke(
+        app,
+        ["stream", "run", "--source", f"video:{video},labels={mine}", "--scenario", "co-commentary"]
+        + ["--out", str(out)],
+    )
+    assert message in _one_error_line(result)
+    assert "pass --scenario solo" not in result.output and not out.exists()
+
+
+def _table_rows(output: str) -> dict[str, str]:
+    rows = {}
+    for line in output.splitlines():
+        cells = [c.strip() for c in line.split("│")]
+        if len(cells) == 4:  # "│ metric │ value │"
+            rows[cells[1]] = cells[2]
+    return rows
+
+
+def test_eval_live_prints_a_table_and_writes_the_report_beside_the_predictions(tmp_path: Path) -> None:
+    from embodia.evals import live
+
+    out = tmp_path / "guide"
+    result = _run(out, "--scenario", "guidance", "--no-video")
+    assert result.exit_code == 0, result.output
+    pred, label = out / "predictions.jsonl", out / "labels.jsonl"
+    args = ["eval", "live", "--pred", str(pred), "--label", str(label), "--baseline", str(pred)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert len(result.stdout.splitlines()) < 25  # a table, not the 400-line report
+    expected = live.evaluate_files(
+        pred, label, live.LexicalJudge(), baseline_path=pred, pairwise_judge=live.LexicalPairwiseJudge()
+    )
+    written = out / "live_report.json"
+    assert json.loads(written.read_text()) == json.loads(json.dumps(expected, default=float))
+    assert f"wrote the full report to {written}" in result.stdout.replace("\n", "")
+    f1, guide = expected["f1"]["overall"], expected["guidance"]["overall"]
+    rates = expected["speaking_rate"]["overall"]
+    assert _table_rows(result.stdout) == {
+        "clips evaluated (of labelled)": "1 of 1",
+        "F1, macro (mean over clips)": f"{100 * f1['macro']['f1']:.1f}%",
+        "F1, micro (pooled seconds)": f"{100 * f1['micro']['f1']:.1f}%",
+        "TimeDiff, mean (s)": f"{expected['timediff']['overall']['mean']:.2f}",
+        "speaking rate": f"{100 * rates['pooled_pred_rate']:.1f}%",
+        "speaking rate of the labels": f"{100 * rates['pooled_label_rate']:.1f}%",
+        **{
+            f"PAUC, ω = {omega}": f"{auc:.3f}"
+            for omega, auc in expected["pauc"]["overall"]["mean_auc"].items()
+        },
+        "win rate against the baseline": f"{100 * expected['win_rate']['overall']['win_rate']:.1f}%",
+        "queries answered within 5 s": f"{100 * guide['answer_rate']:.1f}%",
+        "real-time factor": f"{expected['rtf']['rtf']:.3f}",
+    }
+    # An earlier report is not replaced unless named; --out names where it goes.
+    before = written.read_text()
+    again = runner.invoke(app, args + ["--judge", "none"])
+    assert f"{written} holds an earlier report: pass --out {written} to replace it" in _one_error_line(again)
+    assert written.read_text() == before
+    again = runner.invoke(app, args[:-2] + ["--judge", "none", "--out", str(written)])
+    assert again.exit_code == 0, again.output
+    assert json.loads(written.read_text())["pauc"] is None
+    assert "PAUC" not in again.stdout and "win rate" not in again.stdout
+    # --json prints the whole report alone on stdout (for pipes), as the file holds it.
+    elsewhere = tmp_path / "reports" / "guide.json"
+    as_json = runner.invoke(app, args + ["--json", "--out", str(elsewhere)])
+    assert as_json.exit_code == 0, as_json.output
+    assert json.loads(as_json.stdout) == json.loads(elsewhere.read_text()) == json.loads(before)

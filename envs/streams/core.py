@@ -16,6 +16,7 @@ agent.
 
 from __future__ import annotations
 
+import difflib
 import json
 import math
 from collections.abc import Iterator, Mapping, Sequence
@@ -77,20 +78,34 @@ class Line:
     @classmethod
     def from_record(cls, data: Mapping[str, Any], where: str = "annotation") -> Line:
         if not isinstance(data, Mapping):
-            raise StreamError(f"{where} must be an object, got {type(data).__name__}")
+            raise StreamError(f"{where} must be an object, got {_json_type(data)}")
         role = data.get("role")
         if role not in ("assistant", "user"):
             raise StreamError(f"{where} has role {role!r}: expected 'assistant' or 'user'")
         speaker = data.get("speaker")
         if not isinstance(speaker, str) or not speaker:
-            raise StreamError(f"{where} needs a speaker name")
-        start, end = (whole_second(data.get(key), f"{where} {key}") for key in ("start", "end"))
+            raise StreamError(f"{where} needs a speaker name (a non-empty string), got {speaker!r}")
+        for key in ("start", "end"):
+            if key not in data:
+                raise StreamError(f"{where} has no {key!r} (an integer second on the video's clock)")
+        start, end = (whole_second(data[key], f"{where} {key}") for key in ("start", "end"))
         if end < start:
             raise StreamError(f"{where} ends at {end} before it starts at {start}")
-        text = data.get("query") if role == "user" and speaker == USER else data.get("text")
-        if not isinstance(text, str):
-            wanted = "query" if role == "user" and speaker == USER else "text"
-            raise StreamError(f"{where} needs a string {wanted!r}")
+        is_query = role == "user" and speaker == USER
+        wanted, other = ("query", "text") if is_query else ("text", "query")
+        text = data.get(wanted)
+        if wanted in data and not isinstance(text, str):
+            raise StreamError(f"{where}: {wanted!r} must be a string, got {_json_type(text)}")
+        if wanted not in data and other in data:
+            why = (
+                f"a user's query (role 'user', speaker {USER!r}) carries its words in 'query'"
+                if is_query
+                else f"a 'query' is a user's (role 'user', speaker {USER!r}); a spoken line has 'text'"
+            )
+            raise StreamError(f"{where} has {other!r} but needs {wanted!r}: {why}")
+        if wanted not in data:
+            raise StreamError(f"{where} has no {wanted!r} (the words {'asked' if is_query else 'said'})")
+        assert isinstance(text, str)
         return cls(role, speaker, start, end, text)
 
 
@@ -133,7 +148,7 @@ class Annotation:
 
     @property
     def scenario(self) -> Scenario:
-        return SCENARIO_OF_TAG.get(self.tag, "solo")
+        return scenario_of_tag(self.metadata.get("tag"), f"the annotation of {self.video_path}")
 
     @property
     def video_id(self) -> str:
@@ -192,56 +207,167 @@ class Annotation:
 
     @classmethod
     def from_record(cls, data: Mapping[str, Any], where: str = "record") -> Annotation:
+        """A record checked field by field; every problem is a :class:`StreamError` that
+        names ``where`` (the file and line) and the field."""
         if not isinstance(data, Mapping):
-            raise StreamError(f"{where} must be a JSON object")
-        for key in ("video_path", "video_begin", "video_end", "annotations"):
+            raise StreamError(f"{where}: a record must be a JSON object, got {_json_type(data)}")
+        for key in RECORD_FIELDS:
             if key not in data:
-                raise StreamError(f"{where} has no {key!r}")
-        begin = whole_second(data["video_begin"], f"{where} video_begin")
-        end = whole_second(data["video_end"], f"{where} video_end")
+                hint = " (the tag goes inside metadata)" if key == "metadata" and "tag" in data else ""
+                raise StreamError(
+                    f"{where}: missing field {key!r}{hint}; a record needs {', '.join(RECORD_FIELDS)}"
+                )
+        video_path = data["video_path"]
+        if not isinstance(video_path, str) or not video_path:
+            raise StreamError(f"{where}: video_path must be the video's file name, got {video_path!r}")
+        begin = whole_second(data["video_begin"], f"{where}: video_begin")
+        end = whole_second(data["video_end"], f"{where}: video_end")
         if end <= begin:
-            raise StreamError(f"{where} ends at {end}, not after its begin {begin}")
+            raise StreamError(
+                f"{where}: video_end {end} must be after video_begin {begin} (the clip is [begin, end))"
+            )
+        duration = whole_second(data.get("video_duration", end), f"{where}: video_duration")
+        if duration < end:
+            raise StreamError(
+                f"{where}: video_duration {duration} is shorter than the clip's video_end {end}"
+            )
+        history = data.get("history", "")
+        if not isinstance(history, str):
+            raise StreamError(
+                f"{where}: history must be a string (earlier lines as text), got {_json_type(history)}"
+            )
+        speaker = _active_speaker(data["active_speaker"], where)
+        metadata = data["metadata"]
+        if not isinstance(metadata, Mapping):
+            raise StreamError(f"{where}: metadata must be an object with a 'tag', got {_json_type(metadata)}")
+        if "tag" not in metadata:
+            raise StreamError(f"{where}: metadata has no 'tag': it must be one of {_tag_choices()}")
+        scenario_of_tag(metadata["tag"], where)
+        dataset = metadata.get("dataset_name", "")
+        if not isinstance(dataset, str):
+            raise StreamError(f"{where}: metadata.dataset_name must be a string, got {_json_type(dataset)}")
         if not isinstance(data["annotations"], list):
-            raise StreamError(f"{where} annotations must be a list")
-        lines = [Line.from_record(a, f"{where} annotation {i}") for i, a in enumerate(data["annotations"])]
-        speaker = data.get("active_speaker") or {}
-        if not isinstance(speaker, Mapping):
-            raise StreamError(f"{where} active_speaker must be an object")
-        if not isinstance(data.get("metadata") or {}, Mapping):
-            raise StreamError(f"{where} metadata must be an object")
+            raise StreamError(
+                f"{where}: annotations must be a list of lines, got {_json_type(data['annotations'])}"
+            )
+        lines = [Line.from_record(a, f"{where}: annotations[{i}]") for i, a in enumerate(data["annotations"])]
         return cls(
-            video_path=str(data["video_path"]),
+            video_path=video_path,
             video_begin=begin,
             video_end=end,
-            video_duration=whole_second(data.get("video_duration", end), f"{where} video_duration"),
-            active_speaker=dict(speaker),
+            video_duration=duration,
+            active_speaker=speaker,
             annotations=lines,
-            metadata=dict(data.get("metadata") or {}),
-            history=str(data.get("history") or ""),
+            metadata=dict(metadata),
+            history=history,
         )
 
 
+RECORD_FIELDS = ("video_path", "video_begin", "video_end", "active_speaker", "metadata", "annotations")
+"""What every annotation record holds (``video_duration`` and ``history`` are optional)."""
+
+
+def _json_type(value: Any) -> str:
+    """How a user would name a value's JSON type in a message (``a string ('x')``)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return f"a boolean ({str(value).lower()})"
+    if isinstance(value, str):
+        return f"a string ({value!r})" if len(value) <= 40 else "a string"
+    if isinstance(value, int | float):
+        return f"a number ({value!r})"
+    if isinstance(value, Mapping):
+        return "an object"
+    if isinstance(value, list | tuple):
+        return "a list"
+    return type(value).__name__
+
+
+def _active_speaker(value: Any, where: str) -> dict[str, Any]:
+    """``{"name": str, "persona": [str, ...]}``: the speaker whose lines the agent produces."""
+    example = '{"name": "SPEAKER_0", "persona": ["play-by-play caster"]}'
+    if not isinstance(value, Mapping):
+        raise StreamError(
+            f"{where}: active_speaker must be an object like {example}, got {_json_type(value)}"
+        )
+    name = value.get("name")
+    if not isinstance(name, str) or not name:
+        raise StreamError(
+            f"{where}: active_speaker.name must be the speaker's name as the annotations write it "
+            f"(a non-empty string), got {'nothing' if 'name' not in value else _json_type(name)}"
+        )
+    persona = value.get("persona", [])
+    if not isinstance(persona, list) or not all(isinstance(p, str) for p in persona):
+        raise StreamError(
+            f"{where}: active_speaker.persona must be a list of strings, got {_json_type(persona)}"
+        )
+    return dict(value)
+
+
+def _tag_choices() -> str:
+    return ", ".join(f"{tag!r} (--scenario {scenario})" for scenario, tag in TAGS.items())
+
+
+def _normal(text: str) -> str:
+    return " ".join(text.lower().replace("-", " ").replace("_", " ").split())
+
+
+def scenario_of_tag(tag: Any, where: str) -> Scenario:
+    """The scenario a record's ``metadata.tag`` names; else an error listing the three exact
+    tags with their scenarios (and the likely one, for a scenario name or a near miss)."""
+    if isinstance(tag, str) and tag in SCENARIO_OF_TAG:
+        return SCENARIO_OF_TAG[tag]
+    if not isinstance(tag, str):
+        raise StreamError(
+            f"{where}: metadata.tag must be a string, one of {_tag_choices()}; got {_json_type(tag)}"
+        )
+    candidates = {_normal(t): t for t in TAGS.values()} | {_normal(s): t for s, t in TAGS.items()}
+    close = difflib.get_close_matches(_normal(tag), list(candidates), n=1, cutoff=0.75)
+    hint = f" (did you mean {candidates[close[0]]!r}?)" if close else ""
+    raise StreamError(
+        f"{where}: unknown metadata.tag {tag!r}{hint}; the tag must be one of the exact strings "
+        + _tag_choices()
+    )
+
+
 def read_annotations(path: Path | str) -> list[Annotation]:
-    """Annotation records from a JSONL file; a bad line is reported with its number."""
+    """Annotation records from a JSONL file (one record a line); a bad line is reported
+    with its number."""
     path = Path(path)
     if not path.is_file():
         raise StreamError(f"annotation file {path} does not exist")
+    text = read_text_file(path, StreamError)
     out = []
-    for number, text in enumerate(read_text_file(path, StreamError).splitlines(), 1):
-        if not text.strip():
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
             continue
         try:
-            data = json.loads(text)
+            data = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise StreamError(f"{path} line {number} is not JSON: {exc.msg}") from None
+            raise StreamError(f"{path} line {number} is not JSON ({exc.msg}){_jsonl_hint(text)}") from None
         out.append(Annotation.from_record(data, f"{path} line {number}"))
     if not out:
         raise StreamError(f"{path} holds no annotation records")
     return out
 
 
+def _jsonl_hint(text: str) -> str:
+    """Why a line is not JSON when the whole file is: a pretty-printed record or a list."""
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        return ""
+    kind = "a list of records" if isinstance(whole, list) else "one JSON document"
+    return f"; the file is {kind} spread over lines, but annotations are JSONL: one record object per line"
+
+
 def write_annotations(path: Path | str, annotations: Sequence[Annotation]) -> None:
-    Path(path).write_text("".join(json.dumps(a.to_record()) + "\n" for a in annotations))
+    """Records as JSONL, one a line (what :func:`read_annotations` reads); the old file is
+    replaced only once the new one is complete."""
+    from embodia.evals.resume import write_atomic
+
+    write_atomic(Path(path), "".join(json.dumps(a.to_record()) + "\n" for a in annotations))
 
 
 @runtime_checkable

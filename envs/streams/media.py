@@ -177,8 +177,6 @@ def write_subtitled_video(
     (``labels``, ``{second: text}``) small at the top, and the clock ``t=SS``.
 
     Frames are drawn and encoded one at a time, so a long stream costs no memory."""
-    import imageio.v2 as imageio
-
     rate = stream.fps if fps is None else float(fps)
     per_second = round(rate)
     if per_second < 1 or abs(rate - per_second) > 1e-9:
@@ -188,7 +186,7 @@ def write_subtitled_video(
     subtitler = Subtitler(stream.source.size, min_height, speakers=[u.speaker for u in said])
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    writer = imageio.get_writer(path, fps=per_second, codec="libx264", quality=7, macro_block_size=2)
+    writer = video_writer(path, per_second)
     try:
         for second in stream.seconds:
             true_now = lines_at(truth, second, hold)
@@ -200,6 +198,14 @@ def write_subtitled_video(
     finally:
         writer.close()
     return path
+
+
+def video_writer(path: Path, fps: int, quality: int = 7) -> Any:
+    """An H.264 MP4 writer (imageio's ffmpeg) taking RGB frames of even sides as they are:
+    a macro block of 2 pads nothing, so the file's frames keep the given size."""
+    import imageio.v2 as imageio
+
+    return imageio.get_writer(path, fps=fps, codec="libx264", quality=quality, macro_block_size=2)
 
 
 def _even(value: float) -> int:

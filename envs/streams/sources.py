@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from embodia.envs.streams.core import DEFAULT_FPS, SCENARIOS, Scenario, Stream, StreamError
+from embodia.envs.streams.core import DEFAULT_FPS, SCENARIOS, TAGS, Scenario, Stream, StreamError
 
 _PROCEDURAL_OPTIONS = {"seed": int, "duration": float, "begin": int, "end": int, "height": int, "width": int}
 _VIDEO_OPTIONS = {"labels": str, "index": int, "max_side": int}
@@ -81,10 +81,11 @@ def open_stream(spec: str, scenario: str = "solo", fps: float = DEFAULT_FPS) -> 
             fps=fps,
             max_side=options.get("max_side"),
         )
-        if stream.annotation.scenario != check_scenario(scenario):
+        tagged, wanted = stream.annotation.scenario, check_scenario(scenario)
+        if tagged != wanted:
             raise StreamError(
-                f"the clip's annotation is tagged {stream.annotation.tag!r} ({stream.annotation.scenario}), "
-                f"not {scenario}: pass --scenario {stream.annotation.scenario}"
+                f"the clip's annotation is tagged {stream.annotation.tag!r}, the tag of --scenario {tagged}, "
+                f"not {wanted}: pass --scenario {tagged} (the tag is {TAGS[wanted]!r} for {wanted})"
             )
         return stream
     raise StreamError(f"source {spec!r}: unknown kind {kind!r} (procedural or video)")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 import time
 from pathlib import Path
 
@@ -176,9 +177,7 @@ def test_annotation_records_round_trip_and_errors(tmp_path) -> None:  # type: ig
     assert [q.text for q in again.queries()] == ["where now?"]
     assert stream.chunk(5).query == "where now?"
     path = tmp_path / "ann.jsonl"
-    path.write_text(
-        '{"video_path": "a.mp4", "video_begin": 0, "video_end": 5, "annotations": []}\nnot json\n'
-    )
+    path.write_text(json.dumps(record) + "\nnot json\n")
     with pytest.raises(StreamError, match="line 2 is not JSON"):
         read_annotations(path)
     bad = dict(
@@ -214,7 +213,7 @@ def test_annotations_that_are_not_text_or_not_seconds_are_named(tmp_path: Path) 
     latin1.write_bytes('{"video_path": "caf\xe9.mp4"}\n'.encode("latin-1"))
     with pytest.raises(StreamError, match=f"{latin1} is not UTF-8 text"):
         read_annotations(latin1)
-    record = {"video_path": "a.mp4", "video_begin": 0, "video_end": 5, "annotations": []}
+    record = flash_stream(5).annotation.to_record()
     for bad in (float("nan"), float("inf"), -1):
         with pytest.raises(StreamError, match="video_begin must be an integer second from 0"):
             Annotation.from_record(dict(record, video_begin=bad))
