@@ -11,7 +11,7 @@ SYSTEM_SONAMES := libusb-1.0.so.0 libGL.so.1 libEGL.so.1 libgomp.so.1
 SANDBOX_PACKAGES := bubblewrap util-linux
 SANDBOX_TOOLS := bwrap setpriv
 
-.PHONY: demo test test-fast test-vllm lint format system-libs browser clean
+.PHONY: demo docs-images test test-fast test-vllm test-docs lint format system-libs browser clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -51,11 +51,16 @@ demo: system-libs $(VENV)/.installed
 	  --out runs/demo/stream
 	@echo "The demo's runs are in runs/demo/. To look through them: source $(BIN)/activate, then embodia view runs/"
 
+# The README's pictures: downscaled copies of a fresh demo run's, committed in docs/images/ so the
+# repository page shows them (a deliberate exception to "no generated files").
+docs-images: demo
+	$(BIN)/python docs/make_images.py runs/demo docs/images
+
 test: system-libs browser $(VENV)/.installed
 	$(BIN)/python -m pytest
 
 test-fast: system-libs $(VENV)/.installed
-	$(BIN)/python -m pytest -m "not slow" -x -q
+	$(BIN)/python -m pytest -m "not slow and not docs" -x -q
 
 # The real vLLM suite (docs/vllm.md). vLLM pins torch 2.13.0+cpu and a transformers older than
 # ours, so it gets a venv of its own; embodia goes in with --no-deps and only the packages
@@ -80,6 +85,12 @@ $(VLLM_VENV)/.installed: pyproject.toml Makefile | $(VLLM_BIN)/python
 test-vllm: $(VLLM_VENV)/.installed
 	EMBODIA_REQUIRE_VLLM=1 VLLM_NO_USAGE_STATS=1 DO_NOT_TRACK=1 HF_HUB_OFFLINE=1 \
 	  $(VLLM_BIN)/python -m pytest -m vllm tests/vllm_suite
+
+# Runs every sh/bash/python block of README.md and docs/*.md as written (docs/docs-test.md).
+# Blocks that talk to 127.0.0.1:8000 get a vLLM server from .venv-vllm; without it they skip,
+# unless EMBODIA_REQUIRE_VLLM=1 (.ci/run sets it).
+test-docs: system-libs $(VENV)/.installed
+	$(BIN)/python -m pytest -m docs tests/docs_walk
 
 lint: $(VENV)/.installed
 	$(BIN)/ruff check .

@@ -6,6 +6,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -23,8 +24,11 @@ def _fenced_blocks(text: str, language: str) -> list[tuple[int, str]]:
 def test_readme_says_to_activate_the_venv_before_any_embodia_command() -> None:
     readme = (ROOT / "README.md").read_text()
     two_commands = readme.index("## Two commands")
-    end, body = next((e, b) for e, b in _fenced_blocks(readme, "bash") if e > two_commands)
-    assert "make demo" in body and "make test" in body
+    section_end = readme.index("\n## ", two_commands)
+    blocks = [(e, b) for e, b in _fenced_blocks(readme, "bash") if two_commands < e < section_end]
+    bodies = "".join(body for _, body in blocks)
+    assert "make demo" in bodies and "make test" in bodies
+    end = blocks[-1][0]
     next_paragraph = readme[end:].lstrip("\n").split("\n\n")[0]
     assert ACTIVATE in next_paragraph
     first_command = re.search(r"(^|`)embodia (explore|eval|sim|dsr|stream|sxs|view)\b", readme, re.MULTILINE)
@@ -100,3 +104,78 @@ def test_vllm_offline_snippet_builds_no_engine_when_a_worker_imports_it(tmp_path
     assert "policy" not in namespace
     with pytest.raises(PolicyError, match="/path/to/model"):
         runpy.run_path(str(script), run_name="__main__")
+
+
+IMAGE_LINK = re.compile(r"!\[[^\]]*\]\(([^)\s]+)[^)]*\)|<img\s[^>]*src=\"([^\"]+)\"")
+IMAGES_BUDGET_BYTES = 300_000
+
+
+def _pages() -> list[Path]:
+    return [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
+
+
+def _tracked(under: str) -> set[str]:
+    if shutil.which("git") is None or not (ROOT / ".git").exists():
+        pytest.skip("needs a git checkout to tell tracked files")
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "--", under], capture_output=True, text=True)
+    return set(listed.stdout.split())
+
+
+def test_every_image_a_page_shows_is_a_tracked_file_under_docs() -> None:
+    # The repository page renders these from the clone: a link into runs/ (git-ignored) is broken there.
+    tracked = _tracked("docs")
+    links = []
+    for page in _pages():
+        for match in IMAGE_LINK.finditer(page.read_text()):
+            target = match.group(1) or match.group(2)
+            assert "://" not in target, f"{page.name} shows a remote image {target}"
+            resolved = (page.parent / target).resolve()
+            assert resolved.is_relative_to(ROOT / "docs"), f"{page.name}: {target} is not under docs/"
+            assert resolved.relative_to(ROOT).as_posix() in tracked, f"{page.name}: {target} is not tracked"
+            links.append(target)
+    assert "docs/images/bev.png" in links
+
+
+def test_docs_images_stay_small() -> None:
+    images = [ROOT / name for name in _tracked("docs/images")]
+    assert images
+    assert sum(image.stat().st_size for image in images) < IMAGES_BUDGET_BYTES
+
+
+def test_make_images_writes_small_copies_and_names_a_missing_picture(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image, ImageDraw
+
+    run = tmp_path / "runs" / "demo"
+    (run / "stream").mkdir(parents=True)
+    sizes = {"bev.png": (1600, 1000), "coverage.png": (600, 400), "stream/timeline.png": (1200, 184)}
+    for name, size in sizes.items():
+        picture = Image.new("RGBA", size, (0, 0, 0, 0))  # transparent: flattened on white
+        draw = ImageDraw.Draw(picture)
+        for left in range(0, size[0] - 40, 60):  # flat areas in a few colours, like the demo's plots
+            draw.rectangle([left, 10, left + 40, size[1] // 2], fill=(left % 256, 90, 200, 255))
+        picture.save(run / name)
+    out = tmp_path / "images"
+    script = ROOT / "docs" / "make_images.py"
+    done = subprocess.run([sys.executable, str(script), str(run), str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    expected = {"bev.png": (800, 500), "coverage.png": (600, 400), "stream-timeline.png": (800, 123)}
+    for name, size in expected.items():
+        with Image.open(out / name) as copy:
+            assert copy.size == size and copy.mode == "P"
+            assert copy.convert("RGB").getpixel((0, size[1] - 1)) == (255, 255, 255)
+        assert (out / name).stat().st_size < 80_000
+    noise = np.random.default_rng(0).integers(0, 256, (1000, 1600, 3), dtype=np.uint8)
+    Image.fromarray(noise).save(run / "bev.png")  # no palette keeps this small
+    too_big = subprocess.run(
+        [sys.executable, str(script), str(run), str(out)], capture_output=True, text=True
+    )
+    assert too_big.returncode == 2 and "bytes after shrinking, over the 80000 allowed" in too_big.stderr
+    (run / "bev.png").unlink()
+    missing = subprocess.run(
+        [sys.executable, str(script), str(run), str(out)], capture_output=True, text=True
+    )
+    assert missing.returncode == 2
+    assert missing.stderr.strip().splitlines() == [
+        f"error: {run / 'bev.png'} does not exist: run make demo first (make docs-images does)"
+    ]
