@@ -118,11 +118,13 @@ def random_weights_label(name: str) -> str:
 
 
 _SPEC_PREFIXES = ("judge:", "hf:", "vllm:", "nli:")
+_GATE_META = "gate.json"  # speak_gate.GATE_META, not imported: that module loads torch
 
 
 def _named_directory(value: str) -> str:
-    """The directory a setting names: ``hf:DIR?opts``, ``vllm:DIR``, ``nli:DIR``,
-    ``judge:hf:DIR`` or a bare ``DIR``."""
+    """The model directory a setting names: ``hf:DIR?opts``, ``vllm:DIR``, ``nli:DIR``,
+    ``judge:hf:DIR``, a bare ``DIR``, or for ``gate:DIR`` (a trained speak gate) the VLM
+    directory its ``gate.json`` names."""
     text = value.strip()
     stripped = True
     while stripped:
@@ -130,12 +132,19 @@ def _named_directory(value: str) -> str:
         for prefix in _SPEC_PREFIXES:
             if text[: len(prefix)].lower() == prefix:
                 text, stripped = text[len(prefix) :], True
+    if text[:5].lower() == "gate:":
+        try:
+            meta = json.loads((Path(text[5:]) / _GATE_META).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return ""
+        model_dir = meta.get("model_dir") if isinstance(meta, dict) else None
+        return model_dir if isinstance(model_dir, str) else ""
     return text.split("?", 1)[0]
 
 
 def random_weights_in(settings: Mapping[str, Any]) -> dict[str, str]:
     """``{setting: note}`` for every setting of a run that names a model directory of random
-    weights (a policy spec, a judge, an NLI model); empty when none does."""
+    weights (a policy spec, a judge, an NLI model, a speak gate's VLM); empty when none does."""
     notes: dict[str, str] = {}
     for key, value in settings.items():
         if isinstance(value, str) and value.strip():

@@ -167,9 +167,15 @@ def test_the_backend_warns_and_its_name_says_random_weights(
     assert not [r for r in caplog.records if r.name == "embodia.policies.hf"]
 
 
-def test_settings_that_name_a_random_weight_model_are_noted(models: dict[str, tuple[Path, str]]) -> None:
+def test_settings_that_name_a_random_weight_model_are_noted(
+    tmp_path: Path, models: dict[str, tuple[Path, str]]
+) -> None:
     chat, vlm, nli = (models[kind][0] for kind in ("chat", "vlm", "nli"))
+    gate = tmp_path / "gate"  # a speak gate's metadata names the VLM it reads
+    gate.mkdir()
+    (gate / "gate.json").write_text(json.dumps({"format": 1, "model_dir": str(vlm.resolve())}))
     settings = {
+        "agent": f"gate:{gate}",
         "reasoner": f"hf:{chat}?seed=3",
         "perceiver": f"vllm:{vlm}",
         "support": f"nli:{nli}",
@@ -179,7 +185,7 @@ def test_settings_that_name_a_random_weight_model_are_noted(models: dict[str, tu
         "items": 3,
     }
     notes = random_weights_in(settings)
-    assert sorted(notes) == ["judge", "perceiver", "reasoner", "support"]
+    assert sorted(notes) == ["agent", "judge", "perceiver", "reasoner", "support"]
     assert notes["perceiver"].startswith(f"{vlm} holds random weights (built by `embodia models tiny vlm`")
 
 
