@@ -284,7 +284,14 @@ def train_tokenizer(
 # --------------------------------------------------------------------------- the models
 
 
-def _text_config_values(tokenizer: PreTrainedTokenizerFast, context_tokens: int) -> dict[str, object]:
+def _token_id(tokenizer: PreTrainedTokenizerFast, token: str) -> int:
+    found = tokenizer.convert_tokens_to_ids(token)
+    if not isinstance(found, int):
+        raise TypeError(f"{token!r} is not one token of the tiny tokenizer")
+    return found
+
+
+def _text_config_values(tokenizer: PreTrainedTokenizerFast, context_tokens: int) -> dict[str, Any]:
     """The toy Qwen2 decoder both models share: head_dim 64 (vLLM CPU accepts 32/64/128)."""
     return {
         "vocab_size": len(tokenizer),
@@ -295,9 +302,9 @@ def _text_config_values(tokenizer: PreTrainedTokenizerFast, context_tokens: int)
         "num_key_value_heads": 1,
         "max_position_embeddings": context_tokens,
         "initializer_range": 0.2,
-        "bos_token_id": tokenizer.convert_tokens_to_ids(END_OF_TEXT),
-        "eos_token_id": tokenizer.convert_tokens_to_ids(IM_END),
-        "pad_token_id": tokenizer.convert_tokens_to_ids(END_OF_TEXT),
+        "bos_token_id": _token_id(tokenizer, END_OF_TEXT),
+        "eos_token_id": _token_id(tokenizer, IM_END),
+        "pad_token_id": _token_id(tokenizer, END_OF_TEXT),
     }
 
 
@@ -305,9 +312,9 @@ def _generation_config(tokenizer: PreTrainedTokenizerFast) -> GenerationConfig:
     from transformers import GenerationConfig
 
     return GenerationConfig(
-        eos_token_id=[tokenizer.convert_tokens_to_ids(IM_END), tokenizer.convert_tokens_to_ids(END_OF_TEXT)],
-        pad_token_id=tokenizer.convert_tokens_to_ids(END_OF_TEXT),
-        bos_token_id=tokenizer.convert_tokens_to_ids(END_OF_TEXT),
+        eos_token_id=[_token_id(tokenizer, IM_END), _token_id(tokenizer, END_OF_TEXT)],
+        pad_token_id=_token_id(tokenizer, END_OF_TEXT),
+        bos_token_id=_token_id(tokenizer, END_OF_TEXT),
     )
 
 
@@ -350,7 +357,7 @@ def _write_vlm(directory: Path, seed: int, context_tokens: int) -> str:
             "patch_size": patch_size,
             "projection_dim": 32,
         },
-        image_token_index=tokenizer.convert_tokens_to_ids(IMAGE_PAD),
+        image_token_index=_token_id(tokenizer, IMAGE_PAD),
         image_seq_length=(image_side // patch_size) ** 2,
         vision_feature_select_strategy="default",
         vision_feature_layer=-1,

@@ -100,7 +100,7 @@ def test_building_twice_is_a_no_op(tmp_path: Path) -> None:
         "random_weights": True,
         "built_by": "embodia models tiny chat",
     }
-    with pytest.raises(EmbodiaError, match=r"already holds a tiny chat model built otherwise \(seed 0, not 1\)"):
+    with pytest.raises(EmbodiaError, match=r"holds a tiny chat model built otherwise \(seed 0, not 1\)"):
         build_tiny_chat_lm(directory, seed=1)
 
 
