@@ -110,6 +110,11 @@ sxs_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(sxs_app, name="sxs")
+models_app = typer.Typer(
+    help="Models for trying embodia offline (docs/models.md): tiny ones with random weights.",
+    no_args_is_help=True,
+)
+app.add_typer(models_app, name="models")
 
 SceneOption = Annotated[
     str,
@@ -618,7 +623,7 @@ def eval_dsr(
                 on_answer=advance,
                 unsafe_no_sandbox=unsafe_no_sandbox,
             )
-    table = Table(title=escape(f"DSR-Bench {suite}: {policy}"))
+    table = Table(title=escape(f"DSR-Bench {suite}: {chat.name}"))  # the name says "random weights"
     table.add_column("category")
     table.add_column("n", justify="right")
     table.add_column("exact", justify="right")
@@ -1102,6 +1107,54 @@ def sxs_data(
         chosen = (make_item(source, i, difficulty, seed) for i in range(items))
         write_jsonl(sft_records(chosen, loaded), out)
     console.print(f"wrote {items} records to {_bold(out)}", highlight=False)
+
+
+@models_app.command("tiny")
+def models_tiny(
+    kind: Annotated[
+        str,
+        typer.Argument(
+            metavar="chat|vlm|nli", help="chat (a Qwen2 chat LM), vlm (a LLaVA-style VLM) or nli."
+        ),
+    ],
+    out: Annotated[
+        Path, typer.Option("--out", help="A new or empty folder for the model, e.g. models/tiny-chat.")
+    ],
+    seed: Annotated[int, typer.Option("--seed", help="Seed of the random weights.", callback=_seed)] = 0,
+    context: Annotated[
+        int | None,
+        typer.Option("--context", help="Context in tokens (default: 4096; nli: 128)."),
+    ] = None,
+) -> None:
+    """Build a tiny model with RANDOM WEIGHTS in seconds, offline: it runs every path, says noise."""
+    from embodia.evals.resume import check_out_folder
+    from embodia.policies import tiny_models
+
+    with user_errors():
+        if kind not in tiny_models.KINDS:
+            raise EmbodiaError(f"unknown tiny model {kind!r}: expected one of {', '.join(tiny_models.KINDS)}")
+        if context is not None:
+            check_range("--context", context, tiny_models.MIN_CONTEXT, tiny_models.MAX_CONTEXT)
+        check_out_folder(out)
+        what = f"tiny {tiny_models.WHAT[kind]} with {tiny_models.RANDOM_WEIGHTS}"
+        with err_console.status(escape(f"building a {what}")):
+            from transformers.utils import logging as transformers_logging
+
+            transformers_logging.disable_progress_bar()  # its shard bars would bury the lines below
+            built = tiny_models.build_tiny(kind, out, seed=seed, context_tokens=context)
+        marker = tiny_models.read_marker(out) or {}
+    details = f"seed {marker.get('seed')}, {marker.get('context_tokens')}-token context"
+    if built:
+        line = f"built a {what} in {_bold(out)} ({details}; model card {tiny_models.MODEL_CARD})"
+    else:
+        line = f"{_bold(out)} already holds this {what} ({details}): nothing to do"
+    use = f"--support nli:{out}" if kind == "nli" else f"--policy hf:{out}"
+    for text in (
+        line,
+        f"{tiny_models.RANDOM_WEIGHTS}: its outputs are noise, for trying embodia offline only "
+        f"(e.g. {escape(use)}; docs/models.md)",
+    ):
+        console.print(text, highlight=False, soft_wrap=True)
 
 
 @app.command("view")

@@ -3,8 +3,8 @@
     python benchmarks/live.py [--quick] [--minutes 10] [--hours 2]
 
 1. Per-chunk decision latency of the event heuristic and of the learned gate over a tiny
-   random-weight VLM (built here from a config, as the tests build it), on the same
-   procedural arena chunks.
+   random-weight VLM (what ``embodia models tiny vlm`` builds), on the same procedural arena
+   chunks.
 2. The real-time factor of a whole heuristic run (render the chunk, decide, write the line,
    step the env) over a ``--minutes`` procedural stream: processing seconds / stream seconds
    (target <= 0.5 on 2 cores).
@@ -20,14 +20,11 @@ from __future__ import annotations
 import argparse
 import json
 import resource
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import numpy as np
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 
 from embodia.agents.proactive import ContextBudget, HudSpeaker, ProactiveAgent, run_stream
 from embodia.envs.streams.env import LiveGamingEnv
@@ -91,9 +88,8 @@ def main() -> None:
     chunks = [stream.chunk(s) for s in range(40)]
     heuristic_ms = decision_ms(EventHeuristic(), chunks)
 
-    from tinymodels import build_tiny_vlm
-
     from embodia.policies.speak_gate import FlagFeatures, LearnedGate, ResponseHead
+    from embodia.policies.tiny_models import build_tiny_vlm
 
     with tempfile.TemporaryDirectory() as tmp:
         model = build_tiny_vlm(Path(tmp) / "vlm")

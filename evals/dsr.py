@@ -113,6 +113,16 @@ def _check_run(out: Path, settings: DSRSettings) -> bool:
     return True
 
 
+def _run_record(settings: DSRSettings) -> dict[str, Any]:
+    """``run.json``: the settings, and ``random_weights`` when the policy is a model of random
+    weights (``embodia models tiny``); continuing a run compares the settings only."""
+    from embodia.policies.tiny_models import random_weights_in
+
+    record = settings.to_json()
+    notes = random_weights_in(record)
+    return {**record, "random_weights": notes} if notes else record
+
+
 def answer_one(
     policy: Policy,
     instance: Instance,
@@ -175,7 +185,7 @@ def run_dsr(
     done = sum(1 for key in answers if key in wanted)
     lock = threading.Lock()
     with run_folder(out, ANSWERS_FILE, settings_file=RUN_FILE):
-        write_atomic(out / RUN_FILE, json.dumps(settings.to_json(), indent=1))
+        write_atomic(out / RUN_FILE, json.dumps(_run_record(settings), indent=1))
         # A torn last line goes before appending, or the next answer would be glued to it.
         continue_records(answers_path, recorded)
         with answers_path.open("a", encoding="utf-8") as log:

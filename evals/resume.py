@@ -186,10 +186,19 @@ def read_config(out: Path) -> dict[str, Any]:
 
 
 def write_config(out: Path, config: Mapping[str, Any]) -> None:
-    """Write a run's ``config.yaml`` (atomically)."""
+    """Write a run's ``config.yaml`` (atomically). When a setting names a model of random
+    weights (``embodia models tiny``), ``random_weights`` beside the settings says which and
+    why its results mean nothing; resuming compares the settings only."""
     import yaml
 
-    write_atomic(out / CONFIG_FILE, yaml.safe_dump(dict(config), sort_keys=False))
+    from embodia.policies.tiny_models import random_weights_in
+
+    record = dict(config)
+    settings = record.get("settings")
+    notes = random_weights_in(settings) if isinstance(settings, Mapping) else {}
+    if notes:
+        record["random_weights"] = notes
+    write_atomic(out / CONFIG_FILE, yaml.safe_dump(record, sort_keys=False))
 
 
 def begin_results(out: Path, settings: Mapping[str, Any], done: list[dict[str, Any]]) -> Path:

@@ -4,7 +4,9 @@ The directory's ``config.json`` decides the architecture. A directory with a pro
 (``processor_config.json`` or ``preprocessor_config.json``) whose architecture is an
 image-text-to-text model is loaded as a VLM (``AutoProcessor`` +
 ``AutoModelForImageTextToText``); anything else must be a causal LM (``AutoTokenizer`` +
-``AutoModelForCausalLM``). Nothing is ever downloaded (``local_files_only=True``).
+``AutoModelForCausalLM``). Nothing is ever downloaded (``local_files_only=True``). A directory
+of random weights (``embodia models tiny``) loads with a warning, and the policy's name says
+``(random weights)``, so that every record of its replies does.
 
 Decoding: greedy at temperature 0; above it, one token is drawn per step from
 ``softmax(logits / temperature)`` with this policy's seeded ``torch.Generator`` (so a run is
@@ -54,6 +56,7 @@ from embodia.policies.base import (
     check_request,
     text_only_model,
 )
+from embodia.policies.tiny_models import random_weights_label, random_weights_note
 
 logger = logging.getLogger(__name__)
 
@@ -157,6 +160,11 @@ class HFPolicy:
             raise PolicyError(f"model directory {self.path} does not exist")
         if not (self.path / "config.json").is_file():
             raise PolicyError(f"{self.path} has no config.json: not a transformers model directory")
+        self.random_weights = random_weights_note(self.path)
+        """Why this model's outputs mean nothing (random weights), or None for a trained model."""
+        if self.random_weights is not None:
+            logger.warning("%s", self.random_weights)
+            self.name = random_weights_label(self.name)
         try:
             config = AutoConfig.from_pretrained(self.path, local_files_only=True)
         except (OSError, ValueError, KeyError) as error:

@@ -41,6 +41,7 @@ from torch import nn
 
 from embodia.envs.streams.core import Chunk, Stream
 from embodia.errors import EmbodiaError, read_text_file
+from embodia.policies.tiny_models import random_weights_label
 
 FLAG = "<|FLAG|>"
 HISTORY_START, HISTORY_END = "<|history_start|>", "<|history_end|>"
@@ -261,6 +262,8 @@ class FlagFeatures:
         if not policy.accepts_images:
             raise GateError(f"{model_dir} is a text-only model; the speak gate needs a VLM that takes frames")
         self.model_dir = Path(model_dir)
+        self.random_weights = policy.random_weights
+        """Why features of this VLM mean nothing (random weights), or None for a trained one."""
         self.device = policy.device
         self.processor: Any = policy.processor
         self.tokenizer: Any = policy.tokenizer
@@ -327,6 +330,7 @@ class FlagFeatures:
             "pooling": self.pooling,
             "seed": self.seed,
             "hidden_size": self.hidden_size,
+            **({} if self.random_weights is None else {"random_weights": self.random_weights}),
             **extra,
         }
 
@@ -593,6 +597,8 @@ def fit_gate(
         "train_streams": len(train),
         "final_loss": log.final.get("loss"),
     }
+    if features.random_weights is not None:
+        report["random_weights"] = features.random_weights
     if held_out_sources:
         held_out = [open_stream(spec, scenario) for spec in held_out_sources]
         rows = []
@@ -724,6 +730,8 @@ class LearnedGate:
         self.threshold = threshold
         self.context_turns = context_turns
         self.name = name or f"gate:{features.model_dir.name}"
+        if features.random_weights is not None:
+            self.name = random_weights_label(self.name)
 
     @classmethod
     def from_dir(

@@ -9,7 +9,9 @@ the OpenAI-compatible backend sends, so both backends see one request shape.
 Sampling follows the server's defaults where vLLM's offline defaults differ:
 ``SamplingParams.max_tokens`` defaults to 16 offline, so it is always set, and the model's
 ``generation_config.json`` is ignored (``generation_config="vllm"``), so a request means the
-same thing here as against ``vllm serve --generation-config vllm``.
+same thing here as against ``vllm serve --generation-config vllm``. A directory of random
+weights (``embodia models tiny``) loads with a warning and a name that says so, as with
+``HFPolicy``.
 """
 
 from __future__ import annotations
@@ -34,6 +36,7 @@ from embodia.policies.base import (
     text_only_model,
 )
 from embodia.policies.openai_compat import build_chat_request
+from embodia.policies.tiny_models import random_weights_label, random_weights_note
 
 logger = logging.getLogger(__name__)
 
@@ -102,6 +105,11 @@ class VLLMOfflinePolicy:
         if max_model_len < 1:
             raise PolicyError(f"max_model_len must be at least 1, got {max_model_len}")
         self.name = name or f"vllm:{self.path}"
+        self.random_weights = random_weights_note(self.path)
+        """Why this model's outputs mean nothing (random weights), or None for a trained model."""
+        if self.random_weights is not None:
+            logger.warning("%s", self.random_weights)
+            self.name = random_weights_label(self.name)
         self.seed = int(seed)
         self.max_model_len = int(max_model_len)
         self.max_logprobs = int(max_logprobs)

@@ -166,11 +166,10 @@ def test_bad_input_exits_2_with_one_line(tmp_path: Path, args: list[str], messag
 def test_tiny_models_end_to_end(tmp_path: Path) -> None:
     """CSMR with a tiny random-weight LM reasoning and a tiny VLM perceiving, and SxS with the
     LM: the real backends run; random weights give unreadable replies, which are counted."""
-    from tinymodels import build_tiny_chat_lm, build_tiny_vlm
-
     from embodia.agents.sxs import run_sxs
     from embodia.policies import make_policy
     from embodia.policies.recipes.sxs_data import numeric_support
+    from embodia.policies.tiny_models import build_tiny_chat_lm, build_tiny_vlm
 
     lm, vlm = build_tiny_chat_lm(tmp_path / "lm"), build_tiny_vlm(tmp_path / "vlm")
     out = tmp_path / "csmr"

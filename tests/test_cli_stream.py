@@ -128,7 +128,7 @@ def test_eval_live_names_a_malformed_file(tmp_path: Path) -> None:
 def test_train_a_gate_then_run_it_with_its_vlm_speaking(tmp_path: Path) -> None:
     """The whole learned path on a tiny random-weight VLM: features, training, saving,
     loading as `--agent gate:DIR`, and lines written by the same VLM under the token cap."""
-    from tinymodels import build_tiny_vlm
+    from embodia.policies.tiny_models import build_tiny_vlm
 
     model = build_tiny_vlm(tmp_path / "vlm")
     gate = tmp_path / "gate"
@@ -245,7 +245,7 @@ def test_a_users_video_with_its_annotations(tmp_path: Path) -> None:
 def test_a_chat_vlm_decides_or_speaks(tmp_path: Path) -> None:
     """`--agent hf:DIR` asks the tiny VLM SPEAK or SILENT every second; `--speaker hf:DIR`
     has it write the lines the heuristic decides to say."""
-    from tinymodels import build_tiny_vlm
+    from embodia.policies.tiny_models import build_tiny_vlm
 
     model = build_tiny_vlm(tmp_path / "vlm")
     out = tmp_path / "prompted"

@@ -362,7 +362,19 @@ _KEYS = {
 
 
 def summary_of(run: Run) -> dict[str, Any]:
-    """The few numbers the run list shows; a RunError when the run's files are unreadable."""
+    """The few numbers the run list shows, first ``model: random weights`` when the run used a
+    model of random weights (its config says so); a RunError when its files are unreadable."""
+    return {**_random_weights(run), **_numbers(run)}
+
+
+def _random_weights(run: Run) -> dict[str, Any]:
+    config = (
+        _object(run.read_json("run.json"), "run.json") if run.kind == "dsr" else run.read_yaml("config.yaml")
+    )
+    return {"model": "random weights"} if config.get("random_weights") else {}
+
+
+def _numbers(run: Run) -> dict[str, Any]:
     if run.kind == "explore":
         records = run.read_jsonl("episodes.jsonl")
         summary = _object(run.read_json("summary.json"), "summary.json")

@@ -12,6 +12,7 @@ Reasoning after the last chunk's prefix is dropped unless ``keep_trailing``.
 from __future__ import annotations
 
 import json
+import logging
 import math
 import re
 from collections.abc import Callable, Hashable, Iterable, Iterator, Mapping, Sequence
@@ -20,6 +21,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from embodia.envs.puzzles.core import Verdict, json_values
+
+logger = logging.getLogger(__name__)
 
 Support = Callable[[Sequence[str], str], bool]
 """``supports(reasoning_prefix_steps, chunk) -> bool``."""
@@ -277,8 +280,13 @@ class NLISupport:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
         from embodia.errors import EmbodiaError
+        from embodia.policies.tiny_models import random_weights_note
 
         path = Path(model_dir)
+        self.random_weights = random_weights_note(path)
+        """Why this model's verdicts mean nothing (random weights), or None for a trained model."""
+        if self.random_weights is not None:
+            logger.warning("%s", self.random_weights)
         self.tokenizer = load_pretrained(AutoTokenizer, path, "NLI model")
         self.tokenizer.truncation_side = "left"
         self.model = load_pretrained(AutoModelForSequenceClassification, path, "NLI model")

@@ -186,12 +186,12 @@ def test_vlm_acts_through_tools_and_its_replies_stream(tmp_path: Path) -> None:
 
 def test_a_real_vlm_sees_both_pictures_and_its_replies_stream(tmp_path: Path) -> None:
     import gymnasium
-    from tinymodels import build_tiny_vlm
 
     import embodia.envs  # noqa: F401
     from embodia.agents.explorer import ExplorerConfig, ExplorerContext
     from embodia.agents.runtime import RunRecorder, run_config, stream_run
     from embodia.policies.hf import HFPolicy
+    from embodia.policies.tiny_models import build_tiny_vlm
 
     class Watched(HFPolicy):  # the real model, with each request's images noted
         shapes: list[list[tuple[int, ...]]] = []

@@ -121,9 +121,8 @@ def test_code_suite_run_executes_solutions(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_tiny_transformers_model_run(tmp_path: Path) -> None:
-    from tinymodels import build_tiny_chat_lm
-
     from embodia.policies import make_policy
+    from embodia.policies.tiny_models import build_tiny_chat_lm
 
     model = build_tiny_chat_lm(tmp_path / "tiny-chat")
     policy = make_policy(f"hf:{model}")

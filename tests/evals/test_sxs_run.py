@@ -193,7 +193,7 @@ def test_the_cli_runs_and_refuses_bad_input(tmp_path: Path) -> None:
 
 
 def test_sft_data_with_a_chat_template(tmp_path: Path) -> None:
-    from tinymodels import build_tiny_chat_lm
+    from embodia.policies.tiny_models import build_tiny_chat_lm
 
     model = build_tiny_chat_lm(tmp_path / "lm")
     out = tmp_path / "sft.jsonl"
@@ -224,7 +224,7 @@ def test_sft_data_with_a_chat_template(tmp_path: Path) -> None:
 def test_every_mode_with_a_tiny_transformers_model(tmp_path: Path) -> None:
     """The real HF backend streams each mode; random weights give replies that are wrong and
     mostly tagless, which the metrics count honestly (no content, zero accuracy)."""
-    from tinymodels import build_tiny_chat_lm
+    from embodia.policies.tiny_models import build_tiny_chat_lm
 
     model = build_tiny_chat_lm(tmp_path / "lm")
     out = tmp_path / "run"
@@ -241,7 +241,7 @@ def test_every_mode_with_a_tiny_transformers_model(tmp_path: Path) -> None:
     assert report["modes"]["sft_target"]["accuracy"] == 1.0
     assert set(report["modes"]) == set(MODES) and (out / "pareto_wait.png").exists()
     # The tiny VLM is a chat policy too: the same run, on a puzzle, through its processor.
-    from tinymodels import build_tiny_vlm
+    from embodia.policies.tiny_models import build_tiny_vlm
 
     vlm = build_tiny_vlm(tmp_path / "vlm")
     args = ["eval", "sxs", "--source", "maze", "--difficulty", "easy", "--items", "1", "--max-tokens", "16"]
@@ -267,10 +267,9 @@ def test_a_judge_model_decides_support_and_its_verdicts_are_kept() -> None:
 
 
 def test_an_nli_cross_encoder_decides_support(tmp_path: Path) -> None:
-    from tinymodels import build_tiny_nli
-
     from embodia.errors import EmbodiaError
     from embodia.policies.recipes.sxs_data import NLISupport
+    from embodia.policies.tiny_models import build_tiny_nli
 
     model = build_tiny_nli(tmp_path / "nli", labels=("ENTAILMENT", "neutral", "contradiction"))
     nli = NLISupport(model)

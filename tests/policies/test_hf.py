@@ -1,4 +1,4 @@
-"""The transformers backend end to end on the tiny random-weight models from tinymodels.py."""
+"""The transformers backend end to end on the tiny random-weight models (policies/tiny_models.py)."""
 
 from __future__ import annotations
 
@@ -8,11 +8,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tinymodels import BUILD_MARKER, build_tiny_chat_lm, build_tiny_vlm, train_tokenizer
 from transformers import AutoConfig, AutoProcessor, AutoTokenizer, CLIPVisionConfig
 
+from embodia.errors import EmbodiaError
+from embodia.policies import tiny_models
 from embodia.policies.base import Message, Policy, PolicyError
 from embodia.policies.hf import HFPolicy
+from embodia.policies.tiny_models import BUILD_MARKER, build_tiny_chat_lm, build_tiny_vlm, train_tokenizer
 
 MESSAGES: list[Message] = [
     {"role": "system", "content": "You are a helpful assistant."},
@@ -90,15 +92,40 @@ def test_building_twice_is_a_no_op(tmp_path: Path) -> None:
     before = weights.stat().st_mtime_ns
     assert build_tiny_chat_lm(directory) == directory
     assert weights.stat().st_mtime_ns == before
-    assert json.loads((directory / BUILD_MARKER).read_text())["kind"] == "chat_lm"
+    marker = json.loads((directory / BUILD_MARKER).read_text())
+    assert marker == {
+        "kind": "chat",
+        "seed": 0,
+        "context_tokens": 4096,
+        "random_weights": True,
+        "built_by": "embodia models tiny chat",
+    }
+    with pytest.raises(EmbodiaError, match=r"holds a tiny chat model built otherwise \(seed 0, not 1\)"):
+        build_tiny_chat_lm(directory, seed=1)
 
 
-def test_an_interrupted_build_is_redone(tmp_path: Path) -> None:
-    directory = tmp_path / "lm"
-    directory.mkdir()
-    (directory / "config.json").write_text("{}")  # what a crash before the marker leaves
-    build_tiny_chat_lm(directory)
-    assert AutoConfig.from_pretrained(directory, local_files_only=True).model_type == "qwen2"
+def test_an_interrupted_build_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    def write_then_fail(directory: Path, seed: int, context_tokens: int) -> str:
+        tiny_models._write_chat_lm(directory, seed, context_tokens)
+        raise KeyboardInterrupt  # a Ctrl-C after the weights, before the marker
+
+    monkeypatch.setitem(tiny_models._WRITERS, "chat", write_then_fail)
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    for target in (tmp_path / "new", empty):
+        with pytest.raises(KeyboardInterrupt):
+            build_tiny_chat_lm(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["empty"] and not any(empty.iterdir())
+    monkeypatch.undo()
+    build_tiny_chat_lm(empty)  # an empty folder is built into
+    assert AutoConfig.from_pretrained(empty, local_files_only=True).model_type == "qwen2"
+
+
+def test_a_folder_with_other_files_is_refused(tmp_path: Path) -> None:
+    (tmp_path / "config.json").write_text("{}")
+    with pytest.raises(EmbodiaError, match="holds other files: pick a new or empty folder"):
+        build_tiny_chat_lm(tmp_path)
+    assert [p.name for p in tmp_path.iterdir()] == ["config.json"]
 
 
 # --- text LM ---------------------------------------------------------------------------------
@@ -213,8 +240,8 @@ def test_request_errors(chat_lm: HFPolicy) -> None:
 
 
 def test_prompt_longer_than_the_context_is_an_error(chat_lm: HFPolicy) -> None:
-    long_prompt: list[Message] = [{"role": "user", "content": " kitchen" * 1100}]
-    with pytest.raises(PolicyError, match="context of 1024"):
+    long_prompt: list[Message] = [{"role": "user", "content": " kitchen" * 4100}]
+    with pytest.raises(PolicyError, match="context of 4096"):
         chat_lm.complete(long_prompt)
 
 

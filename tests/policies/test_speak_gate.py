@@ -12,7 +12,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
-from tinymodels import IM_END, build_tiny_chat_lm, build_tiny_vlm
 
 from embodia.envs.streams.core import Chunk, Line, Stream
 from embodia.errors import EmbodiaError
@@ -32,8 +31,9 @@ from embodia.policies.speak_gate import (
     stream_labels,
     train_gate,
 )
+from embodia.policies.tiny_models import IM_END, build_tiny_chat_lm, build_tiny_vlm
 
-HIDDEN = 128  # tinymodels' decoder
+HIDDEN = 128  # the tiny models' decoder
 
 
 @pytest.fixture(scope="session")

@@ -27,6 +27,8 @@ def _offline_vllm_env() -> Iterator[None]:
 @pytest.fixture(scope="session")
 def tiny_chat_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The tiny Qwen2 chat LM, built with this interpreter's transformers (vLLM pins its own)."""
-    from tinymodels import build_tiny_chat_lm  # torch + transformers: only when the suite runs
+    from embodia.policies.tiny_models import (
+        build_tiny_chat_lm,  # torch + transformers: only when the suite runs
+    )
 
     return build_tiny_chat_lm(tmp_path_factory.mktemp("tiny-chat-lm"), seed=0)

@@ -134,12 +134,19 @@ class TestOfflinePolicy:
 
 @pytest.mark.vllm
 @pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")
-def test_a_vllm_spec_builds_the_offline_policy(tiny_chat_model: Path, offline: VLLMOfflinePolicy) -> None:
+def test_a_vllm_spec_builds_the_offline_policy(
+    tiny_chat_model: Path, offline: VLLMOfflinePolicy, caplog: pytest.LogCaptureFixture
+) -> None:
     spec = f"vllm:{tiny_chat_model}?seed={SEED}&max_logprobs=5"
-    from_spec = make_policy(spec)
+    with caplog.at_level("WARNING", logger="embodia.policies.vllm_offline"):
+        from_spec = make_policy(spec)
     try:
         assert isinstance(from_spec, VLLMOfflinePolicy)
-        assert from_spec.name == spec
+        # The tiny model's weights are random: the name, and so every record, says it.
+        assert from_spec.name == f"{spec} (random weights)"
+        warned = [r.getMessage() for r in caplog.records if r.name == "embodia.policies.vllm_offline"]
+        assert warned == [from_spec.random_weights]
+        assert f"{tiny_chat_model} holds random weights (built by `embodia models tiny chat`" in warned[0]
         messages = chat("Go to the garage.")
         # same model, same seed: the same sample as the fixture's policy
         expected = offline.complete(messages, max_tokens=12, temperature=1.0)

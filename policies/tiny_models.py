@@ -1,0 +1,563 @@
+"""Tiny random-weight models built from configs, for trying every model path of embodia offline.
+
+``embodia models tiny chat|vlm|nli --out DIR`` builds them (``docs/models.md``), and the tests
+build the same ones. Nothing is downloaded: the tokenizer is a byte-level BPE trained here with
+``tokenizers`` on a corpus this module generates, and the models are toy-size configs with
+random weights saved with ``save_pretrained``, so every loading path (``from_pretrained`` with
+``local_files_only=True``, chat templates, processors, a vLLM server) runs for real.
+
+**The weights are random**: what these models write is noise. They show that a path works,
+never how well anything works. A build says so in three places: its model card
+(``README.md``), its marker file (:data:`BUILD_MARKER`, ``"random_weights": true``) and
+:func:`random_weights_note`, with which the model backends warn when they load one and label
+the policy's name ``... (random weights)``, so that run records say it too.
+
+- ``chat`` (:func:`build_tiny_chat_lm`): a Qwen2 causal LM. Its attention head_dim is 64
+  because vLLM's CPU attention only accepts 32/64/128; the vLLM suite serves this directory.
+- ``vlm`` (:func:`build_tiny_vlm`): a LLaVA (a CLIP vision tower and a Qwen2 decoder). Its
+  processor pairs the tokenizer with the PIL-based ``CLIPImageProcessorPil``, because
+  torchvision does not load beside the CPU torch.
+- ``nli`` (:func:`build_tiny_nli`): a BERT sequence classifier with NLI labels.
+
+A build is written into a hidden folder beside its target and renamed into place once it is
+complete (marker last), so the target is either a finished build or untouched. Building again
+with the same kind, seed and context is a no-op. torch and transformers are imported only to
+build, so checking a directory for random weights stays cheap.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import secrets
+import shutil
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from embodia.errors import EmbodiaError
+from embodia.limits import check_range, check_seed
+
+if TYPE_CHECKING:
+    from transformers import GenerationConfig, PreTrainedTokenizerFast
+
+BUILD_MARKER = "tiny-model-complete.json"
+MODEL_CARD = "README.md"
+KINDS = ("chat", "vlm", "nli")
+WHAT = {"chat": "chat LM", "vlm": "vision-language model", "nli": "NLI classifier"}
+DEFAULT_CONTEXT = {"chat": 4096, "vlm": 4096, "nli": 128}
+"""Positions (max_position_embeddings, and the tokenizer's model_max_length) per kind. The NLI
+classifier keeps BERT-style learned positions, so it stays small."""
+MIN_CONTEXT, MAX_CONTEXT = 64, 131_072
+RANDOM_WEIGHTS = "random weights"
+VOCAB_SIZE = 1280
+
+END_OF_TEXT = "<|endoftext|>"
+IM_START = "<|im_start|>"
+IM_END = "<|im_end|>"
+VISION_START = "<|vision_start|>"
+VISION_END = "<|vision_end|>"
+IMAGE_PAD = "<|image_pad|>"
+VIDEO_PAD = "<|video_pad|>"
+SPECIAL_TOKENS = (END_OF_TEXT, IM_START, IM_END, VISION_START, VISION_END, IMAGE_PAD, VIDEO_PAD)
+
+# Qwen2-style ChatML. Content is either a string or a list of {"type": "image"} /
+# {"type": "text", "text": ...} parts (the processor's structured form); an image part becomes
+# the vision placeholder that the processor expands to one pad token per merged patch.
+CHAT_TEMPLATE = (
+    "{%- for message in messages -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
+    "{%- if message['content'] is string -%}"
+    "{{- message['content'] -}}"
+    "{%- else -%}"
+    "{%- for part in message['content'] -%}"
+    "{%- if part['type'] == 'image' -%}"
+    "{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}"
+    "{%- elif part['type'] == 'text' -%}"
+    "{{- part['text'] -}}"
+    "{%- endif -%}"
+    "{%- endfor -%}"
+    "{%- endif -%}"
+    "{{- '<|im_end|>\\n' -}}"
+    "{%- endfor -%}"
+    "{%- if add_generation_prompt -%}"
+    "{{- '<|im_start|>assistant\\n' -}}"
+    "{%- endif -%}"
+)
+
+
+# --------------------------------------------------------------------------- random-weight labels
+
+
+def read_marker(directory: Path | str) -> dict[str, Any] | None:
+    """The build marker of a finished tiny-model build in ``directory``; None when there is none
+    (or it cannot be read, which counts as no finished build)."""
+    try:
+        value = json.loads((Path(directory) / BUILD_MARKER).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def random_weights_note(directory: Path | str) -> str | None:
+    """One line saying that ``directory`` holds random weights built by embodia, or None for
+    any other directory (a trained model)."""
+    marker = read_marker(directory)
+    if marker is None or marker.get("random_weights") is False:
+        return None
+    return (
+        f"{directory} holds {RANDOM_WEIGHTS} (built by `embodia models tiny {marker.get('kind', '?')}`, "
+        f"seed {marker.get('seed', '?')}): its outputs are noise, for trying embodia offline only"
+    )
+
+
+def random_weights_label(name: str) -> str:
+    """A policy's name as records show it when its weights are random."""
+    return f"{name} ({RANDOM_WEIGHTS})"
+
+
+_SPEC_PREFIXES = ("judge:", "hf:", "vllm:", "nli:")
+_GATE_META = "gate.json"  # speak_gate.GATE_META, not imported: that module loads torch
+
+
+def _named_directory(value: str) -> str:
+    """The model directory a setting names: ``hf:DIR?opts``, ``vllm:DIR``, ``nli:DIR``,
+    ``judge:hf:DIR``, a bare ``DIR``, or for ``gate:DIR`` (a trained speak gate) the VLM
+    directory its ``gate.json`` names."""
+    text = value.strip()
+    stripped = True
+    while stripped:
+        stripped = False
+        for prefix in _SPEC_PREFIXES:
+            if text[: len(prefix)].lower() == prefix:
+                text, stripped = text[len(prefix) :], True
+    if text[:5].lower() == "gate:":
+        try:
+            meta = json.loads((Path(text[5:]) / _GATE_META).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return ""
+        model_dir = meta.get("model_dir") if isinstance(meta, dict) else None
+        return model_dir if isinstance(model_dir, str) else ""
+    return text.split("?", 1)[0]
+
+
+def random_weights_in(settings: Mapping[str, Any]) -> dict[str, str]:
+    """``{setting: note}`` for every setting of a run that names a model directory of random
+    weights (a policy spec, a judge, an NLI model, a speak gate's VLM); empty when none does."""
+    notes: dict[str, str] = {}
+    for key, value in settings.items():
+        if isinstance(value, str) and value.strip():
+            directory = _named_directory(value)
+            note = random_weights_note(directory) if directory else None
+            if note is not None:
+                notes[str(key)] = note
+    return notes
+
+
+# --------------------------------------------------------------------------- the tokenizer
+
+_ROOMS = (
+    "kitchen",
+    "bedroom",
+    "bathroom",
+    "living room",
+    "office",
+    "hallway",
+    "garage",
+    "dining room",
+    "corridor",
+    "laundry",
+    "attic",
+    "basement",
+    "balcony",
+    "closet",
+    "staircase",
+    "entrance",
+)
+_OBJECTS = (
+    "table",
+    "chair",
+    "sofa",
+    "bed",
+    "sink",
+    "door",
+    "window",
+    "plant",
+    "lamp",
+    "shelf",
+    "toilet",
+    "bathtub",
+    "oven",
+    "fridge",
+    "television",
+    "desk",
+    "cabinet",
+    "mirror",
+    "picture",
+    "rug",
+    "counter",
+    "stool",
+    "bench",
+    "wardrobe",
+    "dresser",
+    "curtain",
+    "pillow",
+    "towel",
+    "stove",
+)
+_COLOURS = ("red", "blue", "green", "white", "black", "wooden", "grey", "yellow", "brown", "small", "large")
+_DIRECTIONS = ("left", "right", "ahead", "behind", "north", "south", "east", "west", "forward", "back")
+_VERBS = ("explore", "find", "visit", "map", "search", "check", "enter", "leave", "reach", "inspect")
+_ROLES = ("system", "user", "assistant")
+_PROSE = (
+    "The agent stands in a quiet house with open doors and long corridors.",
+    "Each panorama shows walls, floors, furniture and the frontier between known and unknown space.",
+    "Choose the waypoint that reveals the most unexplored area while keeping the path short.",
+    "A robot should never walk through walls; obstacles block the way and doors connect rooms.",
+    "Think step by step, describe what you observe, and then give your final answer as JSON.",
+    "If nothing new can be seen, return to the previous region and continue the search elsewhere.",
+    "Please answer with a single number between zero and ninety nine, without any extra words.",
+    "The map grows as the camera moves; coverage measures how much floor has been observed.",
+    "Instructions may ask to explore the bedroom first, find the kitchen, or go back to the sofa.",
+    "Bright sunlight enters through tall windows, casting shadows across the carpet and tiles.",
+)
+
+
+def _corpus_lines(rng: random.Random, count: int = 3000) -> Iterator[str]:
+    """English about rooms, numbers 0-99, JSON punctuation, "Answer:" and role names."""
+    for number in range(100):
+        yield f"{number} Answer: {number}"
+    for role in _ROLES:
+        yield f"{role}: You are a helpful {role}."
+    yield from _PROSE
+    for _ in range(count):
+        room, obj, verb = rng.choice(_ROOMS), rng.choice(_OBJECTS), rng.choice(_VERBS)
+        colour, direction = rng.choice(_COLOURS), rng.choice(_DIRECTIONS)
+        number, other = rng.randrange(100), rng.randrange(100)
+        yield rng.choice(
+            (
+                f"The {colour} {obj} is in the {room}, {number} meters {direction}.",
+                f"Go to the {room} and look for the {obj}.",
+                f'{{"waypoint": {number}, "room": "{room}", "object": "{obj}", "score": {other}.5}}',
+                f"Which waypoint leads to the {room}? Answer: {number}",
+                f"{verb.capitalize()} the {room} first, then turn {direction}.",
+                f'[{number}, {other}, {rng.randrange(100)}] {{}} : , "{obj}"',
+                f"{rng.choice(_ROLES)}: I see a {colour} {obj} {direction} of the {room}.",
+                f"Waypoint {number} is {other} steps away; {verb} it to see the {obj}.",
+                f"Why {verb} the {room}? Because the {obj} there has not been mapped yet.",
+            )
+        )
+
+
+def train_tokenizer(
+    directory: Path | str, model_max_length: int = DEFAULT_CONTEXT["chat"]
+) -> PreTrainedTokenizerFast:
+    """Train a byte-level BPE with ChatML special tokens and save it into ``directory``."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, trainers
+    from transformers import PreTrainedTokenizerFast
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    bpe = Tokenizer(models.BPE())
+    bpe.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=False)
+    bpe.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(
+        vocab_size=VOCAB_SIZE,
+        special_tokens=list(SPECIAL_TOKENS),
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet(),
+        show_progress=False,
+    )
+    bpe.train_from_iterator(_corpus_lines(random.Random(0)), trainer=trainer)
+    tokenizer = PreTrainedTokenizerFast(
+        tokenizer_object=bpe,
+        eos_token=IM_END,
+        pad_token=END_OF_TEXT,
+        additional_special_tokens=[t for t in SPECIAL_TOKENS if t not in (IM_END, END_OF_TEXT)],
+        chat_template=CHAT_TEMPLATE,
+        model_max_length=model_max_length,
+    )
+    tokenizer.save_pretrained(directory)
+    return tokenizer
+
+
+# --------------------------------------------------------------------------- the models
+
+
+def _token_id(tokenizer: PreTrainedTokenizerFast, token: str) -> int:
+    found = tokenizer.convert_tokens_to_ids(token)
+    if not isinstance(found, int):
+        raise TypeError(f"{token!r} is not one token of the tiny tokenizer")
+    return found
+
+
+def _text_config_values(tokenizer: PreTrainedTokenizerFast, context_tokens: int) -> dict[str, Any]:
+    """The toy Qwen2 decoder both models share: head_dim 64 (vLLM CPU accepts 32/64/128)."""
+    return {
+        "vocab_size": len(tokenizer),
+        "hidden_size": 128,
+        "intermediate_size": 256,
+        "num_hidden_layers": 2,
+        "num_attention_heads": 2,
+        "num_key_value_heads": 1,
+        "max_position_embeddings": context_tokens,
+        "initializer_range": 0.2,
+        "bos_token_id": _token_id(tokenizer, END_OF_TEXT),
+        "eos_token_id": _token_id(tokenizer, IM_END),
+        "pad_token_id": _token_id(tokenizer, END_OF_TEXT),
+    }
+
+
+def _generation_config(tokenizer: PreTrainedTokenizerFast) -> GenerationConfig:
+    from transformers import GenerationConfig
+
+    return GenerationConfig(
+        eos_token_id=[_token_id(tokenizer, IM_END), _token_id(tokenizer, END_OF_TEXT)],
+        pad_token_id=_token_id(tokenizer, END_OF_TEXT),
+        bos_token_id=_token_id(tokenizer, END_OF_TEXT),
+    )
+
+
+def _write_chat_lm(directory: Path, seed: int, context_tokens: int) -> str:
+    import torch
+    from transformers import Qwen2Config, Qwen2ForCausalLM
+
+    tokenizer = train_tokenizer(directory, context_tokens)
+    config = Qwen2Config(
+        **_text_config_values(tokenizer, context_tokens), tie_word_embeddings=False, dtype="float32"
+    )
+    torch.manual_seed(seed)
+    model = Qwen2ForCausalLM(config).eval()
+    model.generation_config = _generation_config(tokenizer)
+    model.save_pretrained(directory)
+    return "a Qwen2 causal LM: 2 layers, hidden size 128, a 1,280-token byte-level BPE with a ChatML template"
+
+
+def _write_vlm(directory: Path, seed: int, context_tokens: int) -> str:
+    """Images are resized (not cropped, so a panorama stays whole) to 56x56 pixels: 4x4 patches
+    of 14 pixels, i.e. 16 image tokens per image after the CLS feature is dropped."""
+    import torch
+    from transformers import CLIPImageProcessorPil, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
+
+    tokenizer = train_tokenizer(directory, context_tokens)
+    image_side, patch_size = 56, 14
+    config = LlavaConfig(
+        text_config={
+            "model_type": "qwen2",
+            **_text_config_values(tokenizer, context_tokens),
+            "tie_word_embeddings": False,
+        },
+        vision_config={
+            "model_type": "clip_vision_model",
+            "hidden_size": 32,
+            "intermediate_size": 64,
+            "num_hidden_layers": 1,
+            "num_attention_heads": 2,
+            "image_size": image_side,
+            "patch_size": patch_size,
+            "projection_dim": 32,
+        },
+        image_token_index=_token_id(tokenizer, IMAGE_PAD),
+        image_seq_length=(image_side // patch_size) ** 2,
+        vision_feature_select_strategy="default",
+        vision_feature_layer=-1,
+        tie_word_embeddings=False,
+        dtype="float32",
+    )
+    torch.manual_seed(seed)
+    model = LlavaForConditionalGeneration(config).eval()
+    model.generation_config = _generation_config(tokenizer)
+    model.save_pretrained(directory)
+    image_processor = CLIPImageProcessorPil(
+        size={"height": image_side, "width": image_side}, do_center_crop=False, crop_size=None
+    )
+    processor = LlavaProcessor(
+        image_processor=image_processor,
+        tokenizer=tokenizer,
+        patch_size=patch_size,
+        vision_feature_select_strategy="default",
+        num_additional_image_tokens=1,
+        image_token=IMAGE_PAD,
+        chat_template=CHAT_TEMPLATE,
+    )
+    processor.save_pretrained(directory)
+    return (
+        "a LLaVA-style VLM: a 1-layer CLIP vision tower on 56x56-pixel images (16 image tokens each) "
+        "and a 2-layer Qwen2 decoder, with a ChatML template that takes images"
+    )
+
+
+NLI_LABELS = ("contradiction", "neutral", "entailment")
+
+
+def _write_nli(directory: Path, seed: int, context_tokens: int, labels: Sequence[str] = NLI_LABELS) -> str:
+    import torch
+    from transformers import BertConfig, BertForSequenceClassification
+
+    tokenizer = train_tokenizer(directory, context_tokens)
+    config = BertConfig(
+        vocab_size=len(tokenizer),
+        hidden_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=128,
+        max_position_embeddings=context_tokens,
+        pad_token_id=tokenizer.pad_token_id,
+        id2label=dict(enumerate(labels)),
+        label2id={label: i for i, label in enumerate(labels)},
+    )
+    torch.manual_seed(seed)
+    BertForSequenceClassification(config).eval().save_pretrained(directory)
+    return f"a BERT sequence classifier (2 layers, hidden size 64) with the labels {', '.join(labels)}"
+
+
+_WRITERS: dict[str, Callable[..., str]] = {"chat": _write_chat_lm, "vlm": _write_vlm, "nli": _write_nli}
+
+_USES = {
+    "chat": (
+        "a text policy (`--policy hf:DIR`, `--reasoner hf:DIR`), served by `vllm serve` as an "
+        "OpenAI-compatible endpoint, or a tokenizer for `embodia sxs data --tokenizer DIR`"
+    ),
+    "vlm": (
+        "a vision policy for `embodia explore --agent dfs --policy hf:DIR`, a stream agent or speaker "
+        "(`embodia stream run --agent hf:DIR`), a CSMR perceiver, or the backbone of "
+        "`embodia stream train-gate --model DIR`"
+    ),
+    "nli": "the SxS support guard (`embodia eval sxs --support nli:DIR`)",
+}
+
+
+def _model_card(kind: str, seed: int, context_tokens: int, architecture: str) -> str:
+    return f"""# Tiny {WHAT[kind]} with RANDOM WEIGHTS (built by embodia)
+
+**These are random weights.** This model was built from a config by `embodia models tiny {kind}`
+(seed {seed}) and never trained. What it writes or scores is noise.
+
+What it is for: trying every path of embodia offline and in seconds, on a machine with no GPU
+and no download: loading the directory with `from_pretrained(..., local_files_only=True)`,
+its tokenizer, chat template{" and image processor" if kind == "vlm" else ""}, logprobs, and
+serving it with vLLM. Use it as {_USES[kind]}.
+
+What it is not for: any measurement. Accuracy, coverage, F1 or any other score a run gets
+with this model says nothing about a method or a model; never report one. Runs that use it
+say so: embodia warns when it loads the model, the policy's name in the run's records ends in
+"(random weights)", and the run's `config.yaml` (`run.json` for DSR) lists it under
+`random_weights`.
+
+- Architecture: {architecture}.
+- Context: {context_tokens} tokens (`max_position_embeddings` and the tokenizer's `model_max_length`).
+- `{BUILD_MARKER}` marks the finished build (`"random_weights": true`).
+"""
+
+
+def build_tiny(
+    kind: str,
+    directory: Path | str,
+    *,
+    seed: int = 0,
+    context_tokens: int | None = None,
+    labels: Sequence[str] | None = None,
+) -> bool:
+    """Build the tiny ``kind`` model (chat, vlm or nli) into ``directory``; see the module
+    docstring. ``context_tokens`` defaults per kind (:data:`DEFAULT_CONTEXT`); ``labels``
+    (nli only) are the classes, default :data:`NLI_LABELS`. Returns False when ``directory``
+    already holds this very build (nothing is done), True when it was built; ``directory``
+    must not exist, or be an empty folder.
+
+    An :class:`EmbodiaError` names the problem when the arguments are out of range or the
+    folder holds something else (another build, or other files).
+    """
+    if kind not in KINDS:
+        raise EmbodiaError(f"unknown tiny model {kind!r}: expected one of {', '.join(KINDS)}")
+    context = DEFAULT_CONTEXT[kind] if context_tokens is None else context_tokens
+    check_range("the context", context, MIN_CONTEXT, MAX_CONTEXT)
+    check_seed("the seed", seed)
+    options: dict[str, Any] = {}
+    if kind == "nli":
+        options["labels"] = list(NLI_LABELS if labels is None else labels)
+    elif labels is not None:
+        raise EmbodiaError(f"labels are for the nli model, not the {kind} one")
+    target = Path(directory)
+    wanted: dict[str, Any] = {"kind": kind, "seed": seed, "context_tokens": context, **options}
+    if _is_this_build(target, wanted):
+        return False
+    if target.exists() or target.is_symlink():
+        if not target.is_dir():
+            raise EmbodiaError(f"{target} is a file, not a folder")
+        if any(target.iterdir()):
+            raise EmbodiaError(f"{target} holds other files: pick a new or empty folder for the tiny model")
+    target = target.resolve()  # a link to an empty folder: the build goes where it points
+    # A name of its own in the same folder, so that the last step is one rename.
+    staging = target.parent / f".{target.name}.building-{os.getpid()}-{secrets.token_hex(4)}"
+    try:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        staging.mkdir()
+    except OSError as error:
+        raise EmbodiaError(f"cannot create {target}: {error.strerror or error}") from None
+    try:
+        architecture = _WRITERS[kind](staging, seed, context, **options)
+        (staging / MODEL_CARD).write_text(_model_card(kind, seed, context, architecture), encoding="utf-8")
+        marker = {**wanted, "random_weights": True, "built_by": f"embodia models tiny {kind}"}
+        (staging / BUILD_MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+        try:
+            staging.rename(target)  # replaces an empty folder; a non-empty one is refused
+        except OSError as error:
+            if _is_this_build(target, wanted):  # another process built the same meanwhile
+                return False
+            raise EmbodiaError(
+                f"cannot move the finished build into {target}: {error.strerror or error}"
+            ) from None
+    finally:
+        if staging.exists():
+            shutil.rmtree(staging, ignore_errors=True)
+    return True
+
+
+def _is_this_build(directory: Path, wanted: Mapping[str, Any]) -> bool:
+    """Whether ``directory`` holds the build ``wanted`` describes; an error naming the
+    differences when it holds another tiny-model build."""
+    marker = read_marker(directory)
+    if marker is None:
+        return False
+    differences = [
+        f"{key} {_plain(marker.get(key))}, not {_plain(value)}"
+        for key, value in wanted.items()
+        if marker.get(key) != value
+    ]
+    if differences:
+        raise EmbodiaError(
+            f"{directory} already holds a tiny {marker.get('kind')} model built otherwise "
+            f"({'; '.join(differences)}): pick another folder"
+        )
+    return True
+
+
+def _plain(value: Any) -> str:
+    return ",".join(map(str, value)) if isinstance(value, list) else str(value)
+
+
+def build_tiny_chat_lm(
+    directory: Path | str, seed: int = 0, context_tokens: int = DEFAULT_CONTEXT["chat"]
+) -> Path:
+    """A random-weight Qwen2ForCausalLM (2 layers, hidden 128) with its tokenizer, in ``directory``."""
+    build_tiny("chat", directory, seed=seed, context_tokens=context_tokens)
+    return Path(directory)
+
+
+def build_tiny_vlm(
+    directory: Path | str, seed: int = 0, context_tokens: int = DEFAULT_CONTEXT["vlm"]
+) -> Path:
+    """A random-weight LLaVA (1-layer CLIP vision tower, 2-layer Qwen2 decoder) with a PIL processor."""
+    build_tiny("vlm", directory, seed=seed, context_tokens=context_tokens)
+    return Path(directory)
+
+
+def build_tiny_nli(
+    directory: Path | str,
+    seed: int = 0,
+    labels: Sequence[str] = NLI_LABELS,
+    context_tokens: int = DEFAULT_CONTEXT["nli"],
+) -> Path:
+    """A random-weight BERT sequence classifier with NLI labels (an NLI cross-encoder's shape)."""
+    build_tiny("nli", directory, seed=seed, context_tokens=context_tokens, labels=labels)
+    return Path(directory)

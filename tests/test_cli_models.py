@@ -1,0 +1,221 @@
+"""``embodia models tiny``: each kind builds, loads back offline and says "random weights"
+wherever it shows (the command's lines, the model card, the marker, the backends' warning,
+the policy's name and the records of a run); a rerun is a no-op; bad input is one line."""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+from pathlib import Path
+
+import pytest
+import yaml
+from transformers import (
+    AutoConfig,
+    AutoModelForCausalLM,
+    AutoModelForImageTextToText,
+    AutoModelForSequenceClassification,
+    AutoProcessor,
+    AutoTokenizer,
+)
+from typer.testing import CliRunner
+
+from embodia.cli import app
+from embodia.evals.resume import check_resumable, write_config
+from embodia.policies.hf import HFPolicy
+from embodia.policies.tiny_models import BUILD_MARKER, MODEL_CARD, random_weights_in
+from embodia.viewer.runs import discover
+
+runner = CliRunner()
+
+LOADERS = {
+    "chat": (AutoModelForCausalLM, AutoTokenizer),
+    "vlm": (AutoModelForImageTextToText, AutoProcessor),
+    "nli": (AutoModelForSequenceClassification, AutoTokenizer),
+}
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[Path, str]]:
+    """Each kind built once by the command: ``{kind: (folder, output)}``."""
+    root = tmp_path_factory.mktemp("models")
+    built = {}
+    for kind in LOADERS:
+        out = root / f"tiny-{kind}"
+        result = runner.invoke(app, ["models", "tiny", kind, "--out", str(out)])
+        assert result.exit_code == 0, (result.output, result.exception)
+        built[kind] = (out, result.stdout)
+    return built
+
+
+@pytest.mark.parametrize("kind", list(LOADERS))
+def test_each_kind_builds_loads_back_and_says_random_weights(
+    kind: str, models: dict[str, tuple[Path, str]]
+) -> None:
+    out, printed = models[kind]
+    lines = printed.strip().splitlines()
+    assert len(lines) == 2 and all("random weights" in line for line in lines), printed
+    assert lines[0].startswith("built a tiny ") and str(out) in lines[0]
+    assert ("--support nli:" if kind == "nli" else "--policy hf:") + str(out) in lines[1]
+
+    model_class, processor_class = LOADERS[kind]
+    model = model_class.from_pretrained(out, local_files_only=True)
+    processor = processor_class.from_pretrained(out, local_files_only=True)
+    tokenizer = getattr(processor, "tokenizer", processor)
+    context = 128 if kind == "nli" else 4096
+    assert model.config.get_text_config().max_position_embeddings == context == tokenizer.model_max_length
+    if kind == "nli":
+        assert sorted(model.config.label2id) == ["contradiction", "entailment", "neutral"]
+    else:
+        assert "<|im_start|>assistant" in tokenizer.apply_chat_template(
+            [{"role": "user", "content": "Hi"}], add_generation_prompt=True, tokenize=False
+        )
+    if kind == "vlm":
+        assert type(processor.image_processor).__name__ == "CLIPImageProcessorPil"
+
+    card = (out / MODEL_CARD).read_text()
+    assert card.startswith("# Tiny ") and "RANDOM WEIGHTS" in card.splitlines()[0]
+    assert "never trained" in card and "What it is not for: any measurement" in card
+    assert f"embodia models tiny {kind}" in card
+    marker = json.loads((out / BUILD_MARKER).read_text())
+    assert marker["random_weights"] is True and marker["kind"] == kind and marker["context_tokens"] == context
+
+
+def test_a_rerun_is_a_no_op_that_says_so(models: dict[str, tuple[Path, str]]) -> None:
+    out, _ = models["chat"]
+    files = {p.name: p.stat().st_mtime_ns for p in out.iterdir()}
+    result = runner.invoke(app, ["models", "tiny", "chat", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    first = result.stdout.splitlines()[0]
+    assert first.endswith("nothing to do") and "already holds this tiny chat LM with random weights" in first
+    assert {p.name: p.stat().st_mtime_ns for p in out.iterdir()} == files
+
+
+def test_context_and_seed_are_options(tmp_path: Path, models: dict[str, tuple[Path, str]]) -> None:
+    out = tmp_path / "chat-512"
+    result = runner.invoke(
+        app, ["models", "tiny", "chat", "--out", str(out), "--context", "512", "--seed", "3"]
+    )
+    assert result.exit_code == 0, result.output
+    assert "(seed 3, 512-token context" in result.stdout
+    assert AutoConfig.from_pretrained(out, local_files_only=True).max_position_embeddings == 512
+    assert AutoTokenizer.from_pretrained(out, local_files_only=True).model_max_length == 512
+    other = (out / "model.safetensors").read_bytes()
+    assert other != (models["chat"][0] / "model.safetensors").read_bytes()  # seed 3, not 0
+
+
+def _one_error_line(args: list[str]) -> str:
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, (result.output, result.exception)
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: ") and "Traceback" not in result.output
+    return lines[0]
+
+
+def test_bad_input_is_one_line_and_touches_nothing(
+    tmp_path: Path, models: dict[str, tuple[Path, str]]
+) -> None:
+    chat, _ = models["chat"]
+    assert "unknown tiny model 'llm': expected one of chat, vlm, nli" in _one_error_line(
+        ["models", "tiny", "llm", "--out", str(tmp_path / "x")]
+    )
+    assert "--context must be in 64..131,072, got 10" in _one_error_line(
+        ["models", "tiny", "chat", "--out", str(tmp_path / "x"), "--context", "10"]
+    )
+    assert not (tmp_path / "x").exists()
+    # a finished build of another kind, or with another seed, is never overwritten
+    assert f"{chat} already holds a tiny chat model built otherwise (kind chat, not vlm)" in _one_error_line(
+        ["models", "tiny", "vlm", "--out", str(chat)]
+    )
+    assert "(seed 0, not 7)" in _one_error_line(["models", "tiny", "chat", "--out", str(chat), "--seed", "7"])
+    # a folder of other files, or a file
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    assert "holds other files: pick a new or empty folder" in _one_error_line(
+        ["models", "tiny", "chat", "--out", str(mine)]
+    )
+    assert [p.name for p in mine.iterdir()] == ["notes.txt"]
+    assert "is a file, not a folder" in _one_error_line(
+        ["models", "tiny", "chat", "--out", str(mine / "notes.txt")]
+    )
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["mine"]  # no half-built folder anywhere
+
+
+def test_the_backend_warns_and_its_name_says_random_weights(
+    tmp_path: Path, models: dict[str, tuple[Path, str]], caplog: pytest.LogCaptureFixture
+) -> None:
+    chat, _ = models["chat"]
+    with caplog.at_level(logging.WARNING, logger="embodia.policies.hf"):
+        policy = HFPolicy(chat, name=f"hf:{chat}")
+    warned = [r.getMessage() for r in caplog.records if r.name == "embodia.policies.hf"]
+    assert warned == [
+        f"{chat} holds random weights (built by `embodia models tiny chat`, seed 0): its outputs are noise, "
+        "for trying embodia offline only"
+    ]
+    assert policy.name == f"hf:{chat} (random weights)"
+    completion = policy.complete([{"role": "user", "content": "Where is the kitchen?"}], max_tokens=3)
+    assert completion.model == f"hf:{chat} (random weights)"
+    # The same files without the marker are any other model: no warning, no label.
+    trained = tmp_path / "trained"
+    shutil.copytree(chat, trained, ignore=shutil.ignore_patterns(BUILD_MARKER))
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="embodia.policies.hf"):
+        plain = HFPolicy(trained, name=f"hf:{trained}")
+    assert plain.name == f"hf:{trained}" and plain.random_weights is None
+    assert not [r for r in caplog.records if r.name == "embodia.policies.hf"]
+
+
+def test_settings_that_name_a_random_weight_model_are_noted(
+    tmp_path: Path, models: dict[str, tuple[Path, str]]
+) -> None:
+    chat, vlm, nli = (models[kind][0] for kind in ("chat", "vlm", "nli"))
+    gate = tmp_path / "gate"  # a speak gate's metadata names the VLM it reads
+    gate.mkdir()
+    (gate / "gate.json").write_text(json.dumps({"format": 1, "model_dir": str(vlm.resolve())}))
+    settings = {
+        "agent": f"gate:{gate}",
+        "reasoner": f"hf:{chat}?seed=3",
+        "perceiver": f"vllm:{vlm}",
+        "support": f"nli:{nli}",
+        "judge": f"judge:hf:{chat}",
+        "speaker": "openai:http://127.0.0.1:8000/v1?model=tiny-chat",
+        "scene": "procedural:seed=0",
+        "items": 3,
+    }
+    notes = random_weights_in(settings)
+    assert sorted(notes) == ["agent", "judge", "perceiver", "reasoner", "support"]
+    assert notes["perceiver"].startswith(f"{vlm} holds random weights (built by `embodia models tiny vlm`")
+
+
+def test_a_run_with_a_tiny_model_records_random_weights(
+    tmp_path: Path, models: dict[str, tuple[Path, str]]
+) -> None:
+    chat, _ = models["chat"]
+    out = tmp_path / "runs" / "dsr"
+    args = ["eval", "dsr", "--policy", f"hf:{chat}", "--limit", "1", "--tokens", "4", "--out", str(out)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, (result.output, result.exception)
+    assert "(random weights)" in result.stdout  # the table's title names the policy
+    run = json.loads((out / "run.json").read_text())
+    assert run["policy"] == f"hf:{chat}" and "random weights" in run["random_weights"]["policy"]
+    answers = [json.loads(line) for line in (out / "answers.jsonl").read_text().splitlines()]
+    assert [a["model"] for a in answers] == [f"hf:{chat} (random weights)"]
+    assert json.loads((out / "report.json").read_text())["models"] == [f"hf:{chat} (random weights)"]
+    # Continuing compares the settings only: the same command resumes (nothing left to ask).
+    again = runner.invoke(app, args)
+    assert again.exit_code == 0, again.output
+    assert len((out / "answers.jsonl").read_text().splitlines()) == 1
+
+    # config.yaml (every other run kind) says it beside the settings, and resuming is unchanged.
+    other = tmp_path / "runs" / "csmr"
+    other.mkdir()
+    settings = {"reasoner": f"hf:{chat}", "perceiver": "oracle", "items": 1}
+    write_config(other, {"settings": settings})
+    config = yaml.safe_load((other / "config.yaml").read_text())
+    assert config["settings"] == settings and "random weights" in config["random_weights"]["reasoner"]
+    assert check_resumable(other, settings, resume=True)
+
+    listed = {run.id: run.summary for run in discover(tmp_path / "runs")}
+    assert listed["dsr"]["model"] == "random weights"
