@@ -21,14 +21,14 @@ VALID = '{"tool": "goto_waypoint", "arguments": {"index": 0}}'
 
 @pytest.fixture(scope="module")
 def tiny_chat(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tinymodels import build_tiny_chat_lm
+    from embodia.policies.tiny_models import build_tiny_chat_lm
 
     return build_tiny_chat_lm(tmp_path_factory.mktemp("tiny-chat"))
 
 
 @pytest.fixture(scope="module")
 def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from tinymodels import build_tiny_vlm
+    from embodia.policies.tiny_models import build_tiny_vlm
 
     return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm"))
 
