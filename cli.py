@@ -663,7 +663,14 @@ def stream_run(
         float | None, typer.Option("--threshold", help="Speak when the score exceeds this.", callback=_finite)
     ] = None,
     token_cap: Annotated[int, typer.Option("--token-cap", help="Words per spoken second.")] = 12,
-    budget: Annotated[int, typer.Option("--budget", help="Context budget in tokens per agent.")] = 16_384,
+    budget: Annotated[
+        int | None,
+        typer.Option(
+            "--budget",
+            help="Each agent's conversation in the speaking model's tokens (words without a model; "
+            "default: what its context leaves, else 16,384).",
+        ),
+    ] = None,
     realtime: Annotated[
         bool, typer.Option("--realtime", help="Chunks arrive on the wall clock; late decisions are dropped.")
     ] = False,

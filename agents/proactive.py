@@ -17,7 +17,8 @@ Each agent keeps its conversation in a :class:`ContextBudget`: one user turn and
 assistant turn per second (``" ..."`` when silent, as the reference's KV cache holds);
 past the budget the oldest 20 % of turns are evicted with the system prompt kept, so a
 stream can run for hours in flat memory. Only text is kept; frames are seen only in their
-own second.
+own second. The budget is counted in tokens with the speaking model's tokenizer when there
+is one (see :mod:`embodia.evals.live_run`), else in whitespace words.
 
 :func:`run_stream` drives ``embodia/LiveGaming-v0`` with these agents and accounts the
 latency of every chunk: decide time, generation time, time to first token, real-time
@@ -60,6 +61,11 @@ class ContextBudget:
     new turn takes the total past ``max_tokens``, the oldest ``evict_fraction`` of the turns
     (at least enough to fit) are dropped at once, as the reference evicts ~20 % of its KV
     cache, so eviction happens rarely rather than on every turn.
+
+    ``count`` sizes each turn's text and the total is their sum (whitespace words by default:
+    :attr:`unit` is then ``"words"``). ``measure``, when given, counts the whole conversation
+    instead, with the model's tokenizer and chat template (generation prompt included), so
+    :attr:`tokens` is exactly the prompt the model will read (:attr:`unit` ``"tokens"``).
     """
 
     def __init__(
@@ -68,6 +74,7 @@ class ContextBudget:
         max_tokens: int = DEFAULT_BUDGET,
         evict_fraction: float = EVICT_FRACTION,
         count: Callable[[str], int] = word_tokens,
+        measure: Callable[[Sequence[Message]], int] | None = None,
     ) -> None:
         if max_tokens < 1:
             raise StreamError(f"the context budget must be at least 1 token, got {max_tokens}")
@@ -77,24 +84,39 @@ class ContextBudget:
         self.max_tokens = max_tokens
         self.evict_fraction = evict_fraction
         self.count = count
-        self.system_tokens = count(system) if system else 0
+        self.measure = measure
+        self.unit = "words" if measure is None else "tokens"
         self.turns: deque[tuple[Literal["user", "assistant"], str, int]] = deque()
+        self.system_tokens = self._measured() if measure is not None else (count(system) if system else 0)
+        if self.system_tokens >= max_tokens:
+            raise StreamError(
+                f"the context budget of {max_tokens} {self.unit} leaves nothing after the system prompt "
+                f"({self.system_tokens} {self.unit})"
+            )
         self.tokens = self.system_tokens
         self.evicted_turns = 0
         self.evictions = 0
 
+    def _measured(self) -> int:
+        assert self.measure is not None
+        return int(self.measure(self.messages()))
+
     def add(self, role: Literal["user", "assistant"], content: str) -> None:
-        size = self.count(content)
+        size = self.count(content) if self.measure is None else 0
         self.turns.append((role, content, size))
-        self.tokens += size
-        if self.tokens > self.max_tokens:
-            drop = max(1, int(len(self.turns) * self.evict_fraction))
-            self.evictions += 1
-            while self.turns and (drop > 0 or self.tokens > self.max_tokens):
-                _, _, freed = self.turns.popleft()
+        self.tokens = self.tokens + size if self.measure is None else self._measured()
+        if self.tokens <= self.max_tokens:
+            return
+        drop = max(1, int(len(self.turns) * self.evict_fraction))
+        self.evictions += 1
+        while self.turns and (drop > 0 or self.tokens > self.max_tokens):
+            _, _, freed = self.turns.popleft()
+            self.evicted_turns += 1
+            drop -= 1
+            if self.measure is None:
                 self.tokens -= freed
-                self.evicted_turns += 1
-                drop -= 1
+            elif drop <= 0 or not self.turns:  # measured once the fraction is gone, then per turn
+                self.tokens = self._measured()
 
     def messages(self) -> list[Message]:
         out: list[Message] = [{"role": "system", "content": self.system}] if self.system else []
@@ -145,6 +167,8 @@ class PolicySpeaker:
         self.policy = policy
         self.name = policy.name
         self.temperature = temperature
+        self.prompt_tokens: int | None = None
+        """The prompt tokens of the last line, as the backend counted them."""
 
     def line(
         self,
@@ -162,6 +186,7 @@ class PolicySpeaker:
             stop=("\n",),
             on_text=on_text,
         )
+        self.prompt_tokens = completion.prompt_tokens
         return cap_tokens(completion.text, max_words)
 
 
@@ -344,6 +369,7 @@ def speak(state: ChunkState, runtime: Runtime[ChunkContext]) -> dict[str, Any]:
             "text": text,
             "gen_s": ended - started,
             "first_token_at": first[0] if first else ended,
+            "prompt_tokens": getattr(agent.speaker, "prompt_tokens", None),
         }
     }
 
@@ -519,6 +545,8 @@ def _chunk_record(
         "rtf": round(processing / chunk_seconds, 6),
         "backlog_s": round(backlog, 6),
     }
+    if utterance and utterance.get("prompt_tokens") is not None:
+        entry["prompt_tokens"] = utterance["prompt_tokens"]  # the speaker's, as its backend counted
     if chunk.query:
         entry["query"] = chunk.query
     return entry

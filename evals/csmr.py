@@ -33,6 +33,7 @@ from embodia.evals.resume import (
 )
 from embodia.limits import MAX_SET_SIZE, check_range
 from embodia.perception.scheduler import CropPerceiver, OraclePerceiver, Perceiver, VLMPerceiver
+from embodia.policies.base import ContextOverflowError, check_output_budget, context_window
 
 RESULTS = "results.jsonl"
 
@@ -111,6 +112,8 @@ def run_csmr(
     done = [r for r in recorded if isinstance(r.get("index"), int)]  # an item without one is redone
     perceiver = make_perceiver(settings.perceiver, task)
     reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner, connect=True)
+    if reasoner is not None:
+        check_output_budget(reasoner, csmr.reply_tokens, None, what="--reasoner")
     finished = {int(r["index"]) for r in done}
     rows = list(done)
     hallucinated = task_function(task, "hallucinated_objects")
@@ -122,7 +125,16 @@ def run_csmr(
                 if index in finished:
                     continue
                 instance = task.generate(settings.seed + index, settings.difficulty)
-                result = solve(instance, instance.prompt, perceiver, reasoner, csmr)
+                try:
+                    result = solve(instance, instance.prompt, perceiver, reasoner, csmr)
+                except ContextOverflowError as error:
+                    # the reasoner's prompt grows with each look's evidence; a perceiver's is one image
+                    by_reasoner = reasoner is not None and error.window == context_window(reasoner)
+                    raise error.naming(
+                        f"item {index} ({'--reasoner' if by_reasoner else '--perceiver'})",
+                        output_flag=None,
+                        prompt_advice="lower --max-queries" if by_reasoner else "pass another --perceiver",
+                    ) from error
                 verdict = task.score(result.answer or "", instance)
                 row: dict[str, Any] = {
                     "index": index,

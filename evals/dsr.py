@@ -5,6 +5,10 @@ instance, appended and flushed as each answer arrives: reply text, tokens, laten
 ``report.json`` and ``report.png`` (per-category radar and bars). Running again over the same
 directory with the same settings asks only for the instances that have no answer yet, so a
 crash or a kill loses at most the requests in flight.
+
+A ``--tokens`` that leaves no room in the model's context is refused before anything is
+asked; a prompt that does not fit ends the run with an error naming the instance and the
+option to change, the answers so far kept.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from embodia.evals.resume import (
     write_atomic,
 )
 from embodia.limits import MAX_CONCURRENCY, check_range
-from embodia.policies.base import Policy, check_temperature
+from embodia.policies.base import ContextOverflowError, Policy, check_output_budget, check_temperature
 
 logger = logging.getLogger(__name__)
 
@@ -133,7 +137,12 @@ def answer_one(
 ) -> dict[str, Any]:
     mode = prompts.instance_mode(instance, settings.mode)
     chat = prompts.messages(instance, settings.mode, description=settings.description, tokens=settings.tokens)
-    completion = policy.complete(chat, max_tokens=settings.tokens, temperature=settings.temperature)
+    try:
+        completion = policy.complete(chat, max_tokens=settings.tokens, temperature=settings.temperature)
+    except ContextOverflowError as error:
+        raise error.naming(
+            instance.id, output_flag="--tokens", prompt_advice="choose shorter instances (--length short)"
+        ) from error
     score = score_answer(completion.text, instance, mode, limits, isolated=isolated)
     return {
         "id": instance.id,
@@ -170,6 +179,8 @@ def run_dsr(
     """
     check_range("--concurrency", concurrency, 1, MAX_CONCURRENCY, DSRError)
     check_out_folder(out)
+    # --tokens at or over the model's context gets every request refused (vLLM: HTTP 400)
+    check_output_budget(policy, settings.tokens, "--tokens")
     instances = select_instances(settings)
     runs_code = any(prompts.instance_mode(i, settings.mode) == "CodeOnly" for i in instances)
     if runs_code and not unsafe_no_sandbox:

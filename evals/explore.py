@@ -381,7 +381,7 @@ def _run_dfs(
     that names the decisions to be made again.
     """
 
-    from embodia.agents.explorer import ExplorerContext, build_explorer_graph, replay
+    from embodia.agents.explorer import ExplorerConfig, ExplorerContext, build_explorer_graph, replay
     from embodia.agents.runtime import (
         RunRecorder,
         checkpoint_problem,
@@ -390,6 +390,7 @@ def _run_dfs(
         sqlite_checkpointer,
         stream_run,
     )
+    from embodia.policies.base import ContextOverflowError, check_output_budget
 
     log_path, checkpoint = out / EPISODES, out / CHECKPOINT
     policy = None
@@ -399,6 +400,7 @@ def _run_dfs(
 
         policy = make_policy(settings.policy, connect=True)
         require_images(policy, "the dfs explorer")
+        check_output_budget(policy, ExplorerConfig().max_tokens, None, what="--policy")
     records = (
         records_before_gap(read_run_records(log_path), "decision", 1, log_path, "decisions")
         if resuming
@@ -485,6 +487,14 @@ def _run_dfs(
                         context,
                         progress if listening else None,
                     )
+                except ContextOverflowError as error:
+                    # the prompt is mostly the two images: the panorama's size sets its tokens
+                    decision = max((int(r.get("decision", 0)) for r in read_run_records(log_path)), default=0)
+                    raise error.naming(
+                        f"decision {decision + 1}",
+                        output_flag=None,
+                        prompt_advice="lower --height and --width",
+                    ) from error
                 finally:
                     recorder.close()
             if video:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 
 from embodia.agents.proactive import (
+    DEFAULT_BUDGET,
     ContextBudget,
     HudSpeaker,
     PolicySpeaker,
@@ -46,6 +47,14 @@ from embodia.evals.resume import (
     write_config,
 )
 from embodia.limits import MAX_STREAM_AGENTS, check_range
+from embodia.policies.base import (
+    ContextOverflowError,
+    Message,
+    Policy,
+    PolicyError,
+    check_output_budget,
+    count_prompt_tokens,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -75,7 +84,9 @@ class LiveSettings:
     are then not played)."""
     threshold: float | None = None
     token_cap: int = DEFAULT_TOKEN_CAP
-    budget: int = 16_384
+    budget: int | None = None
+    """Each agent's conversation, in the speaking model's tokens (words without a model);
+    None: what the model's context leaves (see :func:`plan_context`), else 16,384."""
     fps: float = 2.0
     realtime: bool = False
     time_scale: float = 1.0
@@ -86,6 +97,8 @@ class LiveSettings:
         if self.threshold is not None and not 0.0 <= self.threshold <= 1.0:
             raise StreamError(f"--threshold is a probability in [0, 1], got {self.threshold}")
         check_range("--agents", self.agents, 1, MAX_STREAM_AGENTS, StreamError)
+        if self.budget is not None and self.budget < 1:
+            raise StreamError(f"--budget must be at least 1, got {self.budget}")
         if self.agents > 1 and self.scenario != "co-commentary":
             raise StreamError("several agents share a stream only in the co-commentary scenario")
 
@@ -103,12 +116,124 @@ def make_speaker(spec: str, fallback: Any = None) -> Speaker:
     return HudSpeaker()
 
 
-def make_agents(settings: LiveSettings, names: Sequence[str]) -> list[ProactiveAgent]:
+FRAME_TOKENS_GUESS = 256
+"""Tokens a frame is taken to cost when the backend cannot count an image's tokens (vLLM
+offline); more than a small VLM's image (Qwen2-VL: 4 per 28x28 pixels) at the stream sizes."""
+
+
+@dataclass(frozen=True)
+class ContextPlan:
+    """How an agent's conversation is counted and bounded (see :func:`plan_context`)."""
+
+    budget: int
+    unit: str
+    """``tokens`` (the speaking model's tokenizer) or ``words`` (no tokenizer to count with)."""
+    measure: Callable[[Sequence[Message]], int] | None = None
+    context: int | None = None
+    """The speaking model's context window, when known."""
+    frame_tokens: int = 0
+    """Tokens the frames of one second add to the speaker's prompt."""
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "budget": self.budget,
+            "unit": self.unit,
+            "context": self.context,
+            "frame_tokens": self.frame_tokens,
+        }
+
+
+def plan_context(
+    policy: Policy | None, settings: LiveSettings, system: str, frames: Sequence[Any] = ()
+) -> ContextPlan:
+    """The conversation budget of an agent whose lines ``policy`` writes (None: the HUD
+    commentator, no model).
+
+    With a model whose tokenizer the backend can use, the conversation is counted in its
+    tokens, and the budget defaults to the context minus the reply (``--token-cap``) and the
+    second's ``frames``; an explicit ``--budget`` that does not fit is refused. Without one
+    (the HUD, a scripted policy, a server without ``/tokenize``) words are counted; a known
+    context is then taken as two tokens a word.
+    """
+    if policy is None:
+        return ContextPlan(settings.budget or DEFAULT_BUDGET, "words")
+    window = check_output_budget(policy, settings.token_cap, "--token-cap")
+    probe: list[Message] = [{"role": "system", "content": system}, {"role": "user", "content": "t=0"}]
+    counted = count_prompt_tokens(policy, probe)
+    unit = "words" if counted is None else "tokens"
+    if window is None:
+        if counted is None:
+            logger.info("%s says no context length: counting words, budget %s", policy.name, DEFAULT_BUDGET)
+        return ContextPlan(settings.budget or DEFAULT_BUDGET, unit, _measure(policy) if counted else None)
+    frame_tokens = _frame_tokens(policy, frames) if frames else 0
+    room = window.tokens - settings.token_cap - frame_tokens
+    if counted is None:
+        room //= 2
+        logger.warning(
+            "%s cannot count tokens here (no tokenizer, or a server without /tokenize): the context "
+            "budget is counted in words, %d of them for %s",
+            policy.name,
+            room,
+            window.describe(),
+        )
+    if settings.budget is not None and settings.budget > room:
+        frames_part = f" and {frame_tokens} for the frames of a second" if frame_tokens else ""
+        raise StreamError(
+            f"--budget {settings.budget} does not fit {window.describe()}: with {settings.token_cap} "
+            f"tokens for each line (--token-cap){frames_part}, at most {room} {unit} are left for the "
+            f"conversation: lower --budget, or leave it out to use what the context leaves"
+        )
+    if room < 1:
+        raise StreamError(
+            f"{window.describe()} leaves no room for a conversation after {settings.token_cap} tokens for "
+            f"each line (--token-cap) and {frame_tokens} for the frames of a second: {window.remedy}"
+        )
+    measure = _measure(policy) if counted is not None else None
+    return ContextPlan(settings.budget or room, unit, measure, window.tokens, frame_tokens)
+
+
+def _measure(policy: Policy) -> Callable[[Sequence[Message]], int]:
+    def measure(messages: Sequence[Message]) -> int:
+        counted = count_prompt_tokens(policy, messages)
+        if counted is None:
+            raise PolicyError(f"{policy.name} stopped counting tokens in the middle of a stream")
+        return counted
+
+    return measure
+
+
+def _frame_tokens(policy: Policy, frames: Sequence[Any]) -> int:
+    """Tokens one second's frames add to a prompt: counted by the backend, else guessed."""
+    bare: list[Message] = [{"role": "user", "content": "t=0"}]
+    try:
+        with_frames = count_prompt_tokens(policy, bare, frames)
+        without = count_prompt_tokens(policy, bare)
+    except PolicyError as error:  # e.g. a server that does not take images in /tokenize
+        logger.info("%s cannot count image tokens (%s)", policy.name, error)
+        with_frames = without = None
+    if with_frames is None or without is None:
+        guess = FRAME_TOKENS_GUESS * len(frames)
+        logger.warning(
+            "%s cannot count image tokens: %d tokens are kept free for the %d frames of a second",
+            policy.name,
+            guess,
+            len(frames),
+        )
+        return guess
+    return with_frames - without
+
+
+def make_agents(
+    settings: LiveSettings, names: Sequence[str], frames: Sequence[Any] = ()
+) -> list[ProactiveAgent]:
     """``heuristic``, ``gate:DIR`` (a trained gate; lines from its VLM) or a chat policy spec
-    (prompted SPEAK/SILENT; lines from the same policy)."""
+    (prompted SPEAK/SILENT; lines from the same policy). Each agent's conversation budget is
+    planned for the model that writes its lines (:func:`plan_context`), which is shown the
+    second's ``frames``."""
     agents = []
     shared_policy: Any = None
     gate: Any = None
+    plan: ContextPlan | None = None
     for name in names:
         spec = settings.agent
         if spec == "heuristic":
@@ -139,11 +264,12 @@ def make_agents(settings: LiveSettings, names: Sequence[str]) -> list[ProactiveA
         if settings.threshold is not None:
             decider.threshold = settings.threshold
         persona = PERSONA[settings.scenario].format(name=name)
-        agents.append(
-            ProactiveAgent(
-                name, decider, speaker, ContextBudget(persona, settings.budget), settings.token_cap
-            )
-        )
+        if plan is None:  # one speaking model for every agent
+            writer = speaker.policy if isinstance(speaker, PolicySpeaker) else None
+            plan = plan_context(writer, settings, persona, frames)
+            logger.info("context budget: %s", plan.as_dict())
+        budget = ContextBudget(persona, plan.budget, measure=plan.measure)
+        agents.append(ProactiveAgent(name, decider, speaker, budget, settings.token_cap))
     return agents
 
 
@@ -178,7 +304,7 @@ def run_live(
     if settings.agents > 1:
         stream = _SelfPlayStream(stream.source, stream.annotation, stream.fps)
     names = agent_names(stream, settings.agents)
-    agents = make_agents(settings, names)
+    agents = make_agents(settings, names, stream.chunk(stream.begin).frames)
     decisions = out / DECISIONS
     # The agents' conversations run second by second: a lost second cannot be skipped over.
     replay = (
@@ -194,15 +320,27 @@ def run_live(
         time_scale=settings.time_scale,
     )
     with run_folder(out, DECISIONS):
-        write_config(out, {"settings": asdict(settings), "agents": names})
+        budget = agents[0].budget
+        context = {"budget": budget.max_tokens, "unit": budget.unit}
+        write_config(out, {"settings": asdict(settings), "agents": names, "context": context})
         continue_records(decisions, replay)
         with decisions.open("a", encoding="utf-8") as sink:
+            last = [max((int(r["second"]) for r in replay), default=None)]
 
             def record(entry: dict[str, Any]) -> None:
                 sink.write(json.dumps(entry) + "\n")
                 sink.flush()
+                last[0] = entry["second"]
 
-            run = run_stream(env, agents, record=record, replay=replay, on_event=on_event, keep_records=False)
+            try:
+                run = run_stream(
+                    env, agents, record=record, replay=replay, on_event=on_event, keep_records=False
+                )
+            except ContextOverflowError as error:
+                second = stream.begin if last[0] is None else int(last[0]) + 1
+                raise error.naming(
+                    f"second {second}", output_flag=None, prompt_advice="lower --budget"
+                ) from error
     deciders = [_decider_summary(agent) for agent in agents]
     return write_outputs(out, stream, settings, names, run.predictions, read_run_records(decisions), deciders)
 
@@ -216,6 +354,8 @@ def _decider_summary(agent: ProactiveAgent) -> dict[str, Any]:
     if hasattr(agent.decider, "unreadable"):  # a prompted decider's replies that said neither word
         out["unreadable"] = int(agent.decider.unreadable)
     out["context_tokens"] = agent.budget.tokens
+    out["context_unit"] = agent.budget.unit
+    out["context_budget"] = agent.budget.max_tokens
     out["evicted_turns"] = agent.budget.evicted_turns
     return out
 

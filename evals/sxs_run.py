@@ -56,7 +56,7 @@ from embodia.evals.resume import (
     write_atomic,
 )
 from embodia.limits import MAX_SET_SIZE, check_range
-from embodia.policies.base import Message, Policy
+from embodia.policies.base import ContextOverflowError, Message, Policy, check_output_budget
 from embodia.policies.recipes.sxs_data import (
     JudgeSupport,
     NLISupport,
@@ -224,13 +224,24 @@ def run_sxs_eval(
     finished = {(int(r["index"]), str(r["mode"])) for r in done}
     todo = [(i, m) for i in range(settings.items) for m in modes if (i, m) not in finished]
     policy = make_policy(settings.policy, connect=True) if any(m in POLICY_MODES for _, m in todo) else None
+    if policy is not None:
+        check_output_budget(policy, settings.max_tokens, "--max-tokens")
     support = make_support(settings.support) if "sxs" in modes else None
     rows = list(done)
     with run_folder(out, RESULTS):
         results = begin_results(out, asdict(settings), done)
         with results.open("a", encoding="utf-8") as sink:
             for index, mode in todo:
-                row = {"index": index, **run_mode(mode, items[index], policy, settings, support)}
+                try:
+                    row = {"index": index, **run_mode(mode, items[index], policy, settings, support)}
+                except ContextOverflowError as error:
+                    # the judge (--support judge:SPEC) asks with a budget of its own
+                    flag = "--max-tokens" if error.max_tokens == settings.max_tokens else None
+                    raise error.naming(
+                        f"item {index} ({mode})",
+                        output_flag=flag,
+                        prompt_advice="choose a lower --difficulty",
+                    ) from error
                 sink.write(json.dumps(row, default=str) + "\n")
                 sink.flush()
                 rows.append(row)

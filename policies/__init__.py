@@ -4,13 +4,25 @@ Importing this package stays light (no torch, transformers, openai or vllm): bac
 imported when :func:`make_policy` or their own module is used.
 """
 
-from embodia.policies.base import Completion, Message, Policy, PolicyError, TokenLogprob
+from embodia.policies.base import (
+    Completion,
+    ContextOverflowError,
+    ContextWindow,
+    Message,
+    Policy,
+    PolicyError,
+    TokenLogprob,
+    context_window,
+    count_prompt_tokens,
+)
 from embodia.policies.parsing import Decision, FollowUp, ParseFailure, ask, parse_choice, parse_label
 from embodia.policies.scripted import ScriptedPolicy
 from embodia.policies.spec import make_policy, parse_policy_spec
 
 __all__ = [
     "Completion",
+    "ContextOverflowError",
+    "ContextWindow",
     "Decision",
     "FollowUp",
     "Message",
@@ -20,6 +32,8 @@ __all__ = [
     "ScriptedPolicy",
     "TokenLogprob",
     "ask",
+    "context_window",
+    "count_prompt_tokens",
     "make_policy",
     "parse_choice",
     "parse_label",

@@ -33,6 +33,115 @@ class PolicyError(EmbodiaError):
 
 
 @dataclass(frozen=True)
+class ContextWindow:
+    """How many tokens a model attends to (prompt and reply together), and where it is."""
+
+    tokens: int
+    model: str
+    """The model as errors name it: ``tiny-chat`` (served), ``models/tiny-chat`` (a directory)."""
+    at: str = ""
+    """Where it runs, for servers: ``http://127.0.0.1:8000/v1``."""
+    remedy: str = "use a model with a longer context"
+    """How to get a longer context with this backend."""
+
+    def describe(self) -> str:
+        """``tiny-chat's context of 512 tokens at http://127.0.0.1:8000/v1``."""
+        return f"{self.model}'s context of {self.tokens} tokens" + (f" at {self.at}" if self.at else "")
+
+
+class ContextOverflowError(PolicyError):
+    """A request does not fit the model's context window: its prompt alone fills it, or its
+    reply budget (``max_tokens``) leaves the prompt no room.
+
+    The backends raise it with what they know; a runner names the option to change with
+    :meth:`naming`, since only it knows which of its options made the prompt or the budget.
+    """
+
+    def __init__(
+        self,
+        window: ContextWindow,
+        *,
+        prompt_tokens: int | None,
+        max_tokens: int,
+        message: str | None = None,
+    ) -> None:
+        self.window = window
+        self.prompt_tokens = prompt_tokens
+        """Tokens of the prompt; None when the backend did not say (the budget alone was too much)."""
+        self.max_tokens = max_tokens
+        super().__init__(message or self._plain_message())
+
+    @property
+    def prompt_fills_context(self) -> bool:
+        return self.prompt_tokens is not None and self.prompt_tokens >= self.window.tokens
+
+    def _plain_message(self, budget: str = "") -> str:
+        """What did not fit; ``budget`` names the reply budget (default: "a reply of up to N tokens")."""
+        where = self.window.describe()
+        if self.prompt_fills_context:
+            return f"the prompt has {self.prompt_tokens} tokens, which fills {where}"
+        budget = budget or f"a reply of up to {self.max_tokens} tokens"
+        if self.prompt_tokens is None:
+            return f"{budget} leaves no room in {where}"
+        return f"a prompt of {self.prompt_tokens} tokens and {budget} do not fit {where}"
+
+    def naming(self, what: str, *, output_flag: str | None, prompt_advice: str) -> ContextOverflowError:
+        """The same overflow, its message naming the option to change.
+
+        ``what`` says where it happened (``item 3``, ``second 40``); ``output_flag`` is the
+        option that set ``max_tokens`` (None when the command fixes it); ``prompt_advice``
+        says how to make the prompt shorter (``lower --budget``).
+        """
+        if self.prompt_fills_context or output_flag is None:
+            text = f"{self._plain_message()}: {prompt_advice} or {self.window.remedy}"
+        else:
+            text = (
+                f"{self._plain_message(f'{output_flag} {self.max_tokens}')}: "
+                f"lower {output_flag} or {self.window.remedy}"
+            )
+        return ContextOverflowError(
+            self.window,
+            prompt_tokens=self.prompt_tokens,
+            max_tokens=self.max_tokens,
+            message=f"{what}: {text}" if what else text,
+        )
+
+
+def context_window(policy: object) -> ContextWindow | None:
+    """The policy's context window, or None when its backend cannot say (a scripted policy, a
+    server that does not report it)."""
+    method = getattr(policy, "context_window", None)
+    return method() if callable(method) else None
+
+
+def count_prompt_tokens(
+    policy: object, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()
+) -> int | None:
+    """Tokens of the prompt ``messages`` (and ``images``) make for this policy's model, chat
+    template and generation prompt included; None when its backend cannot count them."""
+    method = getattr(policy, "count_tokens", None)
+    return method(messages, images) if callable(method) else None
+
+
+def check_output_budget(
+    policy: object, max_tokens: int, flag: str | None, *, what: str = ""
+) -> ContextWindow | None:
+    """Refuse, before a run starts, a reply budget that leaves a prompt no room in the model's
+    context. ``flag`` names the option that set it (None: the command fixes it); ``what``
+    prefixes the message (the option that chose the model, e.g. ``--reasoner``). Returns the
+    window, when known."""
+    window = context_window(policy)
+    if window is not None and max_tokens >= window.tokens:
+        overflow = ContextOverflowError(window, prompt_tokens=None, max_tokens=max_tokens)
+        if flag is None:
+            text = f"{overflow}: {window.remedy}"
+            message = f"{what}: {text}" if what else text
+            raise ContextOverflowError(window, prompt_tokens=None, max_tokens=max_tokens, message=message)
+        raise overflow.naming(what, output_flag=flag, prompt_advice="")
+    return window
+
+
+@dataclass(frozen=True)
 class TokenLogprob:
     """One generated token with its log-probability and the top alternatives."""
 
@@ -61,7 +170,14 @@ class Completion:
 
 @runtime_checkable
 class Policy(Protocol):
-    """A chat model (text or vision-language) behind one call."""
+    """A chat model (text or vision-language) behind one call.
+
+    The backends also say what their model's context holds, which this protocol leaves
+    optional so that any object with ``complete`` stays a policy: ``context_window() ->
+    ContextWindow | None`` and ``count_tokens(messages, images) -> int | None`` (the prompt's
+    tokens with the model's tokenizer and chat template). Use :func:`context_window` and
+    :func:`count_prompt_tokens`, which answer None for a policy without them.
+    """
 
     name: str
     """A short identifier for records (the spec it was made from)."""

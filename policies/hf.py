@@ -48,6 +48,8 @@ from transformers.models.auto.modeling_auto import (
 
 from embodia.policies.base import (
     Completion,
+    ContextOverflowError,
+    ContextWindow,
     FinishReason,
     Message,
     PolicyError,
@@ -132,6 +134,22 @@ def _resolve_device(device: str) -> torch.device:
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise PolicyError(f"device {device!r} was asked for, but CUDA is not available to this torch")
     return resolved
+
+
+def model_context_length(config: Any, tokenizer: Any = None) -> int | None:
+    """How many positions a transformers model takes: its (text) config's
+    ``max_position_embeddings`` (a VLM keeps it in ``text_config``), else ``n_positions``
+    (GPT-2 style), else the tokenizer's ``model_max_length`` when that is a real number
+    (transformers puts 1e30 there when a tokenizer does not say)."""
+    text_config = config.get_text_config()
+    for key in ("max_position_embeddings", "n_positions", "max_sequence_length", "seq_length"):
+        value = getattr(text_config, key, None)
+        if isinstance(value, int) and value > 0:
+            return value
+    limit = getattr(tokenizer, "model_max_length", None)
+    if isinstance(limit, int) and 0 < limit < 10**7:
+        return limit
+    return None
 
 
 class HFPolicy:
@@ -220,7 +238,7 @@ class HFPolicy:
         self.eos_token_ids = sorted(eos_ids)
         pad = generation_config.pad_token_id if generation_config is not None else None
         self.pad_token_id = pad if pad is not None else self.tokenizer.pad_token_id or self.eos_token_ids[0]
-        self.context_length: int | None = getattr(config.get_text_config(), "max_position_embeddings", None)
+        self.context_length = model_context_length(config, self.tokenizer)
         self._generator = torch.Generator(device=self.device).manual_seed(seed)
         logger.info(
             "loaded %s (%s, %s) on %s",
@@ -255,13 +273,12 @@ class HFPolicy:
         inputs = self._encode(messages, images)
         prompt_length = int(inputs["input_ids"].shape[1])
         max_new_tokens = min(max_tokens, self.max_new_tokens_cap)
-        if self.context_length is not None:
-            room = self.context_length - prompt_length
+        window = self.context_window()
+        if window is not None:
+            # Past its positions the model still generates, but garbage: refuse instead.
+            room = window.tokens - prompt_length
             if room < 1:
-                raise PolicyError(
-                    f"the prompt has {prompt_length} tokens, which fills {self.name}'s context of "
-                    f"{self.context_length}"
-                )
+                raise ContextOverflowError(window, prompt_tokens=prompt_length, max_tokens=max_tokens)
             max_new_tokens = min(max_new_tokens, room)
         if max_new_tokens < max_tokens:
             logger.info("max_tokens %d capped to %d for %s", max_tokens, max_new_tokens, self.name)
@@ -307,7 +324,25 @@ class HFPolicy:
             extra={"completion_token_ids": completion_ids, "max_new_tokens": max_new_tokens},
         )
 
-    def _encode(self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]]) -> dict[str, Any]:
+    def context_window(self) -> ContextWindow | None:
+        """The positions the model was built for (see :func:`model_context_length`)."""
+        if self.context_length is None:
+            return None
+        return ContextWindow(self.context_length, str(self.path))
+
+    def count_tokens(self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()) -> int:
+        """Tokens of the chat prompt as :meth:`complete` would feed it (template, generation
+        prompt and each image's tokens included)."""
+        check_request(messages, images, 1, 0.0, 0)
+        if images and not self.accepts_images:
+            raise PolicyError(
+                f"{self.name} is a text-only model: it cannot take the {len(images)} image(s) given"
+            )
+        return int(self._encode(messages, images, to_device=False)["input_ids"].shape[1])
+
+    def _encode(
+        self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]], *, to_device: bool = True
+    ) -> dict[str, Any]:
         """The chat-templated prompt as model inputs, images attached to the last user message."""
         if self.processor is None:
             prompt = self.tokenizer.apply_chat_template(
@@ -331,6 +366,8 @@ class HFPolicy:
             encoded = self.processor(
                 text=[prompt], images=pil_images or None, return_tensors="pt", add_special_tokens=False
             )
+        if not to_device:
+            return dict(encoded)
         return {key: value.to(self.device) for key, value in encoded.items()}
 
     def _token_logprobs(

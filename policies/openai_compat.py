@@ -35,6 +35,8 @@ from PIL import Image
 
 from embodia.policies.base import (
     Completion,
+    ContextOverflowError,
+    ContextWindow,
     FinishReason,
     Message,
     PolicyError,
@@ -323,6 +325,38 @@ def policy_error_from_openai(
     return PolicyError(f"the policy server at {base_url} failed: {_one_line(str(error))}")
 
 
+SERVER_CONTEXT_REMEDY = "serve the model with a larger --max-model-len"
+
+# What vLLM (and OpenAI) answer, with HTTP 400, to a request too long for the context:
+#   "max_completion_tokens=1500 cannot be greater than max_model_len=512. ..."        (vLLM 0.32)
+#   "This model's maximum context length is 512 tokens. However, your prompt contains at
+#    least 513 input tokens, ..."                                                     (vLLM 0.32)
+#   "This model's maximum context length is 512 tokens. However, you requested 1600 tokens
+#    (100 in the messages, 1500 in the completion). ..."                              (OpenAI, older vLLM)
+#   "... your request has 11 input tokens (1500 > 512 - 11)"                          (older vLLM)
+#   "The decoder prompt (length 600) is longer than the maximum model length of 512"  (vLLM offline)
+_CONTEXT_LIMIT = re.compile(
+    r"maximum context length is (\d+)|max_model_len=(\d+)|maximum model length of (\d+)", re.IGNORECASE
+)
+_PROMPT_SIZE = re.compile(
+    r"(\d+) input tokens|\((\d+) in the messages|prompt \(length (\d+)\)", re.IGNORECASE
+)
+
+
+def overflow_from_message(
+    message: str, *, model: str, at: str, max_tokens: int, remedy: str = SERVER_CONTEXT_REMEDY
+) -> ContextOverflowError | None:
+    """The :class:`ContextOverflowError` a server's (or vLLM's) error text describes, or None
+    when it is about something else."""
+    limit = _CONTEXT_LIMIT.search(message)
+    if limit is None:
+        return None
+    window = ContextWindow(int(next(g for g in limit.groups() if g)), model, at, remedy)
+    size = _PROMPT_SIZE.search(message)
+    prompt_tokens = int(next(g for g in size.groups() if g)) if size else None
+    return ContextOverflowError(window, prompt_tokens=prompt_tokens, max_tokens=max_tokens)
+
+
 class OpenAICompatPolicy:
     """Chat completions from an OpenAI-compatible server (``vllm serve``, or any other).
 
@@ -359,6 +393,9 @@ class OpenAICompatPolicy:
         self._client = openai.OpenAI(
             base_url=self.base_url, api_key=api_key, timeout=self.timeout_s, max_retries=self.max_retries
         )
+        self._window: ContextWindow | None = None
+        self._window_asked = False
+        self._tokenize_missing = False
 
     def complete(
         self,
@@ -396,6 +433,12 @@ class OpenAICompatPolicy:
                     **request, stream=True, stream_options={"include_usage": True}
                 )
         except openai.OpenAIError as error:
+            if isinstance(error, openai.BadRequestError):
+                overflow = overflow_from_message(
+                    _server_message(error), model=self.model, at=self.base_url, max_tokens=max_tokens
+                )
+                if overflow is not None:
+                    raise overflow from error
             raise policy_error_from_openai(
                 error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
             ) from error
@@ -420,6 +463,63 @@ class OpenAICompatPolicy:
         except (ValueError, openai.APIError) as error:  # undecodable JSON in an event, an error event
             cause = _one_line(str(error))
             raise PolicyError(f"malformed reply stream from {self.base_url}: {cause}") from error
+
+    def context_window(self) -> ContextWindow | None:
+        """The served model's context, from the ``max_model_len`` vLLM lists for it under
+        ``GET /models`` (asked once); None when the server does not say (OpenAI's API does not)."""
+        if not self._window_asked:
+            try:
+                page = self._client.models.list()
+            except openai.APIConnectionError as error:
+                raise policy_error_from_openai(
+                    error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
+                ) from error
+            except openai.OpenAIError as error:
+                logger.info("%s answered GET /models with %s: context unknown", self.base_url, error)
+                page = None
+            listed = next((m for m in page.data if m.id == self.model), None) if page else None
+            tokens = (listed.model_extra or {}).get("max_model_len") if listed else None
+            if isinstance(tokens, int) and tokens > 0:
+                self._window = ContextWindow(tokens, self.model, self.base_url, SERVER_CONTEXT_REMEDY)
+            else:
+                logger.info("%s does not say how long %s's context is", self.base_url, self.model)
+            self._window_asked = True
+        return self._window
+
+    def count_tokens(
+        self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()
+    ) -> int | None:
+        """Tokens of the chat prompt, from vLLM's ``POST /tokenize`` (the server's own chat
+        template and tokenizer, generation prompt included). None when the server has no such
+        endpoint (any OpenAI-compatible server but vLLM's); that is logged once."""
+        if self._tokenize_missing:
+            return None
+        request = build_chat_request(messages, images, model=self.model)
+        payload = {"model": self.model, "messages": request["messages"], "add_generation_prompt": True}
+        root = self.base_url.removesuffix("/v1")
+        try:
+            answer = self._client.post(f"{root}/tokenize", cast_to=object, body=payload)
+        except (openai.NotFoundError, openai.PermissionDeniedError) as error:
+            logger.warning(
+                "%s has no /tokenize endpoint (HTTP %s): prompts are not counted in tokens",
+                root,
+                error.status_code,
+            )
+            self._tokenize_missing = True
+            return None
+        except openai.APIStatusError as error:
+            if error.status_code == 405:  # a server routing every POST elsewhere
+                self._tokenize_missing = True
+                return None
+            raise policy_error_from_openai(error, root, timeout_s=self.timeout_s, retries=0) from error
+        except openai.OpenAIError as error:
+            raise policy_error_from_openai(
+                error, root, timeout_s=self.timeout_s, retries=self.max_retries
+            ) from error
+        count = answer.get("count") if isinstance(answer, dict) else None
+        if not isinstance(count, int):
+            raise PolicyError(f"malformed reply from {root}/tokenize: no token count")
+        return count
 
     def models(self) -> list[str]:
         """The model names the server serves (``GET /models``)."""

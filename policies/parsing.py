@@ -51,7 +51,7 @@ from typing import Generic, TypeVar
 import numpy as np
 from numpy.typing import NDArray
 
-from embodia.policies.base import Message, Policy, PolicyError
+from embodia.policies.base import ContextOverflowError, Message, Policy, PolicyError
 
 logger = logging.getLogger(__name__)
 
@@ -804,7 +804,9 @@ def ask(
     A reply that does not parse is answered with the model's reply as an assistant message and
     a user message naming the problem ("Your reply could not be used: <reason>. Reply with
     <format_hint> only."). A backend :class:`PolicyError` (server down, malformed response)
-    counts as a failed attempt and the same conversation is sent again; it never propagates.
+    counts as a failed attempt and the same conversation is sent again; it never propagates,
+    except a :class:`ContextOverflowError`: the conversation does not fit the model's context,
+    and every re-ask would be longer still.
     Images go with every attempt (attached, as always, to the last user message).
 
     ``parse`` may also return a :class:`FollowUp` (the model called an information tool): its
@@ -841,6 +843,8 @@ def ask(
                 temperature=temperature,
                 on_text=None if on_text is None else functools.partial(on_text, attempt),
             )
+        except ContextOverflowError:
+            raise
         except PolicyError as error:
             latency = time.perf_counter() - started
             attempts.append(AskRecord(attempt, prompt_chars, "", None, f"policy error: {error}", latency))

@@ -27,7 +27,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from embodia.errors import read_text_file
-from embodia.policies.base import Completion, FinishReason, Message, PolicyError, TokenLogprob, check_request
+from embodia.policies.base import (
+    Completion,
+    ContextWindow,
+    FinishReason,
+    Message,
+    PolicyError,
+    TokenLogprob,
+    check_request,
+)
 
 _FINISH_REASONS: tuple[FinishReason, ...] = ("stop", "length", "error")
 
@@ -125,6 +133,14 @@ class ScriptedPolicy:
                 )
             outputs.append(value)
         return cls(outputs, name=name or f"scripted:{file}", loop=loop)
+
+    def context_window(self) -> ContextWindow | None:
+        """None: scripted replies have no model, so no context to overflow."""
+        return None
+
+    def count_tokens(self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()) -> None:
+        """None: there is no tokenizer (``prompt_tokens`` counts whitespace words)."""
+        return None
 
     @property
     def calls(self) -> int:

@@ -284,7 +284,7 @@ class FlagFeatures:
         self.layer = layer
         self.hidden_size = self.model_hidden_size * (3 if pooling == "flag+frames" else 1)
         """Size of the vectors this returns (the head's input size)."""
-        self.context_length: int | None = getattr(text_config, "max_position_embeddings", None)
+        self.context_length = policy.context_length
         image_token = getattr(self.processor, "image_token", None)
         image_id = getattr(self.processor, "image_token_id", None)
         if image_id is None and image_token is not None:

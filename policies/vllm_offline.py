@@ -29,16 +29,19 @@ from numpy.typing import NDArray
 
 from embodia.policies.base import (
     Completion,
+    ContextWindow,
     FinishReason,
     Message,
     PolicyError,
     TokenLogprob,
     text_only_model,
 )
-from embodia.policies.openai_compat import build_chat_request
+from embodia.policies.openai_compat import build_chat_request, overflow_from_message
 from embodia.policies.tiny_models import random_weights_label, random_weights_note
 
 logger = logging.getLogger(__name__)
+
+CONTEXT_REMEDY = "load it with a larger max_model_len (vllm:DIR?max_model_len=N)"
 
 _FINISH_REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length"}
 
@@ -143,6 +146,30 @@ class VLLMOfflinePolicy:
             if engine_core is not None:
                 engine_core.shutdown()
 
+    def context_window(self) -> ContextWindow:
+        """The engine's ``max_model_len`` (vLLM clamps each reply to the room the prompt leaves)."""
+        config = getattr(getattr(self._llm, "llm_engine", None), "model_config", None)
+        tokens = int(getattr(config, "max_model_len", self.max_model_len))
+        return ContextWindow(tokens, str(self.path), remedy=CONTEXT_REMEDY)
+
+    def count_tokens(
+        self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()
+    ) -> int | None:
+        """Tokens of the chat prompt from the engine's tokenizer and chat template; None with
+        images, whose tokens only vLLM's multimodal processor knows."""
+        if images:
+            return None
+        request = build_chat_request(messages, model=self.name)
+        try:
+            ids = self._llm.get_tokenizer().apply_chat_template(
+                request["messages"], add_generation_prompt=True, tokenize=True
+            )
+        except Exception as error:  # a template that refuses the conversation
+            raise PolicyError(f"cannot apply {self.path}'s chat template: {error}") from error
+        if isinstance(ids, Mapping):  # transformers 5 returns the encoding, not the ids
+            ids = ids["input_ids"]
+        return len(ids)
+
     def complete(
         self,
         messages: Sequence[Message],
@@ -185,6 +212,11 @@ class VLLMOfflinePolicy:
             try:
                 outputs = self._llm.chat(request["messages"], sampling, use_tqdm=False)
             except Exception as error:  # prompt too long, bad template, engine failure
+                overflow = overflow_from_message(
+                    str(error), model=str(self.path), at="", max_tokens=max_tokens, remedy=CONTEXT_REMEDY
+                )
+                if overflow is not None:
+                    raise overflow from error
                 raise PolicyError(f"vLLM failed on {self.path}: {error}") from error
         latency = time.perf_counter() - started
         if len(outputs) != 1 or not outputs[0].outputs:
