@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 
 import pytest
 from streams import flash_stream
@@ -17,6 +18,7 @@ from embodia.agents.proactive import (
 )
 from embodia.envs.streams.core import SILENCE, Chunk, StreamError
 from embodia.envs.streams.env import LiveGamingEnv
+from embodia.policies.base import Message
 from embodia.policies.heuristic.speaking import EventHeuristic
 from embodia.policies.scripted import ScriptedPolicy
 
@@ -111,6 +113,33 @@ def test_context_budget_evicts_oldest_turns_and_keeps_the_system_prompt() -> Non
     assert 0 < budget.evictions <= budget.evicted_turns / 15
     with pytest.raises(StreamError):
         ContextBudget(max_tokens=0)
+
+
+def test_a_measured_budget_holds_the_whole_prompt_in_model_tokens(tmp_path: Path) -> None:
+    from tinymodels import train_tokenizer
+
+    tokenizer = train_tokenizer(tmp_path)
+
+    def measure(messages: Sequence[Message]) -> int:
+        text = tokenizer.apply_chat_template(
+            [dict(m) for m in messages], add_generation_prompt=True, tokenize=False
+        )
+        return len(tokenizer(text, add_special_tokens=False)["input_ids"])
+
+    budget = ContextBudget("You are CASTER, a live game commentator.", max_tokens=300, measure=measure)
+    assert budget.unit == "tokens" and budget.tokens == budget.system_tokens == measure(budget.messages())
+    for i in range(200):
+        budget.add("user", f"t={i}\nThe red sofa is in the kitchen, {i} meters left.")
+        budget.add("assistant", "Go to the kitchen and look for the table." if i % 3 == 0 else SILENCE)
+        assert budget.tokens == measure(budget.messages()) <= 300
+    assert budget.messages()[0] == {"role": "system", "content": "You are CASTER, a live game commentator."}
+    assert budget.messages()[-2]["content"].startswith("t=199\n")
+    assert budget.evicted_turns == 400 - len(budget.turns)
+    assert 0 < budget.evictions <= budget.evicted_turns / 3  # in blocks, not one turn at a time
+    # a word count of the same conversation is far below the tokens the model reads
+    assert sum(len(m["content"].split()) + 1 for m in budget.messages()) < 0.6 * budget.tokens
+    with pytest.raises(StreamError, match="leaves nothing after the system prompt"):
+        ContextBudget("You are CASTER. " * 20, max_tokens=40, measure=measure)
 
 
 def test_a_long_stream_stays_within_the_budget() -> None:
