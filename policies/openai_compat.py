@@ -438,7 +438,7 @@ class OpenAICompatPolicy:
                     _server_message(error), model=self.model, at=self.base_url, max_tokens=max_tokens
                 )
                 if overflow is not None:
-                    raise overflow from error
+                    raise self._counted(overflow, messages, images) from error
             raise policy_error_from_openai(
                 error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
             ) from error
@@ -450,6 +450,21 @@ class OpenAICompatPolicy:
         return completion_from_response(
             response, latency, source=self.base_url, top_logprobs=top_logprobs if top_logprobs else None
         )
+
+    def _counted(
+        self, overflow: ContextOverflowError, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]]
+    ) -> ContextOverflowError:
+        """The overflow with the prompt's exact size: vLLM 0.32 says only "at least N" (and N is
+        one past the context)."""
+        if overflow.prompt_tokens is None:
+            return overflow
+        try:
+            exact = self.count_tokens(messages, images)
+        except PolicyError:
+            exact = None
+        if exact is None:
+            return overflow
+        return ContextOverflowError(overflow.window, prompt_tokens=exact, max_tokens=overflow.max_tokens)
 
     def _read_stream(self, stream: Any, on_text: Callable[[str], None]) -> ChatCompletion:
         # The reply has begun: a failure now is the server going away mid-reply (the SDK

@@ -29,6 +29,7 @@ from numpy.typing import NDArray
 
 from embodia.policies.base import (
     Completion,
+    ContextOverflowError,
     ContextWindow,
     FinishReason,
     Message,
@@ -215,6 +216,12 @@ class VLLMOfflinePolicy:
                 overflow = overflow_from_message(
                     str(error), model=str(self.path), at="", max_tokens=max_tokens, remedy=CONTEXT_REMEDY
                 )
+                if overflow is not None and overflow.prompt_tokens is not None and not images:
+                    # vLLM says "at least N": the prompt's own size is the tokenizer's count
+                    exact = self.count_tokens(messages)
+                    overflow = ContextOverflowError(
+                        overflow.window, prompt_tokens=exact, max_tokens=max_tokens
+                    )
                 if overflow is not None:
                     raise overflow from error
                 raise PolicyError(f"vLLM failed on {self.path}: {error}") from error

@@ -32,8 +32,8 @@ def test_eval_dsr_default_tokens_past_the_context_is_refused_at_start(chat_dir: 
     )
     assert result.exit_code == 2
     assert error_line(result.output) == (
-        f"error: --tokens 1500 leaves no room in {chat_dir}'s context of 1024 tokens: lower --tokens or use a "
-        "model with a longer context"
+        f"error: --tokens 1500 leaves no room in {chat_dir}'s context of 1024 tokens: "
+        "lower --tokens or use a model with a longer context"
     )
     assert not out.exists()
 
@@ -67,8 +67,9 @@ def test_an_eval_dsr_prompt_past_the_context_fails_the_run_keeping_its_answers(t
     result = runner.invoke(app, [*args, "--out", str(out)])
     assert result.exit_code == 2
     assert error_line(result.output) == (
-        f"error: {instances[failing].id}: the prompt has {sizes[failing]} tokens, which fills {model}'s context "
-        f"of {limit} tokens: choose shorter instances (--length short) or use a model with a longer context"
+        f"error: {instances[failing].id}: the prompt has {sizes[failing]} tokens, which fills "
+        f"{model}'s context of {limit} tokens: choose shorter instances (--length short) or use a model "
+        "with a longer context"
     )
     answered = [json.loads(line)["id"] for line in (out / ANSWERS_FILE).read_text().splitlines()]
     assert answered == [i.id for i in instances[:failing]]
@@ -90,8 +91,8 @@ def test_eval_sxs_default_max_tokens_past_the_context_is_refused_at_start(
     result = runner.invoke(app, [*args, "--policy", f"hf:{chat_dir}", "--out", str(out)])
     assert result.exit_code == 2
     assert error_line(result.output) == (
-        f"error: --max-tokens 1024 leaves no room in {chat_dir}'s context of 1024 tokens: lower --max-tokens or "
-        "use a model with a longer context"
+        f"error: --max-tokens 1024 leaves no room in {chat_dir}'s context of 1024 tokens: "
+        "lower --max-tokens or use a model with a longer context"
     )
     assert not out.exists()
 
@@ -110,7 +111,8 @@ def test_eval_csmr_names_the_reasoner_and_its_looks(tmp_path: Path) -> None:
     assert result.exit_code == 2
     line = error_line(result.output)
     assert line.startswith("error: item 0 (--reasoner): the prompt has ") and line.endswith(
-        f"which fills {model}'s context of 400 tokens: lower --max-queries or use a model with a longer context"
+        f"which fills {model}'s context of 400 tokens: lower --max-queries or use a model with a longer "
+        "context"
     )
 
 

@@ -19,7 +19,14 @@ from vllm_suite.checks import (
 )
 from vllm_suite.server import skip_reason
 
-from embodia.policies.base import VLM_HINT, Policy, PolicyError, require_images
+from embodia.policies.base import (
+    VLM_HINT,
+    ContextOverflowError,
+    ContextWindow,
+    Policy,
+    PolicyError,
+    require_images,
+)
 from embodia.policies.spec import make_policy
 from embodia.policies.vllm_offline import VLLMOfflinePolicy
 
@@ -121,13 +128,29 @@ class TestOfflinePolicy:
             f"as a text-only model), but the dfs explorer works from pictures: use {VLM_HINT}"
         )
 
+    def test_the_engine_says_its_context_and_counts_prompts(
+        self, offline: VLLMOfflinePolicy, tokenizer: Any
+    ) -> None:
+        assert offline.context_window() == ContextWindow(
+            512, str(offline.path), remedy="load it with a larger max_model_len (vllm:DIR?max_model_len=N)"
+        )
+        messages = chat("Go to the kitchen and look for the table.")
+        assert offline.count_tokens(messages) == len(prompt_ids(tokenizer, messages))
+        # a budget past the context: vLLM gives the reply the room the prompt leaves
+        reply = offline.complete(messages, max_tokens=1500)
+        assert reply.prompt_tokens + reply.completion_tokens <= 512
+
     def test_bad_requests_are_policy_errors(self, offline: VLLMOfflinePolicy) -> None:
         with pytest.raises(PolicyError, match="max_tokens must be at least 1"):
             offline.complete(chat("hi"), max_tokens=0)
         with pytest.raises(PolicyError, match="top_logprobs 21 exceeds this policy's max_logprobs 20"):
             offline.complete(chat("hi"), logprobs=True, top_logprobs=21)
-        with pytest.raises(PolicyError, match="vLLM failed on .*"):
-            offline.complete(chat("kitchen " * 600), max_tokens=8)  # longer than max_model_len 512
+        too_long = chat("kitchen " * 600)  # longer than max_model_len 512
+        with pytest.raises(ContextOverflowError) as caught:
+            offline.complete(too_long, max_tokens=8)
+        assert caught.value.window == offline.context_window()
+        assert caught.value.prompt_tokens == offline.count_tokens(too_long) > 512
+        assert str(caught.value).endswith(f"which fills {offline.path}'s context of 512 tokens")
         # the engine is still usable after a rejected request
         assert offline.complete(chat("hi"), max_tokens=3).completion_tokens == 3
 

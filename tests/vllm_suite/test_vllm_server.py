@@ -9,6 +9,7 @@ different draw, which is what stop strings and logprob ranks need.
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import subprocess
@@ -30,7 +31,15 @@ from vllm_suite.checks import (
 )
 from vllm_suite.server import VLLMServer, skip_reason, vllm_required
 
-from embodia.policies.base import VLM_HINT, Completion, Message, PolicyError, require_images
+from embodia.policies.base import (
+    VLM_HINT,
+    Completion,
+    ContextOverflowError,
+    ContextWindow,
+    Message,
+    PolicyError,
+    require_images,
+)
 from embodia.policies.openai_compat import OpenAICompatPolicy
 
 pytestmark = [pytest.mark.vllm, pytest.mark.skipif(skip_reason() is not None, reason=skip_reason() or "")]
@@ -263,6 +272,103 @@ def test_explore_with_a_text_only_model_exits_2_before_it_starts(server: VLLMSer
     assert lines[0].startswith(f"error: {spec} does not take images (the server says: ")
     assert f"{SERVED_NAME} is not a multimodal model" in lines[0] and "vision-language model" in lines[0]
     assert not out.exists()
+
+
+def test_the_server_says_its_context_and_counts_prompts_with_the_models_tokenizer(
+    server: VLLMServer, tokenizer: Any
+) -> None:
+    client = policy(server)
+    assert client.context_window() == ContextWindow(
+        server.max_model_len, SERVED_NAME, server.base_url, "serve the model with a larger --max-model-len"
+    )
+    messages = chat("Go to the kitchen and look for the table.")
+    counted = client.count_tokens(messages)
+    assert (
+        counted
+        == len(prompt_ids(tokenizer, messages))
+        == client.complete(messages, max_tokens=2).prompt_tokens
+    )
+
+
+def test_requests_past_the_context_are_context_overflow_errors(server: VLLMServer) -> None:
+    client = policy(server)
+    window = server.max_model_len
+    with pytest.raises(ContextOverflowError) as budget:
+        client.complete(chat("hello"), max_tokens=window + 1)
+    assert (budget.value.window.tokens, budget.value.prompt_tokens, budget.value.max_tokens) == (
+        window,
+        None,
+        window + 1,
+    )
+    long_chat = chat("The red sofa is in the kitchen. " * 80)
+    assert client.count_tokens(long_chat) > window
+    with pytest.raises(ContextOverflowError) as prompt:
+        client.complete(long_chat, max_tokens=4)
+    # vLLM says "at least 513 input tokens"; the error has the prompt's own size
+    assert prompt.value.window.tokens == window
+    assert prompt.value.prompt_tokens == client.count_tokens(long_chat)
+    # a prompt that fits with a budget that does not: vLLM gives the reply the room there is
+    fits = chat("The red sofa is in the kitchen. " * 30)
+    reply = client.complete(fits, max_tokens=window - 1)
+    assert reply.finish_reason == "length" and reply.prompt_tokens + reply.completion_tokens == window
+
+
+def test_eval_dsr_at_its_default_tokens_names_tokens(server: VLLMServer, tmp_path: Path) -> None:
+    """The issue's case: `eval dsr` (--tokens 1500) against the CPU server at --max-model-len 512
+    got HTTP 400 for every item; it is now refused at start with the option to change."""
+    from typer.testing import CliRunner
+
+    from embodia.cli import app
+
+    spec = f"openai:{server.base_url}?model={SERVED_NAME}"
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["eval", "dsr", "--policy", spec, "--limit", "2", "--out", str(out)])
+    assert result.exit_code == 2
+    assert result.output.strip().splitlines() == [
+        f"error: --tokens 1500 leaves no room in {SERVED_NAME}'s context of {server.max_model_len} tokens at "
+        f"{server.base_url}: lower --tokens or serve the model with a larger --max-model-len"
+    ]
+    assert not out.exists()
+
+
+def test_an_eval_dsr_prompt_past_the_context_fails_the_run_keeping_its_answers(
+    server: VLLMServer, tmp_path: Path
+) -> None:
+    from typer.testing import CliRunner
+
+    from embodia.cli import app
+    from embodia.envs.dsr import prompts
+    from embodia.evals.dsr import ANSWERS_FILE, DSRSettings, select_instances
+
+    spec = f"openai:{server.base_url}?model={SERVED_NAME}"
+    chosen = ["--operation", "bst.compound", "--operation", "bst.preorder", "--length", "short"]
+    chosen += ["--length", "medium", "--description", "name", "--tokens", "32", "--limit", "4"]
+    settings = DSRSettings(
+        policy=spec,
+        lengths=("short", "medium"),
+        operations=("bst.compound", "bst.preorder"),
+        limit=4,
+        description="name",
+        tokens=32,
+    )
+    instances = select_instances(settings)
+    client = policy(server)
+    sizes = [
+        client.count_tokens(prompts.messages(i, "stepwise", description="name", tokens=32)) for i in instances
+    ]
+    failing = next(j for j, size in enumerate(sizes) if size is not None and size > server.max_model_len)
+    assert failing >= 1, f"the first instance should fit: prompt sizes {sizes}"
+    out = tmp_path / "run"
+    result = CliRunner().invoke(app, ["eval", "dsr", "--policy", spec, *chosen, "--out", str(out)])
+    assert result.exit_code == 2
+    (line,) = result.output.strip().splitlines()
+    assert line == (
+        f"error: {instances[failing].id}: the prompt has {sizes[failing]} tokens, which fills "
+        f"{SERVED_NAME}'s context of {server.max_model_len} tokens at {server.base_url}: choose shorter "
+        "instances (--length short) or serve the model with a larger --max-model-len"
+    )
+    answered = [json.loads(text)["id"] for text in (out / ANSWERS_FILE).read_text().splitlines()]
+    assert answered == [i.id for i in instances[:failing]]
 
 
 def test_a_killed_server_is_a_clear_error_and_a_restarted_one_answers_again(server: VLLMServer) -> None:
