@@ -57,7 +57,7 @@ def heuristic_agent(budget: int = 16_384) -> ProactiveAgent:
 
 def long_stream(hours: float) -> tuple[int, float, dict[int, tuple[float, float]], int, int]:
     """A heuristic run over an ``hours``-long arena stream: (seconds, wall s, {second: (peak,
-    current RSS MB)} at 10 min and at the end, context tokens, evicted turns)."""
+    current RSS MB)} at 10 min and at the end, context size in words, evicted turns)."""
     long_seconds = int(hours * 3600)
     env = LiveGamingEnv(source=f"procedural:arena,seed=2,duration={long_seconds}")
     marks: dict[int, tuple[float, float]] = {}
@@ -115,7 +115,7 @@ def main() -> None:
     print(
         f"{long_seconds} s stream in {long_s:.0f} s: peak RSS {rss_10:.0f} MB at 10 min, "
         f"{rss_end:.0f} MB at the end (current {now_10:.0f} -> {now_end:.0f} MB); "
-        f"context {tokens} tokens, {evicted} turns evicted"
+        f"context {tokens} words, {evicted} turns evicted"
     )
     print(
         json.dumps(
