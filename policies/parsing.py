@@ -805,8 +805,9 @@ def ask(
     a user message naming the problem ("Your reply could not be used: <reason>. Reply with
     <format_hint> only."). A backend :class:`PolicyError` (server down, malformed response)
     counts as a failed attempt and the same conversation is sent again; it never propagates,
-    except a :class:`ContextOverflowError`: the conversation does not fit the model's context,
-    and every re-ask would be longer still.
+    except a :class:`ContextOverflowError` on the first attempt: the conversation as given does
+    not fit the model's context. A re-ask that outgrows the context (the model's own replies and
+    the re-ask messages added up) ends the asking with the default, as no later one can fit.
     Images go with every attempt (attached, as always, to the last user message).
 
     ``parse`` may also return a :class:`FollowUp` (the model called an information tool): its
@@ -843,13 +844,15 @@ def ask(
                 temperature=temperature,
                 on_text=None if on_text is None else functools.partial(on_text, attempt),
             )
-        except ContextOverflowError:
-            raise
         except PolicyError as error:
+            if isinstance(error, ContextOverflowError) and not attempts:
+                raise  # the conversation as given does not fit: so would every other decision's
             latency = time.perf_counter() - started
             attempts.append(AskRecord(attempt, prompt_chars, "", None, f"policy error: {error}", latency))
             logger.warning("%s attempt %d failed: %s", policy.name, attempt, error)
             failures += 1
+            if isinstance(error, ContextOverflowError):
+                break  # the re-asks grew past the context; further ones would only grow more
             continue
         reply, reply_chars = completion.text, None
         if len(reply) > max_reply_chars:

@@ -117,14 +117,15 @@ def test_eval_csmr_names_the_reasoner_and_its_looks(tmp_path: Path) -> None:
 
 
 def test_explore_fails_when_its_prompt_does_not_fit_instead_of_falling_back(tmp_path: Path) -> None:
-    """Before, every decision's overflow was a failed attempt and the heuristic took over."""
-    model = tiny_vlm(tmp_path / "vlm", 300)
+    """Before, every decision's overflow was a failed attempt and the heuristic took over. The
+    question is about 290 tokens: 260 leaves room for a reply (256) and not for it."""
+    model = tiny_vlm(tmp_path / "vlm", 260)
     out = tmp_path / "run"
     args = ["explore", "--agent", "dfs", "--policy", f"hf:{model}", "--steps", "30", "--height", "48"]
     result = runner.invoke(app, [*args, "--width", "96", "--no-video", "--out", str(out)])
     assert result.exit_code == 2
     line = error_line(result.output)
     assert line.startswith("error: decision 1: the prompt has ") and line.endswith(
-        f"which fills {model}'s context of 300 tokens: lower --height and --width or use a model with a "
+        f"which fills {model}'s context of 260 tokens: lower --height and --width or use a model with a "
         "longer context"
     )

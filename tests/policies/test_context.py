@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 import pytest
-from context_models import tiny_chat, tiny_vlm
+from context_models import set_context, tiny_chat, tiny_vlm
 from transformers import AutoTokenizer, GPT2Config, LlavaConfig, PretrainedConfig, Qwen2Config
 
 from embodia.policies import ScriptedPolicy
@@ -248,3 +248,25 @@ def test_a_vllm_like_server_gives_its_max_model_len_and_counts() -> None:
         assert policy.count_tokens(CHAT) == 37
     finally:
         server.close()
+
+
+def test_ask_raises_an_overflow_of_the_first_attempt_and_falls_back_on_a_reask_that_outgrows(
+    tmp_path: Path,
+) -> None:
+    from embodia.policies.parsing import ParseFailure, ask
+
+    def never(text: str) -> ParseFailure:
+        return ParseFailure("not a number")
+
+    model = tiny_chat(tmp_path / "chat", 1024)
+    prompt = HFPolicy(model).count_tokens(CHAT)
+    set_context(model, prompt - 1)
+    with pytest.raises(ContextOverflowError):
+        ask(HFPolicy(model), CHAT, parse=never, default=0, max_tokens=8)
+    # The question fits with 20 tokens to spare; the model's reply and the re-ask do not.
+    set_context(model, prompt + 20)
+    decision = ask(HFPolicy(model), CHAT, parse=never, default=7, max_retries=3, max_tokens=8)
+    assert decision.fallback and decision.value == 7
+    first, second = decision.attempts  # no third: a longer conversation cannot fit either
+    assert first.failure == "not a number"
+    assert second.failure is not None and second.failure.startswith("policy error: the prompt has ")
