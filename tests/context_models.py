@@ -2,8 +2,8 @@
 context-overflow tests.
 
 The tiny models use rotary position embeddings, which have no weights: the window is only
-``max_position_embeddings`` in the config (and the tokenizer's ``model_max_length``), so it is
-set there after the build, whatever length the builder gives them.
+``max_position_embeddings`` in the config (and the tokenizer's ``model_max_length``), so
+:func:`set_context` changes it in a built model, weights untouched.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from tinymodels import build_tiny_chat_lm, build_tiny_vlm
+from embodia.policies.tiny_models import build_tiny_chat_lm, build_tiny_vlm
 
 
 def set_context(directory: Path, tokens: int) -> Path:
@@ -29,12 +29,12 @@ def set_context(directory: Path, tokens: int) -> Path:
 
 def tiny_chat(directory: Path, context: int) -> Path:
     """The tiny Qwen2 chat LM with a ``context``-token window."""
-    return set_context(build_tiny_chat_lm(directory), context)
+    return build_tiny_chat_lm(directory, context_tokens=context)
 
 
 def tiny_vlm(directory: Path, context: int) -> Path:
     """The tiny LLaVA VLM with a ``context``-token window (its Qwen2 decoder's)."""
-    return set_context(build_tiny_vlm(directory), context)
+    return build_tiny_vlm(directory, context_tokens=context)
 
 
 def error_line(output: str) -> str:

@@ -116,7 +116,7 @@ def test_context_budget_evicts_oldest_turns_and_keeps_the_system_prompt() -> Non
 
 
 def test_a_measured_budget_holds_the_whole_prompt_in_model_tokens(tmp_path: Path) -> None:
-    from tinymodels import train_tokenizer
+    from embodia.policies.tiny_models import train_tokenizer
 
     tokenizer = train_tokenizer(tmp_path)
 

@@ -132,7 +132,8 @@ class SharedServer:
         return f"{self._server.host}:{self._server.port}"
 
     def _start(self) -> VLLMServer:
-        from embodia.policies.tiny_models import build_tiny_chat_lm  # torch + transformers: only when a block needs it
+        # torch + transformers: only when a block needs it
+        from embodia.policies.tiny_models import build_tiny_chat_lm
 
         model = build_tiny_chat_lm(self.workdir / SHARED_MODEL, seed=0)
         server = VLLMServer(
