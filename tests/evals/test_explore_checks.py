@@ -64,7 +64,7 @@ def _records(out: Path) -> list[dict]:
 def test_explore_refuses_a_text_only_model_before_the_run(tmp_path: Path, tiny_chat: Path) -> None:
     out = tmp_path / "run"
     line = _error_line(_explore(out, f"hf:{tiny_chat}"))
-    assert f"hf:{tiny_chat} does not take images" in line
+    assert f"hf:{tiny_chat} (random weights) does not take images" in line
     assert "qwen2 language model and no image processor" in line
     assert "the dfs explorer works from pictures: use a vision-language model" in line
     assert "docs/models.md" in line

@@ -124,7 +124,7 @@ class TestOfflinePolicy:
         with pytest.raises(PolicyError) as refused:
             require_images(offline, "the dfs explorer")
         assert str(refused.value) == (
-            f"vllm:{offline.path} does not take images (vLLM loads {offline.path} (Qwen2ForCausalLM) "
+            f"{offline.name} does not take images (vLLM loads {offline.path} (Qwen2ForCausalLM) "
             f"as a text-only model), but the dfs explorer works from pictures: use {VLM_HINT}"
         )
 
