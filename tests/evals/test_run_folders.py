@@ -360,6 +360,7 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "stream run": (["stream", "run", "--source", "procedural:arena,seed=0,duration=5"], "folder"),
         "stream train-gate": (["stream", "train-gate", "--model", str(model)], "folder"),
         "stream export": (["stream", "export", "--source", "procedural:arena,seed=0,duration=2"], "file"),
+        "models tiny": (["models", "tiny", "chat"], "folder"),
         "eval live": (["eval", "live", "--pred", str(records), "--label", str(records)], "file"),
         "sxs data": (["sxs", "data", "--items", "1"], "file"),
     }
