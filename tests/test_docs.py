@@ -90,7 +90,7 @@ def test_vllm_install_list_is_the_makefiles() -> None:
 
 def test_vllm_offline_snippet_builds_no_engine_when_a_worker_imports_it(tmp_path: Path) -> None:
     # vLLM's worker processes import the user's script as __mp_main__: the snippet must not start
-    # an engine then. As __main__ it does start one, and fails here on the placeholder model path.
+    # an engine then. As __main__ it does start one, and fails here, where models/tiny-chat was never built.
     import runpy
 
     from embodia.policies import PolicyError
@@ -102,7 +102,7 @@ def test_vllm_offline_snippet_builds_no_engine_when_a_worker_imports_it(tmp_path
     script.write_text(snippets[0])
     namespace = runpy.run_path(str(script), run_name="__mp_main__")
     assert "policy" not in namespace
-    with pytest.raises(PolicyError, match="/path/to/model"):
+    with pytest.raises(PolicyError, match="no model directory at models/tiny-chat"):
         runpy.run_path(str(script), run_name="__main__")
 
 
