@@ -88,7 +88,9 @@ def test_vllm_install_list_is_the_makefiles() -> None:
     assert "rapidfuzz>=3.5" in wanted
 
 
-def test_vllm_offline_snippet_builds_no_engine_when_a_worker_imports_it(tmp_path: Path) -> None:
+def test_vllm_offline_snippet_builds_no_engine_when_a_worker_imports_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     # vLLM's worker processes import the user's script as __mp_main__: the snippet must not start
     # an engine then. As __main__ it does start one, and fails here, where models/tiny-chat was never built.
     import runpy
@@ -100,6 +102,7 @@ def test_vllm_offline_snippet_builds_no_engine_when_a_worker_imports_it(tmp_path
     assert len(snippets) == 1
     script = tmp_path / "offline.py"
     script.write_text(snippets[0])
+    monkeypatch.chdir(tmp_path)  # where no models/tiny-chat was built
     namespace = runpy.run_path(str(script), run_name="__mp_main__")
     assert "policy" not in namespace
     with pytest.raises(PolicyError, match="no model directory at models/tiny-chat"):
