@@ -21,6 +21,7 @@ import urllib.error
 import urllib.request
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import IO
 
 from docs_walk.blocks import REPOSITORY, SHARED_MODEL, SHARED_SERVER, Block, page_blocks
 from vllm_suite.server import OFFLINE_ENV, VLLMServer, VLLMServerError, free_port, vllm_required
@@ -229,18 +230,21 @@ class PageRun:
             f"{block.test_id} ({block.language} block at line {block.line}), run in {self.checkout}:\n{text}"
         )
 
+    def _start(self, command: list[str], log: IO[str]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            command,
+            cwd=self.checkout,
+            env=block_env(),
+            stdin=subprocess.DEVNULL,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,  # its own process group: stopping it stops its children too
+        )
+
     def _run_to_end(self, block: Block, text: str) -> Outcome:
         command, log_path = self._command(block, text)
         with log_path.open("w") as log:
-            process = subprocess.Popen(
-                command,
-                cwd=self.checkout,
-                env=block_env(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,  # its own process group: a timeout stops its children too
-            )
+            process = self._start(command, log)
             try:
                 code = process.wait(timeout=BLOCK_TIMEOUT_S)
             except subprocess.TimeoutExpired:
@@ -264,15 +268,7 @@ class PageRun:
         """Start a block that serves until stopped, wait until ``url`` answers 200, then stop it."""
         command, log_path = self._command(block, text)
         with log_path.open("w") as log:
-            process = subprocess.Popen(
-                command,
-                cwd=self.checkout,
-                env=block_env(),
-                stdin=subprocess.DEVNULL,
-                stdout=log,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
+            process = self._start(command, log)
             try:
                 problem = _wait_for_answer(process, url, BLOCK_TIMEOUT_S)
             finally:
