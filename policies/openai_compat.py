@@ -44,6 +44,7 @@ from embodia.policies.base import (
     check_request,
     text_only_model,
 )
+from embodia.policies.tiny_models import random_weights_label, random_weights_note
 
 logger = logging.getLogger(__name__)
 
@@ -395,6 +396,8 @@ class OpenAICompatPolicy:
         )
         self._window: ContextWindow | None = None
         self._window_asked = False
+        self.random_weights: str | None = None
+        """Why the served model's outputs mean nothing (embodia's random weights), or None."""
         self._tokenize_missing = False
 
     def complete(
@@ -552,13 +555,27 @@ class OpenAICompatPolicy:
         fails the run at once instead of turning every decision into a fallback. Any HTTP answer,
         even an error status, counts: the server is there, and its requests will say the rest."""
         try:
-            self._client.models.list()
+            page = self._client.models.list()
         except openai.APIConnectionError as error:  # refused, unresolvable, timed out
             raise policy_error_from_openai(
                 error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
             ) from error
         except openai.OpenAIError as error:
             logger.debug("policy server at %s answered GET /models with %s", self.base_url, error)
+            return
+        self._label_random_weights(page.data)
+
+    def _label_random_weights(self, served: Sequence[Any]) -> None:
+        """Warn and label this policy's name when the server serves embodia's tiny random-weight
+        model: vLLM lists the folder it loaded as the model's ``root``, readable when the server
+        runs on this machine."""
+        listed = next((m for m in served if m.id == self.model), None)
+        root = (listed.model_extra or {}).get("root") if listed is not None else None
+        note = random_weights_note(root) if isinstance(root, str) and root else None
+        if note is not None and self.random_weights is None:
+            self.random_weights = f"{self.model} at {self.base_url}: {note}"
+            logger.warning("%s", self.random_weights)
+            self.name = random_weights_label(self.name)
 
     def wait_until_ready(self, timeout_s: float = 120.0, poll_s: float = 0.5) -> list[str]:
         """Poll ``GET /models`` until the server answers and serves this model; returns its models.

@@ -219,3 +219,28 @@ def test_a_run_with_a_tiny_model_records_random_weights(
 
     listed = {run.id: run.summary for run in discover(tmp_path / "runs")}
     assert listed["dsr"]["model"] == "random weights"
+
+
+def test_a_served_tiny_model_is_labelled_from_the_folder_vllm_lists(
+    tmp_path: Path, models: dict[str, tuple[Path, str]]
+) -> None:
+    from openai.types import Model
+
+    from embodia.policies.openai_compat import OpenAICompatPolicy
+
+    chat, _ = models["chat"]
+    trained = tmp_path / "trained"
+    shutil.copytree(chat, trained, ignore=shutil.ignore_patterns(BUILD_MARKER))
+
+    def served(root: Path | None) -> OpenAICompatPolicy:
+        # What vLLM's GET /models lists: the served name, and the folder it loaded as ``root``.
+        listing = [Model(id="tiny-chat", created=0, object="model", owned_by="vllm", root=str(root))]
+        policy = OpenAICompatPolicy("http://127.0.0.1:9/v1", "tiny-chat")
+        policy._label_random_weights(listing if root is not None else [])
+        return policy
+
+    labelled = served(chat)
+    assert labelled.name == "openai:http://127.0.0.1:9/v1?model=tiny-chat (random weights)"
+    assert labelled.random_weights is not None and "embodia models tiny chat" in labelled.random_weights
+    for other in (served(trained), served(tmp_path / "elsewhere"), served(None)):
+        assert other.random_weights is None and not other.name.endswith("(random weights)")

@@ -83,6 +83,13 @@ def test_server_lists_the_tiny_model(server: VLLMServer) -> None:
     assert policy(server).wait_until_ready(timeout_s=30) == [SERVED_NAME]
 
 
+def test_a_served_tiny_model_is_labelled_random_weights(server: VLLMServer) -> None:
+    served = policy(server)
+    served.check_reachable()
+    assert served.name.endswith("(random weights)")
+    assert served.random_weights is not None and "embodia models tiny chat" in served.random_weights
+
+
 def test_completion_text_and_token_counts_match_the_tokenizer(server: VLLMServer, tokenizer: Any) -> None:
     messages = chat("Go to the kitchen and look for the table.")
     result = policy(server, seed=SEED).complete(messages, max_tokens=20, temperature=1.0)
