@@ -274,9 +274,11 @@ def test_explore_with_a_text_only_model_exits_2_before_it_starts(server: VLLMSer
     command += ["--scene", "procedural:seed=3,rooms=3", "--steps", "60", "--no-video", "--out", str(out)]
     done = subprocess.run(command, capture_output=True, text=True, timeout=300, check=False)
     assert done.returncode == 2, done.stdout + done.stderr
-    lines = [line for line in done.stderr.splitlines() if line.strip()]
+    # The error is the one line that says error (the log warns first that the weights are random).
+    assert "Traceback" not in done.stderr
+    lines = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(lines) == 1, done.stderr
-    assert lines[0].startswith(f"error: {spec} does not take images (the server says: ")
+    assert lines[0].startswith(f"error: {spec} (random weights) does not take images (the server says: ")
     assert f"{SERVED_NAME} is not a multimodal model" in lines[0] and "vision-language model" in lines[0]
     assert not out.exists()
 
