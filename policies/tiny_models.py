@@ -64,7 +64,8 @@ SPECIAL_TOKENS = (END_OF_TEXT, IM_START, IM_END, VISION_START, VISION_END, IMAGE
 
 # Qwen2-style ChatML. Content is either a string or a list of {"type": "image"} /
 # {"type": "text", "text": ...} parts (the processor's structured form); an image part becomes
-# the vision placeholder that the processor expands to one pad token per merged patch.
+# <|vision_start|><|image_pad|><|vision_end|>, and the processor repeats the pad token once per
+# merged patch.
 CHAT_TEMPLATE = (
     "{%- for message in messages -%}"
     "{{- '<|im_start|>' + message['role'] + '\\n' -}}"

@@ -19,20 +19,6 @@ UNUSABLE = "I am not sure."
 VALID = '{"tool": "goto_waypoint", "arguments": {"index": 0}}'
 
 
-@pytest.fixture(scope="module")
-def tiny_chat(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from embodia.policies.tiny_models import build_tiny_chat_lm
-
-    return build_tiny_chat_lm(tmp_path_factory.mktemp("tiny-chat"))
-
-
-@pytest.fixture(scope="module")
-def tiny_vlm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from embodia.policies.tiny_models import build_tiny_vlm
-
-    return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm"))
-
-
 def _explore(out: Path, policy: str, *extra: str, scene: str = SCENE, steps: int = 60) -> object:
     args = ["explore", "--agent", "dfs", "--policy", policy, "--scene", scene, "--steps", str(steps)]
     return runner.invoke(
@@ -61,45 +47,46 @@ def _records(out: Path) -> list[dict]:
 # ---------------------------------------------------------------------- does the model take images
 
 
-def test_explore_refuses_a_text_only_model_before_the_run(tmp_path: Path, tiny_chat: Path) -> None:
+def test_explore_refuses_a_text_only_model_before_the_run(tmp_path: Path, tiny_chat_lm_dir: Path) -> None:
     out = tmp_path / "run"
-    line = _error_line(_explore(out, f"hf:{tiny_chat}"))
-    assert f"hf:{tiny_chat} (random weights) does not take images" in line
+    line = _error_line(_explore(out, f"hf:{tiny_chat_lm_dir}"))
+    assert f"hf:{tiny_chat_lm_dir} (random weights) does not take images" in line
     assert "qwen2 language model and no image processor" in line
     assert "the dfs explorer works from pictures: use a vision-language model" in line
     assert "docs/models.md" in line
     assert not out.exists(), "a refused run leaves no folder behind"
 
 
-def test_the_check_tells_a_vlm_from_a_chat_lm(tiny_vlm: Path, tiny_chat: Path) -> None:
+def test_the_check_tells_a_vlm_from_a_chat_lm(tiny_vlm_dir: Path, tiny_chat_lm_dir: Path) -> None:
     from embodia.policies.base import PolicyError, require_images
     from embodia.policies.hf import HFPolicy
 
-    require_images(HFPolicy(tiny_vlm), "the dfs explorer")  # a LLaVA with its image processor
+    require_images(HFPolicy(tiny_vlm_dir), "the dfs explorer")  # a LLaVA with its image processor
     with pytest.raises(PolicyError, match="does not take images"):
-        require_images(HFPolicy(tiny_chat), "the dfs explorer")
+        require_images(HFPolicy(tiny_chat_lm_dir), "the dfs explorer")
 
 
 @pytest.mark.slow  # ~10 s: the tiny VLM writes up to 256 tokens for each of its attempts
-def test_explore_runs_a_vision_language_model(tmp_path: Path, tiny_vlm: Path) -> None:
+def test_explore_runs_a_vision_language_model(tmp_path: Path, tiny_vlm_dir: Path) -> None:
     out = tmp_path / "run"
     # Random weights seldom write a usable call: the share is lifted so the run goes to its end.
-    result = _explore(out, f"hf:{tiny_vlm}", "--max-fallback-share", "1", steps=30)
+    result = _explore(out, f"hf:{tiny_vlm_dir}", "--max-fallback-share", "1", steps=30)
     assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
     vlm = json.loads((out / "summary.json").read_text())["vlm"]
     assert vlm["decisions"] >= 1 and vlm["replies"] >= vlm["decisions"]
 
 
 def test_the_csmr_perceiver_and_a_stream_agent_refuse_a_text_only_model(
-    tmp_path: Path, tiny_chat: Path
+    tmp_path: Path, tiny_chat_lm_dir: Path
 ) -> None:
-    csmr = ["eval", "csmr", "--task", "clevr", "--items", "1", "--reasoner", f"hf:{tiny_chat}"]
-    result = runner.invoke(app, [*csmr, "--perceiver", f"hf:{tiny_chat}", "--out", str(tmp_path / "c")])
+    csmr = ["eval", "csmr", "--task", "clevr", "--items", "1", "--reasoner", f"hf:{tiny_chat_lm_dir}"]
+    perceiver = ["--perceiver", f"hf:{tiny_chat_lm_dir}"]
+    result = runner.invoke(app, [*csmr, *perceiver, "--out", str(tmp_path / "c")])
     assert "does not take images" in _error_line(result) and "the CSMR perceiver" in _error_line(result)
     stream = ["stream", "run", "--source", "procedural:arena,seed=0,duration=5", "--no-video"]
-    result = runner.invoke(app, [*stream, "--agent", f"hf:{tiny_chat}", "--out", str(tmp_path / "s")])
+    result = runner.invoke(app, [*stream, "--agent", f"hf:{tiny_chat_lm_dir}", "--out", str(tmp_path / "s")])
     assert "does not take images" in _error_line(result) and "a stream agent" in _error_line(result)
-    speaker = [*stream, "--speaker", f"hf:{tiny_chat}", "--out", str(tmp_path / "p")]
+    speaker = [*stream, "--speaker", f"hf:{tiny_chat_lm_dir}", "--out", str(tmp_path / "p")]
     assert "a stream speaker" in _error_line(runner.invoke(app, speaker))
 
 

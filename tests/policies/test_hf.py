@@ -14,22 +14,12 @@ from embodia.errors import EmbodiaError
 from embodia.policies import tiny_models
 from embodia.policies.base import Message, Policy, PolicyError
 from embodia.policies.hf import HFPolicy
-from embodia.policies.tiny_models import BUILD_MARKER, build_tiny_chat_lm, build_tiny_vlm, train_tokenizer
+from embodia.policies.tiny_models import BUILD_MARKER, build_tiny_chat_lm, train_tokenizer
 
 MESSAGES: list[Message] = [
     {"role": "system", "content": "You are a helpful assistant."},
     {"role": "user", "content": "Which waypoint leads to the kitchen? Answer with a number."},
 ]
-
-
-@pytest.fixture(scope="session")
-def tiny_chat_lm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_chat_lm(tmp_path_factory.mktemp("tiny-chat-lm"))
-
-
-@pytest.fixture(scope="session")
-def tiny_vlm_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return build_tiny_vlm(tmp_path_factory.mktemp("tiny-vlm"))
 
 
 @pytest.fixture(scope="session")
