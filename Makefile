@@ -100,6 +100,7 @@ lint: $(VENV)/.installed
 	@git ls-files -co --exclude-standard '*.py' py.typed | grep -vE '^(tests|benchmarks|docs)/' \
 	  | xargs -I{} cp --parents {} $(TYPECHECK)/embodia/
 	MYPYPATH=$(TYPECHECK) $(BIN)/mypy -p embodia
+	$(BIN)/lint-imports
 
 format: $(VENV)/.installed
 	$(BIN)/ruff format .

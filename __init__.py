@@ -1,6 +1,6 @@
 """embodia: a framework for embodied and multimodal agents.
 
-The repository root is this package: ``envs/sim/scene.py`` is ``embodia.envs.sim.scene``.
+The repository root is this package: ``sim/scene.py`` is ``embodia.sim.scene``.
 Importing ``embodia`` registers the gymnasium env ids (so ``gymnasium.register_envs(embodia)``
 then ``gymnasium.make("embodia/ActiveMapping-v0")`` works) and otherwise stays cheap: heavy
 modules (Open3D, torch, habitat_sim) load only when the subpackage that needs them is imported.

@@ -2,7 +2,7 @@
 
 Bad input (a missing file, an unknown format, a malformed pose, a mesh with no floor, an
 option value out of range) ends with exit code 2 and one ``error:`` line on stderr, never a
-traceback. Sizes are bounded by :mod:`embodia.limits`.
+traceback. Sizes are bounded by :mod:`embodia.core.limits`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,8 @@ from rich.markup import escape
 from rich.table import Table
 from typer.core import TyperGroup
 
+from embodia.core.limits import MAX_SET_SIZE, check_image_size, check_range, check_seed
 from embodia.errors import EmbodiaError
-from embodia.limits import MAX_SET_SIZE, check_image_size, check_range, check_seed
 
 console = Console()
 err_console = Console(stderr=True)
@@ -161,7 +161,7 @@ def _check_up(up: str) -> Any:
 def _write_yaml(path: Path, data: dict[str, Any]) -> None:
     import yaml
 
-    from embodia.evals.resume import write_atomic
+    from embodia.core.runs import write_atomic
 
     write_atomic(path, yaml.safe_dump(data, sort_keys=False))
 
@@ -184,9 +184,9 @@ def sim_render(
     """Render a panorama (RGB, depth, semantics), a pinhole view, a top-down map and the scene .glb."""
     import imageio.v3 as iio
 
-    from embodia.envs.sim import EmbeddedSimulator, Pose
-    from embodia.envs.sim.visualize import colorize_depth, colorize_semantic, topdown_image
-    from embodia.evals.resume import check_out_folder, write_atomic
+    from embodia.core.runs import check_out_folder, write_atomic
+    from embodia.sim import EmbeddedSimulator, Pose
+    from embodia.sim.visualize import colorize_depth, colorize_semantic, topdown_image
 
     with user_errors():
         check_out_folder(out)
@@ -253,7 +253,7 @@ def sim_info(
     as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
 ) -> None:
     """Print a scene's bounds, navigable area and categories."""
-    from embodia.envs.sim import EmbeddedSimulator
+    from embodia.sim import EmbeddedSimulator
 
     with user_errors():
         sim = EmbeddedSimulator(up=_check_up(up))
@@ -287,7 +287,7 @@ StepsOption = Annotated[
 
 
 def _check_agent(agent: str) -> None:
-    from embodia.policies.heuristic import AGENTS
+    from embodia.agents.baselines import AGENTS
 
     if agent != "dfs" and agent not in AGENTS:
         names = ", ".join(sorted([*AGENTS, "dfs"]))
@@ -494,8 +494,8 @@ def dsr_generate(
     ] = 0,
 ) -> None:
     """Generate the instances (seeded, reproducible) as JSONL with a schema version."""
+    from embodia.core.runs import check_out_folder
     from embodia.envs.dsr import suites as dsr_suites
-    from embodia.evals.resume import check_out_folder
 
     with user_errors():
         check_out_folder(out)
@@ -584,8 +584,8 @@ def eval_dsr(
     """Evaluate a policy on DSR-Bench (resumes: answers already in --out are never asked again)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
+    from embodia.core.runs import check_out_folder
     from embodia.evals.dsr import DSRSettings, run_dsr
-    from embodia.evals.resume import check_out_folder
     from embodia.policies import make_policy
 
     with user_errors():
@@ -774,8 +774,8 @@ def stream_export(
     ] = 10,
 ) -> None:
     """Write a procedural clip as a video file with its annotation JSONL: a sample of your own video."""
+    from embodia.core.runs import check_out_file
     from embodia.envs.streams.export import export_procedural, labels_path
-    from embodia.evals.resume import check_out_file
 
     with user_errors():
         check_out_file(out)
@@ -815,8 +815,8 @@ def stream_train_gate(
     ] = 0.3,
 ) -> None:
     """Train the learned speak gate (Proact-VL's head and loss) on procedural streams."""
+    from embodia.core.runs import check_out_folder
     from embodia.envs.streams.sources import check_scenario
-    from embodia.evals.resume import check_out_folder
     from embodia.policies.speak_gate import fit_gate
 
     with user_errors():
@@ -916,8 +916,8 @@ def eval_live(
 ) -> None:
     """Live Gaming Benchmark metrics of a prediction file against its labels: a summary table,
     and the full report (per tag, per clip) written to a file."""
+    from embodia.core.runs import check_out_file, write_atomic
     from embodia.evals import live
-    from embodia.evals.resume import check_out_file, write_atomic
 
     with user_errors():
         report_path = out if out is not None else pred.parent / LIVE_REPORT
@@ -1099,7 +1099,7 @@ def sxs_data(
     ] = None,
 ) -> None:
     """Interleaved think/speak SFT records from exact (reasoning, answer) pairs."""
-    from embodia.evals.resume import check_out_file
+    from embodia.core.runs import check_out_file
     from embodia.evals.sxs_run import make_item
     from embodia.policies.recipes.sxs_data import load_pretrained, sft_records, write_jsonl
 
@@ -1134,7 +1134,8 @@ def models_tiny(
     ] = None,
 ) -> None:
     """Build a tiny model with RANDOM WEIGHTS in seconds, offline: it runs every path, says noise."""
-    from embodia.evals.resume import check_out_folder
+    from embodia.core.random_weights import RANDOM_WEIGHTS, read_marker
+    from embodia.core.runs import check_out_folder
     from embodia.policies import tiny_models
 
     with user_errors():
@@ -1143,13 +1144,13 @@ def models_tiny(
         if context is not None:
             check_range("--context", context, tiny_models.MIN_CONTEXT, tiny_models.MAX_CONTEXT)
         check_out_folder(out)
-        what = f"tiny {tiny_models.WHAT[kind]} with {tiny_models.RANDOM_WEIGHTS}"
+        what = f"tiny {tiny_models.WHAT[kind]} with {RANDOM_WEIGHTS}"
         with err_console.status(escape(f"building a {what}")):
             from transformers.utils import logging as transformers_logging
 
             transformers_logging.disable_progress_bar()  # its shard bars would bury the lines below
             built = tiny_models.build_tiny(kind, out, seed=seed, context_tokens=context)
-        marker = tiny_models.read_marker(out) or {}
+        marker = read_marker(out) or {}
     details = f"seed {marker.get('seed')}, {marker.get('context_tokens')}-token context"
     if built:
         line = f"built a {what} in {_bold(out)} ({details}; model card {tiny_models.MODEL_CARD})"
@@ -1158,7 +1159,7 @@ def models_tiny(
     use = f"--support nli:{out}" if kind == "nli" else f"--policy hf:{out}"
     for text in (
         line,
-        f"{tiny_models.RANDOM_WEIGHTS}: its outputs are noise, for trying embodia offline only "
+        f"{RANDOM_WEIGHTS}: its outputs are noise, for trying embodia offline only "
         f"(e.g. {escape(use)}; docs/models.md)",
     ):
         console.print(text, highlight=False, soft_wrap=True)

@@ -2,7 +2,7 @@
 questions and decides when it has seen enough to answer (streaming-agents.md §C).
 
 The LangGraph graph is ``reason -> perceive -> reason -> ... -> END``. ``reason`` asks the
-reasoner (any chat :class:`~embodia.policies.base.Policy`; it never sees the image) for one
+reasoner (any chat :class:`~embodia.core.chat.Policy`; it never sees the image) for one
 JSON action: ``{"action": "query", "question": "...", "query": {...}}`` (``query`` is an
 optional structured form an oracle module can answer exactly, and may name a ``region`` to
 look closer) or ``{"action": "answer", "answer": "..."}``. ``perceive`` asks the perception
@@ -35,10 +35,10 @@ from langgraph.graph import START, StateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
+from embodia.core.chat import Message, Policy
+from embodia.core.parsing import ParseFailure, extract_json
 from embodia.errors import EmbodiaError
 from embodia.perception.scheduler import Evidence, Perceiver, QueryGuard
-from embodia.policies.base import Message, Policy
-from embodia.policies.parsing import ParseFailure, extract_json
 
 ABLATIONS = ("none", "static", "always-k", "no-stop", "direct")
 CAPTION_QUESTION = (

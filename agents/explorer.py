@@ -34,9 +34,9 @@ from numpy.typing import NDArray
 
 from embodia.agents.instructions import instruction_categories
 from embodia.agents.runtime import RunRecorder, emit
+from embodia.core.chat import Message
 from embodia.perception.regions import Region, RegionTracker
 from embodia.perception.waypoints import WaypointCandidate, draw_candidates, propose_candidates
-from embodia.policies.base import Message
 
 logger = logging.getLogger(__name__)
 
@@ -263,8 +263,8 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] 
     navigate node walks there), ``describe_map`` is answered and the model asked again. A plain
     "Answer: 3" or ``{"choice": 3}`` reply counts as ``goto_waypoint(3)``. A call that fails
     validation goes back to the model as the re-ask message, and is counted."""
+    from embodia.core.parsing import FollowUp, ParseFailure, ask, parse_choice
     from embodia.perception.bev_image import bev_image
-    from embodia.policies.parsing import FollowUp, ParseFailure, ask, parse_choice
     from embodia.tools.exploration import exploration_tools
 
     informative = [c for c in state.get("candidates", []) if c["gain_m2"] >= context.config.min_gain_m2]

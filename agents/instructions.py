@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from embodia.envs.sim.scene import category_from_name
+from embodia.sim.scene import category_from_name
 
 ROOM_OBJECTS: dict[str, tuple[str, ...]] = {
     "bedroom": ("bed",),

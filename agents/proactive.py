@@ -10,7 +10,7 @@ graph's runtime context; the state is a few numbers.
 
 Deciders (anything with ``name``, ``threshold`` and ``score(chunk, context) -> float``):
 :class:`~embodia.policies.speak_gate.LearnedGate` (an MLP on a VLM hidden state at a flag
-token), :class:`~embodia.policies.heuristic.speaking.EventHeuristic` (frame differences and
+token), :class:`~embodia.agents.baselines.speaking.EventHeuristic` (frame differences and
 HUD changes), and :class:`PromptDecider` (asks any chat VLM for SPEAK or SILENT).
 
 Each agent keeps its conversation in a :class:`ContextBudget`: one user turn and one
@@ -41,9 +41,9 @@ from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
 from embodia.agents.runtime import emit
+from embodia.core.chat import Message, Policy, PolicyError
 from embodia.envs.streams.core import SILENCE, Chunk, StreamError
 from embodia.envs.streams.env import LiveGamingEnv, cap_tokens, history_text
-from embodia.policies.base import Message, Policy, PolicyError
 
 DEFAULT_BUDGET = 16_384
 EVICT_FRACTION = 0.2
@@ -196,7 +196,7 @@ class HudSpeaker:
     name = "hud"
 
     def __init__(self) -> None:
-        from embodia.policies.heuristic.speaking import HudCommentator
+        from embodia.agents.baselines.speaking import HudCommentator
 
         self.commentator = HudCommentator()
 

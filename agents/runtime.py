@@ -167,7 +167,7 @@ class RunRecorder:
         keep_decisions: int | None = None,
         records: list[dict[str, Any]] | None = None,
     ) -> None:
-        from embodia.evals.resume import continue_records, read_run_records, records_before_gap
+        from embodia.core.runs import continue_records, read_run_records, records_before_gap
 
         self.path = path
         kept: list[dict[str, Any]] = []

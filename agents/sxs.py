@@ -26,8 +26,8 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 
 from embodia.agents.runtime import emit
+from embodia.core.chat import Message, Policy
 from embodia.evals.content_latency import Span, whitespace_tokenize
-from embodia.policies.base import Message, Policy
 
 Channel = Literal["think", "speak"]
 Support = Callable[[Sequence[str], str], bool]

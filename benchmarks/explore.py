@@ -29,9 +29,9 @@ import gymnasium
 
 import embodia.envs  # noqa: F401  (registers the env ids)
 from embodia.agents import explorer
+from embodia.agents.baselines import make_agent
 from embodia.agents.runtime import run_config, sqlite_checkpointer, stream_run
 from embodia.evals.explore import _EnvView
-from embodia.policies.heuristic import make_agent
 
 PANORAMA = {"panorama_height": 128, "panorama_width": 256}
 

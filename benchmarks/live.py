@@ -26,10 +26,10 @@ from pathlib import Path
 
 import numpy as np
 
+from embodia.agents.baselines.speaking import EventHeuristic
 from embodia.agents.proactive import ContextBudget, HudSpeaker, ProactiveAgent, run_stream
 from embodia.envs.streams.env import LiveGamingEnv
 from embodia.envs.streams.sources import open_stream
-from embodia.policies.heuristic.speaking import EventHeuristic
 
 
 def peak_rss_mb() -> float:

@@ -25,11 +25,11 @@ import time
 
 import numpy as np
 
-from embodia.envs.sim import EmbeddedSimulator, Pose
-from embodia.envs.sim.procedural import box_mesh
-from embodia.envs.sim.protocol import Panorama
-from embodia.envs.sim.scene import CATEGORIES, Scene, concatenate
 from embodia.perception.bev import BEVMap
+from embodia.sim import EmbeddedSimulator, Pose
+from embodia.sim.procedural import box_mesh
+from embodia.sim.protocol import Panorama
+from embodia.sim.scene import CATEGORIES, Scene, concatenate
 
 HALL_W, HALL_D, HEIGHT, WALL = 21.0, 20.0, 2.7, 0.2
 ROOM_W, ROOM_D, DOOR = 3.4, 3.0, (1.2, 2.1)  # meeting room in the hall's (0, 0) corner

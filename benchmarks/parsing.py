@@ -29,12 +29,12 @@ import time
 from collections.abc import Callable
 
 from embodia.agents.csmr import _action
+from embodia.core.parsing import extract_json, parse_choice, parse_label, strip_thinking
 from embodia.envs.dsr import suites
 from embodia.envs.dsr.env import _state_from_reply
 from embodia.envs.dsr.sandbox import extract_code
 from embodia.envs.dsr.scoring import parse_reply, score_reply
 from embodia.envs.puzzles import TASKS, find_answer, make_task
-from embodia.policies.parsing import extract_json, parse_choice, parse_label, strip_thinking
 from embodia.tools.base import ToolBox
 
 SIZES = (1_000, 16_000, 256_000, 1_000_000)

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import numpy as np
 
-from embodia.envs.sim import EmbeddedSimulator
+from embodia.sim import EmbeddedSimulator
 
 
 def median_ms(fn: Callable[[], object], repeats: int) -> float:

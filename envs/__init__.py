@@ -1,7 +1,6 @@
-"""Environments and the simulators under them.
+"""Gymnasium environments, with their tasks and their measures.
 
-``envs.sim`` is the embedded CPU simulator (the default backend); ``envs.habitat`` wraps
-``habitat_sim`` behind the same protocol and is imported lazily; ``envs.dsr`` is DSR-Bench;
+``envs.mapping`` is active mapping in a simulator (``embodia.sim``); ``envs.dsr`` is DSR-Bench;
 ``envs.streams`` holds the live game streams; ``envs.puzzles`` the visual reasoning puzzles.
 
 Importing ``embodia.envs`` registers the gymnasium ids (gymnasium 1.x has no entry-point

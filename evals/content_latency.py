@@ -46,7 +46,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from embodia.policies.base import Message, Policy
+    from embodia.core.chat import Message, Policy
 
 Channel = Literal["think", "speak"]
 Tokenizer = Callable[[str], list[str]]

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from embodia.agents.csmr import CSMRSettings, solve
-from embodia.envs.puzzles import make_task
-from embodia.errors import EmbodiaError
-from embodia.evals.resume import (
+from embodia.core.chat import ContextOverflowError, check_output_budget, context_window
+from embodia.core.limits import MAX_SET_SIZE, check_range
+from embodia.core.runs import (
     begin_results,
     check_out_folder,
     check_resumable,
@@ -31,9 +31,9 @@ from embodia.evals.resume import (
     run_folder,
     write_atomic,
 )
-from embodia.limits import MAX_SET_SIZE, check_range
+from embodia.envs.puzzles import make_task
+from embodia.errors import EmbodiaError
 from embodia.perception.scheduler import CropPerceiver, OraclePerceiver, Perceiver, VLMPerceiver
-from embodia.policies.base import ContextOverflowError, check_output_budget, context_window
 
 RESULTS = "results.jsonl"
 
@@ -55,8 +55,8 @@ class CSMRRunSettings:
 def make_perceiver(spec: str, task: Any) -> Perceiver:
     """``oracle`` (exact, from the task's ground truth), ``crop:SPEC`` (zoom + VLM) or a VLM
     policy spec."""
+    from embodia.core.chat import require_images
     from embodia.policies import make_policy
-    from embodia.policies.base import require_images
 
     if spec == "oracle":
         oracle = task_function(task, "oracle")

@@ -24,12 +24,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from embodia.envs.dsr import prompts, suites
-from embodia.envs.dsr.core import CATEGORIES, DSRError
-from embodia.envs.dsr.env import score_answer
-from embodia.envs.dsr.sandbox import DEFAULT_LIMITS, Limits, require_isolation
-from embodia.envs.dsr.suites import Instance
-from embodia.evals.resume import (
+from embodia.core.chat import ContextOverflowError, Policy, check_output_budget, check_temperature
+from embodia.core.limits import MAX_CONCURRENCY, check_range
+from embodia.core.runs import (
     check_out_folder,
     continue_records,
     read_run_records,
@@ -37,8 +34,11 @@ from embodia.evals.resume import (
     settings_differences,
     write_atomic,
 )
-from embodia.limits import MAX_CONCURRENCY, check_range
-from embodia.policies.base import ContextOverflowError, Policy, check_output_budget, check_temperature
+from embodia.envs.dsr import prompts, suites
+from embodia.envs.dsr.core import CATEGORIES, DSRError
+from embodia.envs.dsr.env import score_answer
+from embodia.envs.dsr.sandbox import DEFAULT_LIMITS, Limits, require_isolation
+from embodia.envs.dsr.suites import Instance
 
 logger = logging.getLogger(__name__)
 
@@ -120,7 +120,7 @@ def _check_run(out: Path, settings: DSRSettings) -> bool:
 def _run_record(settings: DSRSettings) -> dict[str, Any]:
     """``run.json``: the settings, and ``random_weights`` when the policy is a model of random
     weights (``embodia models tiny``); continuing a run compares the settings only."""
-    from embodia.policies.tiny_models import random_weights_in
+    from embodia.core.random_weights import random_weights_in
 
     record = settings.to_json()
     notes = random_weights_in(record)

@@ -27,9 +27,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from embodia.envs.sim.scene import UP_AXES, UpAxis
-from embodia.errors import EmbodiaError
-from embodia.evals.resume import (
+from embodia.core.limits import MAX_SET_SIZE, MAX_STEPS, check_image_size, check_range, check_seed
+from embodia.core.runs import (
     check_out_folder,
     check_resumable,
     continue_records,
@@ -41,7 +40,8 @@ from embodia.evals.resume import (
     write_atomic,
     write_config,
 )
-from embodia.limits import MAX_SET_SIZE, MAX_STEPS, check_image_size, check_range, check_seed
+from embodia.errors import EmbodiaError
+from embodia.sim.loading import UP_AXES, UpAxis
 
 logger = logging.getLogger(__name__)
 
@@ -134,7 +134,7 @@ class ExploreSettings:
     """Everything that determines an exploration run (saved as ``config.yaml``)."""
 
     agent: str
-    """``frontier``, ``frontier-utility`` or ``random`` (policies.heuristic.AGENTS)."""
+    """``frontier``, ``frontier-utility`` or ``random`` (agents.baselines.AGENTS)."""
     env: str = ""
     """``primitive`` (ActiveMapping-v0) or ``waypoint`` (ActiveMappingWaypoint-v0); empty
     picks the agent's own (``waypoint`` for ``dfs``, else ``primitive``)."""
@@ -212,7 +212,7 @@ def _make_env(settings: ExploreSettings) -> Any:
     import gymnasium
 
     import embodia.envs  # noqa: F401  (registers the ids)
-    from embodia.envs.sim import EmbeddedSimulator
+    from embodia.sim import EmbeddedSimulator
 
     extra: dict[str, Any] = {"action_type": "pixel"} if settings.agent == "dfs" else {}
     return gymnasium.make(
@@ -260,7 +260,7 @@ def run_exploration(
     continues). The share is not a setting of the run: a resume may change it.
     """
 
-    from embodia.policies.heuristic import make_agent
+    from embodia.agents.baselines import make_agent
 
     out = Path(out)
     limit = FallbackLimit(max_fallback_share, policy=settings.policy, records=str(out / EPISODES))
@@ -324,7 +324,7 @@ def _write_summary(out: Path, summary: dict[str, Any]) -> None:
 def _step_record(
     t: int, action: int, observation: dict[str, Any], reward: float, info: dict[str, Any]
 ) -> dict[str, Any]:
-    from embodia.envs.sim.protocol import ACTIONS
+    from embodia.sim.protocol import ACTIONS
 
     chosen: dict[str, Any]
     if "candidate_mask" in observation:  # the waypoint env: the candidate and how it went
@@ -390,13 +390,13 @@ def _run_dfs(
         sqlite_checkpointer,
         stream_run,
     )
-    from embodia.policies.base import ContextOverflowError, check_output_budget
+    from embodia.core.chat import ContextOverflowError, check_output_budget
 
     log_path, checkpoint = out / EPISODES, out / CHECKPOINT
     policy = None
     if settings.policy != "heuristic":
+        from embodia.core.chat import require_images
         from embodia.policies import make_policy
-        from embodia.policies.base import require_images
 
         policy = make_policy(settings.policy, connect=True)
         require_images(policy, "the dfs explorer")

@@ -81,9 +81,9 @@ from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 
 import numpy as np
 
+from embodia.core.chat import Message, Policy
 from embodia.envs.streams.core import whole_second
 from embodia.errors import EmbodiaError, read_text_file
-from embodia.policies.base import Message, Policy
 
 UNTAGGED = "untagged"
 """The tag of a record without ``tag`` or ``dataset_name``."""

@@ -33,10 +33,16 @@ from embodia.agents.proactive import (
     Speaker,
     run_stream,
 )
-from embodia.envs.streams.core import Stream, StreamError
-from embodia.envs.streams.env import DEFAULT_TOKEN_CAP, LiveGamingEnv
-from embodia.envs.streams.sources import check_scenario, open_stream
-from embodia.evals.resume import (
+from embodia.core.chat import (
+    ContextOverflowError,
+    Message,
+    Policy,
+    PolicyError,
+    check_output_budget,
+    count_prompt_tokens,
+)
+from embodia.core.limits import MAX_STREAM_AGENTS, check_range
+from embodia.core.runs import (
     check_out_folder,
     check_resumable,
     continue_records,
@@ -46,15 +52,9 @@ from embodia.evals.resume import (
     write_atomic,
     write_config,
 )
-from embodia.limits import MAX_STREAM_AGENTS, check_range
-from embodia.policies.base import (
-    ContextOverflowError,
-    Message,
-    Policy,
-    PolicyError,
-    check_output_budget,
-    count_prompt_tokens,
-)
+from embodia.envs.streams.core import Stream, StreamError
+from embodia.envs.streams.env import DEFAULT_TOKEN_CAP, LiveGamingEnv
+from embodia.envs.streams.sources import check_scenario, open_stream
 
 logger = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class LiveSettings:
 
 def make_speaker(spec: str, fallback: Any = None) -> Speaker:
     if spec:
-        from embodia.policies.base import require_images
+        from embodia.core.chat import require_images
         from embodia.policies.spec import make_policy
 
         policy = make_policy(spec, connect=True)
@@ -237,7 +237,7 @@ def make_agents(
     for name in names:
         spec = settings.agent
         if spec == "heuristic":
-            from embodia.policies.heuristic.speaking import EventHeuristic
+            from embodia.agents.baselines.speaking import EventHeuristic
 
             decider: Any = EventHeuristic()
             speaker = make_speaker(settings.speaker)
@@ -253,7 +253,7 @@ def make_agents(
                 shared_policy = make_policy(f"hf:{decider.features.model_dir}")
             speaker = make_speaker(settings.speaker, shared_policy)
         else:
-            from embodia.policies.base import require_images
+            from embodia.core.chat import require_images
             from embodia.policies.spec import make_policy
 
             if shared_policy is None:

@@ -35,6 +35,16 @@ from pathlib import Path
 from typing import Any
 
 from embodia.agents.sxs import SXS_SYSTEM, run_sxs
+from embodia.core.chat import ContextOverflowError, Message, Policy, check_output_budget
+from embodia.core.limits import MAX_SET_SIZE, check_range
+from embodia.core.runs import (
+    begin_results,
+    check_out_folder,
+    check_resumable,
+    read_run_records,
+    run_folder,
+    write_atomic,
+)
 from embodia.errors import EmbodiaError
 from embodia.evals.content_latency import (
     PROMPTED_INTERLEAVING_SYSTEM,
@@ -47,16 +57,6 @@ from embodia.evals.content_latency import (
     timed_blocks,
     timed_completion,
 )
-from embodia.evals.resume import (
-    begin_results,
-    check_out_folder,
-    check_resumable,
-    read_run_records,
-    run_folder,
-    write_atomic,
-)
-from embodia.limits import MAX_SET_SIZE, check_range
-from embodia.policies.base import ContextOverflowError, Message, Policy, check_output_budget
 from embodia.policies.recipes.sxs_data import (
     JudgeSupport,
     NLISupport,

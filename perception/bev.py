@@ -34,7 +34,7 @@ from numba import njit
 from numpy.typing import ArrayLike, NDArray
 from scipy import ndimage
 
-from embodia.envs.sim.protocol import Panorama, Pose
+from embodia.sim.protocol import Panorama, Pose
 
 UNKNOWN, FREE, OCCUPIED = 0, 1, 2
 

@@ -17,11 +17,11 @@ import numpy as np
 from numpy.typing import NDArray
 from PIL import Image, ImageDraw, ImageFont
 
-from embodia.envs.sim.geometry import forward_vector
-from embodia.envs.sim.protocol import Pose
-from embodia.envs.sim.visualize import category_palette
 from embodia.perception.bev import FREE, OCCUPIED, UNKNOWN, BEVMap, FrontierSegment
 from embodia.perception.regions import STRUCTURAL_CATEGORIES, Region
+from embodia.sim.geometry import forward_vector
+from embodia.sim.protocol import Pose
+from embodia.sim.visualize import category_palette
 
 UNKNOWN_COLOUR = (64, 64, 68)
 FREE_COLOUR = (236, 233, 224)

@@ -4,7 +4,7 @@ guards that decide whether a question may be asked at all.
 A reasoner never sees the image; it asks. Every module answers ``look(item, question,
 query)`` with an :class:`Evidence`:
 
-- :class:`VLMPerceiver`: any chat :class:`~embodia.policies.base.Policy` with images, shown
+- :class:`VLMPerceiver`: any chat :class:`~embodia.core.chat.Policy` with images, shown
   the item's image and the question.
 - :class:`CropPerceiver`: the same, on a crop of the image (``query["region"]`` =
   ``[x0, y0, x1, y1]`` in 0-1 image coordinates) scaled back up, to look closer.
@@ -30,8 +30,8 @@ import numpy as np
 from numpy.typing import NDArray
 from PIL import Image
 
+from embodia.core.chat import Message, Policy
 from embodia.errors import EmbodiaError
-from embodia.policies.base import Message, Policy
 
 PERCEIVE_PROMPT = (
     "You are a visual perception module. Answer the question about the image briefly and "

@@ -16,7 +16,7 @@ number or a pixel; this module turns either into an executable plan:
   target near it and the shortest path there with its primitive-step cost, or to a typed
   :class:`WaypointRejection` (never an exception) when the pixel makes no sensible goal.
 - :func:`pixel_to_world` / :func:`world_to_pixel` are the exact pair of maps between
-  panorama pixels and world points (:mod:`embodia.envs.sim.geometry` conventions).
+  panorama pixels and world points (:mod:`embodia.sim.geometry` conventions).
 
 Rejection reasons, in the order they are checked:
 
@@ -50,15 +50,15 @@ from numba import njit
 from numpy.typing import ArrayLike, NDArray
 from PIL import Image, ImageDraw, ImageFont
 
-from embodia.envs.sim.geometry import (
+from embodia.perception.bev import OCCUPIED, UNKNOWN, BEVMap
+from embodia.sim.geometry import (
     camera_to_world,
     direction_to_equirect_pixel,
     equirect_pixel_to_direction,
     world_to_camera,
 )
-from embodia.envs.sim.motion import primitive_step_count
-from embodia.envs.sim.protocol import Panorama, Pose, ShortestPath, SimConfig, Simulator
-from embodia.perception.bev import OCCUPIED, UNKNOWN, BEVMap
+from embodia.sim.motion import primitive_step_count
+from embodia.sim.protocol import Panorama, Pose, ShortestPath, SimConfig, Simulator
 
 logger = logging.getLogger(__name__)
 

@@ -4,7 +4,7 @@ Importing this package stays light (no torch, transformers, openai or vllm): bac
 imported when :func:`make_policy` or their own module is used.
 """
 
-from embodia.policies.base import (
+from embodia.core.chat import (
     Completion,
     ContextOverflowError,
     ContextWindow,
@@ -15,7 +15,7 @@ from embodia.policies.base import (
     context_window,
     count_prompt_tokens,
 )
-from embodia.policies.parsing import Decision, FollowUp, ParseFailure, ask, parse_choice, parse_label
+from embodia.core.parsing import Decision, FollowUp, ParseFailure, ask, parse_choice, parse_label
 from embodia.policies.scripted import ScriptedPolicy
 from embodia.policies.spec import make_policy, parse_policy_spec
 

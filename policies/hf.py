@@ -46,7 +46,7 @@ from transformers.models.auto.modeling_auto import (
     MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING,
 )
 
-from embodia.policies.base import (
+from embodia.core.chat import (
     Completion,
     ContextOverflowError,
     ContextWindow,
@@ -58,7 +58,7 @@ from embodia.policies.base import (
     check_request,
     text_only_model,
 )
-from embodia.policies.tiny_models import random_weights_label, random_weights_note
+from embodia.core.random_weights import random_weights_label, random_weights_note
 
 logger = logging.getLogger(__name__)
 
@@ -390,7 +390,7 @@ class HFPolicy:
         return tuple(tokens)
 
     def check_accepts_images(self, needed_by: str) -> None:
-        """PolicyError (see :func:`~embodia.policies.base.require_images`) unless the directory
+        """PolicyError (see :func:`~embodia.core.chat.require_images`) unless the directory
         was loaded as a VLM: an image-text-to-text model with an image processor."""
         if self.accepts_images:
             return

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from PIL import Image
 
-from embodia.policies.base import (
+from embodia.core.chat import (
     Completion,
     ContextOverflowError,
     ContextWindow,
@@ -44,7 +44,7 @@ from embodia.policies.base import (
     check_request,
     text_only_model,
 )
-from embodia.policies.tiny_models import random_weights_label, random_weights_note
+from embodia.core.random_weights import random_weights_label, random_weights_note
 
 logger = logging.getLogger(__name__)
 
@@ -616,7 +616,7 @@ class OpenAICompatPolicy:
             return served
 
     def check_accepts_images(self, needed_by: str) -> None:
-        """PolicyError (see :func:`~embodia.policies.base.require_images`) unless the served
+        """PolicyError (see :func:`~embodia.core.chat.require_images`) unless the served
         model takes images: one request with a small grey picture and a one-token reply.
 
         vLLM answers an image sent to a text-only model with HTTP 400 "<model> is not a

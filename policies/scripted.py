@@ -26,8 +26,7 @@ from typing import cast
 import numpy as np
 from numpy.typing import NDArray
 
-from embodia.errors import read_text_file
-from embodia.policies.base import (
+from embodia.core.chat import (
     Completion,
     ContextWindow,
     FinishReason,
@@ -36,6 +35,7 @@ from embodia.policies.base import (
     TokenLogprob,
     check_request,
 )
+from embodia.errors import read_text_file
 
 _FINISH_REASONS: tuple[FinishReason, ...] = ("stop", "length", "error")
 

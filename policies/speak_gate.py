@@ -39,9 +39,9 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import nn
 
+from embodia.core.random_weights import random_weights_label
 from embodia.envs.streams.core import Chunk, Stream
 from embodia.errors import EmbodiaError, read_text_file
-from embodia.policies.tiny_models import random_weights_label
 
 FLAG = "<|FLAG|>"
 HISTORY_START, HISTORY_END = "<|history_start|>", "<|history_end|>"
@@ -250,7 +250,7 @@ class FlagFeatures:
         dtype: str = "float32",
         seed: int = 0,
     ) -> None:
-        from embodia.policies.base import PolicyError
+        from embodia.core.chat import PolicyError
         from embodia.policies.hf import HFPolicy
 
         if pooling not in POOLINGS:

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qsl
 
-from embodia.policies.base import Policy, PolicyError
+from embodia.core.chat import Policy, PolicyError
 
 SCHEMES = ("openai", "hf", "vllm", "scripted")
 

@@ -36,13 +36,16 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from embodia.core.limits import check_range, check_seed
+from embodia.core.random_weights import (
+    BUILD_MARKER,
+    read_marker,
+)
 from embodia.errors import EmbodiaError
-from embodia.limits import check_range, check_seed
 
 if TYPE_CHECKING:
     from transformers import GenerationConfig, PreTrainedTokenizerFast
 
-BUILD_MARKER = "tiny-model-complete.json"
 MODEL_CARD = "README.md"
 KINDS = ("chat", "vlm", "nli")
 WHAT = {"chat": "chat LM", "vlm": "vision-language model", "nli": "NLI classifier"}
@@ -50,7 +53,6 @@ DEFAULT_CONTEXT = {"chat": 4096, "vlm": 4096, "nli": 128}
 """Positions (max_position_embeddings, and the tokenizer's model_max_length) per kind. The NLI
 classifier keeps BERT-style learned positions, so it stays small."""
 MIN_CONTEXT, MAX_CONTEXT = 64, 131_072
-RANDOM_WEIGHTS = "random weights"
 VOCAB_SIZE = 1280
 
 END_OF_TEXT = "<|endoftext|>"
@@ -86,74 +88,6 @@ CHAT_TEMPLATE = (
     "{{- '<|im_start|>assistant\\n' -}}"
     "{%- endif -%}"
 )
-
-
-# --------------------------------------------------------------------------- random-weight labels
-
-
-def read_marker(directory: Path | str) -> dict[str, Any] | None:
-    """The build marker of a finished tiny-model build in ``directory``; None when there is none
-    (or it cannot be read, which counts as no finished build)."""
-    try:
-        value = json.loads((Path(directory) / BUILD_MARKER).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    return value if isinstance(value, dict) else None
-
-
-def random_weights_note(directory: Path | str) -> str | None:
-    """One line saying that ``directory`` holds random weights built by embodia, or None for
-    any other directory (a trained model)."""
-    marker = read_marker(directory)
-    if marker is None or marker.get("random_weights") is False:
-        return None
-    return (
-        f"{directory} holds {RANDOM_WEIGHTS} (built by `embodia models tiny {marker.get('kind', '?')}`, "
-        f"seed {marker.get('seed', '?')}): its outputs are noise, for trying embodia offline only"
-    )
-
-
-def random_weights_label(name: str) -> str:
-    """A policy's name as records show it when its weights are random."""
-    return f"{name} ({RANDOM_WEIGHTS})"
-
-
-_SPEC_PREFIXES = ("judge:", "hf:", "vllm:", "nli:")
-_GATE_META = "gate.json"  # speak_gate.GATE_META, not imported: that module loads torch
-
-
-def _named_directory(value: str) -> str:
-    """The model directory a setting names: ``hf:DIR?opts``, ``vllm:DIR``, ``nli:DIR``,
-    ``judge:hf:DIR``, a bare ``DIR``, or for ``gate:DIR`` (a trained speak gate) the VLM
-    directory its ``gate.json`` names."""
-    text = value.strip()
-    stripped = True
-    while stripped:
-        stripped = False
-        for prefix in _SPEC_PREFIXES:
-            if text[: len(prefix)].lower() == prefix:
-                text, stripped = text[len(prefix) :], True
-    if text[:5].lower() == "gate:":
-        try:
-            meta = json.loads((Path(text[5:]) / _GATE_META).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return ""
-        model_dir = meta.get("model_dir") if isinstance(meta, dict) else None
-        return model_dir if isinstance(model_dir, str) else ""
-    return text.split("?", 1)[0]
-
-
-def random_weights_in(settings: Mapping[str, Any]) -> dict[str, str]:
-    """``{setting: note}`` for every setting of a run that names a model directory of random
-    weights (a policy spec, a judge, an NLI model, a speak gate's VLM); empty when none does."""
-    notes: dict[str, str] = {}
-    for key, value in settings.items():
-        if isinstance(value, str) and value.strip():
-            directory = _named_directory(value)
-            note = random_weights_note(directory) if directory else None
-            if note is not None:
-                notes[str(key)] = note
-    return notes
 
 
 # --------------------------------------------------------------------------- the tokenizer

@@ -27,7 +27,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from embodia.policies.base import (
+from embodia.core.chat import (
     Completion,
     ContextOverflowError,
     ContextWindow,
@@ -37,8 +37,8 @@ from embodia.policies.base import (
     TokenLogprob,
     text_only_model,
 )
+from embodia.core.random_weights import random_weights_label, random_weights_note
 from embodia.policies.openai_compat import build_chat_request, overflow_from_message
-from embodia.policies.tiny_models import random_weights_label, random_weights_note
 
 logger = logging.getLogger(__name__)
 
@@ -256,7 +256,7 @@ class VLLMOfflinePolicy:
         )
 
     def check_accepts_images(self, needed_by: str) -> None:
-        """PolicyError (see :func:`~embodia.policies.base.require_images`) unless vLLM loaded
+        """PolicyError (see :func:`~embodia.core.chat.require_images`) unless vLLM loaded
         the model with a multimodal part that takes images (a text-only architecture has no
         multimodal config; ``limit_mm_per_prompt`` may switch images off)."""
         model_config = self._llm.model_config

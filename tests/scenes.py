@@ -7,8 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embodia.envs.sim.procedural import box_mesh
-from embodia.envs.sim.scene import CATEGORIES, Scene, concatenate
+from embodia.sim.procedural import box_mesh
+from embodia.sim.scene import CATEGORIES, Scene, concatenate
 
 REPO = Path(__file__).resolve().parents[1]
 SHARED_SCENES = REPO.parent / "shared" / "data" / "scenes"

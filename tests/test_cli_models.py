@@ -22,9 +22,10 @@ from transformers import (
 from typer.testing import CliRunner
 
 from embodia.cli import app
-from embodia.evals.resume import check_resumable, write_config
+from embodia.core.random_weights import BUILD_MARKER, random_weights_in
+from embodia.core.runs import check_resumable, write_config
 from embodia.policies.hf import HFPolicy
-from embodia.policies.tiny_models import BUILD_MARKER, MODEL_CARD, random_weights_in
+from embodia.policies.tiny_models import MODEL_CARD
 from embodia.viewer.runs import discover
 
 runner = CliRunner()

@@ -12,11 +12,11 @@ from context_models import error_line, tiny_vlm
 from typer.testing import CliRunner
 
 from embodia.cli import app
+from embodia.core.chat import ContextOverflowError, Message
 from embodia.envs.streams.core import StreamError
 from embodia.envs.streams.sources import open_stream
 from embodia.evals.live_run import LiveSettings, plan_context
 from embodia.policies import ScriptedPolicy
-from embodia.policies.base import ContextOverflowError, Message
 from embodia.policies.hf import HFPolicy
 
 runner = CliRunner()

@@ -14,8 +14,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from embodia.core.parsing import ParseFailure
 from embodia.errors import EmbodiaError
-from embodia.policies.parsing import ParseFailure
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +87,7 @@ class ToolBox:
         if arguments is None:
             arguments = {}
         if isinstance(arguments, str):
-            from embodia.policies.parsing import extract_json
+            from embodia.core.parsing import extract_json
 
             parsed = extract_json(arguments) if arguments.strip() else {}
             if isinstance(parsed, ParseFailure):
@@ -122,7 +122,7 @@ class ToolBox:
     @staticmethod
     def parse_call(text: str) -> tuple[str, object] | ParseFailure:
         """The ``{"tool": NAME, "arguments": {...}}`` a model wrote somewhere in ``text``."""
-        from embodia.policies.parsing import extract_json, strip_thinking
+        from embodia.core.parsing import extract_json, strip_thinking
 
         request = extract_json(strip_thinking(text))
         if isinstance(request, ParseFailure):

@@ -22,11 +22,11 @@ from typing import Any
 import gymnasium
 from gymnasium import spaces
 
+from embodia.core.parsing import NOT_JSON, ParseFailure, decode_bounded, extract_json
 from embodia.envs.dsr import prompts, scoring, suites
 from embodia.envs.dsr.core import LENGTHS, DSRError, canonical, get_operation
 from embodia.envs.dsr.sandbox import DEFAULT_LIMITS, Limits, extract_code, require_isolation, run_solution
 from embodia.envs.dsr.suites import Instance
-from embodia.policies.parsing import NOT_JSON, ParseFailure, decode_bounded, extract_json
 
 TEXT_LIMIT = 200_000
 _CHARSET = frozenset(string.printable)

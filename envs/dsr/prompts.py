@@ -14,10 +14,10 @@ import json
 import random
 from typing import Any, Literal
 
+from embodia.core.chat import Message
 from embodia.envs.dsr import realistic
 from embodia.envs.dsr.core import DSRError, Operation, Problem, canonical, get_operation
 from embodia.envs.dsr.suites import Instance
-from embodia.policies.base import Message
 
 PROMPT_MODES = ("stepwise", "0-CoT", "CoT", "k-shot", "none", "CodeOnly", "CodeEnforce", "CodeMaybe")
 CODE_PROMPT_MODES = ("CodeOnly", "CodeEnforce", "CodeMaybe")

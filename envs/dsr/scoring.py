@@ -23,9 +23,7 @@ from typing import Any, Literal
 
 from rapidfuzz.distance import Levenshtein
 
-from embodia.envs.dsr.core import Comparison, Operation, Step, canonical, get_operation
-from embodia.envs.dsr.suites import Instance
-from embodia.policies.parsing import (
+from embodia.core.parsing import (
     CUT_OFF,
     NOT_JSON,
     TOO_DEEP,
@@ -35,6 +33,8 @@ from embodia.policies.parsing import (
     extract_json,
     nested_deeper_than,
 )
+from embodia.envs.dsr.core import Comparison, Operation, Step, canonical, get_operation
+from embodia.envs.dsr.suites import Instance
 
 Failure = Literal["parse", "wrong_type", "wrong_final"]
 FAILURES: tuple[Failure, ...] = ("parse", "wrong_type", "wrong_final")

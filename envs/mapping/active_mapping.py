@@ -7,7 +7,7 @@
   with ``simulator.goto``; its path spends primitive steps from the same budget.
 
 After every observation the panorama is fused into the env's :class:`BEVMap`; the reward is
-the newly covered explorable area (m2, :mod:`embodia.evals.coverage`). Episodes truncate when
+the newly covered explorable area (m2, :mod:`embodia.envs.mapping.measures`). Episodes truncate when
 the step budget is spent and terminate when every explorable cell has been observed.
 The simulator, the map and the coverage tracker stay reachable as ``env.unwrapped.simulator``,
 ``.bev`` and ``.coverage`` for agents and recorders.
@@ -26,13 +26,8 @@ from gymnasium import spaces
 from numpy.typing import ArrayLike, NDArray
 from PIL import Image
 
-from embodia.envs.sim.motion import walk_budget
-from embodia.envs.sim.procedural import MAX_ROOMS, MIN_ROOMS
-from embodia.envs.sim.protocol import ACTIONS, Panorama, Pose, SceneSpec, SimConfig, Simulator
-from embodia.envs.sim.scene import CATEGORIES, Scene
-from embodia.envs.sim.simulator import EmbeddedSimulator
+from embodia.envs.mapping.measures import COVERAGE_RESOLUTION, CoverageTracker, StepOutcome
 from embodia.errors import EmbodiaError
-from embodia.evals.coverage import COVERAGE_RESOLUTION, CoverageTracker, StepOutcome
 from embodia.perception.bev import OCCUPIED, BEVConfig, BEVMap
 from embodia.perception.bev_image import bev_image
 from embodia.perception.waypoints import (
@@ -46,6 +41,11 @@ from embodia.perception.waypoints import (
     plan_to_point,
     propose_candidates,
 )
+from embodia.sim.motion import walk_budget
+from embodia.sim.procedural import MAX_ROOMS, MIN_ROOMS
+from embodia.sim.protocol import ACTIONS, Panorama, Pose, SceneSpec, SimConfig, Simulator
+from embodia.sim.scene import CATEGORIES, Scene
+from embodia.sim.simulator import EmbeddedSimulator
 
 logger = logging.getLogger(__name__)
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
+from embodia.core.parsing import TOO_DEEP, JsonScan, scan_json
 from embodia.errors import EmbodiaError
-from embodia.policies.parsing import TOO_DEEP, JsonScan, scan_json
 
 DIFFICULTIES: tuple[str, ...] = ("easy", "medium", "hard")
 

@@ -81,7 +81,7 @@ _SIMS: dict[str, Any] = {}
 
 def simulator(spec: str) -> Any:
     """A shared :class:`EmbeddedSimulator` holding scene ``spec`` (a few are cached)."""
-    from embodia.envs.sim.simulator import EmbeddedSimulator
+    from embodia.sim.simulator import EmbeddedSimulator
 
     if spec not in _SIMS:
         if len(_SIMS) >= 4:
@@ -121,7 +121,7 @@ def _column_range(cols: np.ndarray, width: int) -> tuple[int, int, bool]:
 
 def visible_objects(sim: Any, pose: Any, height: int = PANO_H, width: int = PANO_W) -> list[dict[str, Any]]:
     """Every non-structure instance with at least one pixel, with its panorama statistics."""
-    from embodia.envs.sim.protocol import Pose
+    from embodia.sim.protocol import Pose
 
     pose = pose if isinstance(pose, Pose) else Pose.from_array(pose["position"], pose["yaw"])
     frame = sim.panorama_at(pose, height, width)
@@ -284,7 +284,7 @@ def _make_query(
 def _category_word(word: str, categories: Sequence[str]) -> str | None:
     """The category ``word`` (or its singular) names, through the built-in names and synonyms
     ("couches" -> sofa, "fridge" -> refrigerator) or ``categories``; structure included."""
-    from embodia.envs.sim.scene import category_from_name
+    from embodia.sim.scene import category_from_name
 
     for form in singular_forms(word):
         name = category_from_name(form) if form.isalpha() else None
@@ -305,7 +305,7 @@ def _parse_category(text: str, categories: list[str]) -> Parsed:
 
 
 def _vocabulary(facts: Mapping[str, Any] | None) -> list[str]:
-    from embodia.envs.sim.scene import CATEGORIES
+    from embodia.sim.scene import CATEGORIES
 
     seen = [str(o["category"]) for o in (facts or {}).get("objects", [])]
     return list(dict.fromkeys([*CATEGORIES, *seen]))
@@ -453,7 +453,7 @@ class EmbodiedTask(PuzzleTask):
     name = "embodied"
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
-        from embodia.envs.sim.protocol import Pose
+        from embodia.sim.protocol import Pose
 
         difficulty = self._difficulty(difficulty)
         seed = self._seed(seed)
@@ -506,7 +506,7 @@ class EmbodiedTask(PuzzleTask):
         return self._instance(seed, difficulty, prompt, oracle(facts, query), facts)
 
     def render(self, instance: PuzzleInstance) -> np.ndarray:
-        from embodia.envs.sim.protocol import Pose
+        from embodia.sim.protocol import Pose
 
         facts = instance.facts
         sim = simulator(str(facts["scene"]))
@@ -516,7 +516,7 @@ class EmbodiedTask(PuzzleTask):
 
     def semantic(self, instance: PuzzleInstance) -> tuple[np.ndarray, np.ndarray]:
         """(category ids, instance ids) of the instance's panorama, for pixel-level checks."""
-        from embodia.envs.sim.protocol import Pose
+        from embodia.sim.protocol import Pose
 
         facts = instance.facts
         sim = simulator(str(facts["scene"]))
@@ -539,7 +539,7 @@ class EmbodiedTask(PuzzleTask):
             if isinstance(value, bool):
                 return Parsed("yes" if value else "no")
             return parse_yes_no(str(value))
-        from embodia.envs.sim.scene import CATEGORIES
+        from embodia.sim.scene import CATEGORIES
 
         return _parse_category(str(value), list(CATEGORIES))
 

@@ -27,8 +27,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from embodia.core.limits import MAX_FPS
 from embodia.errors import EmbodiaError, read_text_file
-from embodia.limits import MAX_FPS
 
 Scenario = Literal["solo", "co-commentary", "guidance"]
 SCENARIOS: tuple[Scenario, ...] = ("solo", "co-commentary", "guidance")
@@ -365,7 +365,7 @@ def _jsonl_hint(text: str) -> str:
 def write_annotations(path: Path | str, annotations: Sequence[Annotation]) -> None:
     """Records as JSONL, one a line (what :func:`read_annotations` reads); the old file is
     replaced only once the new one is complete."""
-    from embodia.evals.resume import write_atomic
+    from embodia.core.runs import write_atomic
 
     write_atomic(Path(path), "".join(json.dumps(a.to_record()) + "\n" for a in annotations))
 

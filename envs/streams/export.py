@@ -17,10 +17,10 @@ from contextlib import suppress
 from dataclasses import dataclass
 from pathlib import Path
 
+from embodia.core.limits import MAX_FPS
 from embodia.envs.streams.core import Annotation, StreamError, write_annotations
 from embodia.envs.streams.media import video_writer
 from embodia.envs.streams.sources import open_stream
-from embodia.limits import MAX_FPS
 
 EXPORT_FPS = 10
 

@@ -279,8 +279,8 @@ class NLISupport:
         import torch
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
 
+        from embodia.core.random_weights import random_weights_note
         from embodia.errors import EmbodiaError
-        from embodia.policies.tiny_models import random_weights_note
 
         path = Path(model_dir)
         self.random_weights = random_weights_note(path)

@@ -15,8 +15,8 @@ import pytest
 
 from embodia.agents.explorer import ROOT, backtrack_order, build_decision_graph, build_explorer_graph
 from embodia.agents.instructions import instruction_categories
-from embodia.envs.sim import CATEGORIES
 from embodia.evals.explore import ExploreSettings, run_exploration
+from embodia.sim import CATEGORIES
 
 SCENE = "procedural:seed=3,rooms=3"
 MEASURES = ("coverage_m2", "coverage_ratio", "coverage_auc", "path_length", "collisions", "steps")
@@ -71,7 +71,7 @@ def test_run_writes_tree_and_decisions(tmp_path: Path) -> None:
 def test_the_checkpoint_logs_each_action_once(tmp_path: Path) -> None:
     # The event log has a reducer: each decision appends its own events, exactly once.
     from embodia.agents.runtime import run_config, sqlite_checkpointer
-    from embodia.evals.resume import read_config
+    from embodia.core.runs import read_config
 
     out = tmp_path / "run"
     run_exploration(_settings(steps=60), out)

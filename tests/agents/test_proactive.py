@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 from streams import flash_stream
 
+from embodia.agents.baselines.speaking import EventHeuristic
 from embodia.agents.proactive import (
     ContextBudget,
     HudSpeaker,
@@ -16,10 +17,9 @@ from embodia.agents.proactive import (
     PromptDecider,
     run_stream,
 )
+from embodia.core.chat import Message
 from embodia.envs.streams.core import SILENCE, Chunk, StreamError
 from embodia.envs.streams.env import LiveGamingEnv
-from embodia.policies.base import Message
-from embodia.policies.heuristic.speaking import EventHeuristic
 from embodia.policies.scripted import ScriptedPolicy
 
 

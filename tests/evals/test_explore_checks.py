@@ -58,7 +58,7 @@ def test_explore_refuses_a_text_only_model_before_the_run(tmp_path: Path, tiny_c
 
 
 def test_the_check_tells_a_vlm_from_a_chat_lm(tiny_vlm_dir: Path, tiny_chat_lm_dir: Path) -> None:
-    from embodia.policies.base import PolicyError, require_images
+    from embodia.core.chat import PolicyError, require_images
     from embodia.policies.hf import HFPolicy
 
     require_images(HFPolicy(tiny_vlm_dir), "the dfs explorer")  # a LLaVA with its image processor

@@ -16,11 +16,11 @@ from numpy.typing import NDArray
 from scenes import CAT, WALL, box_room, l_corridor
 from scipy import ndimage
 
-from embodia.envs.sim import EmbeddedSimulator, Pose
-from embodia.envs.sim.procedural import box_mesh
-from embodia.envs.sim.protocol import Panorama, TopDownMap
-from embodia.envs.sim.scene import Scene, concatenate
 from embodia.perception.bev import FREE, OCCUPIED, UNKNOWN, BEVConfig, BEVMap
+from embodia.sim import EmbeddedSimulator, Pose
+from embodia.sim.procedural import box_mesh
+from embodia.sim.protocol import Panorama, TopDownMap
+from embodia.sim.scene import Scene, concatenate
 
 W, D = 5.93, 4.87
 CENTRE = (W / 2, 0.0, D / 2)

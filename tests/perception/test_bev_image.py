@@ -8,8 +8,6 @@ import numpy as np
 import pytest
 from scenes import CAT
 
-from embodia.envs.sim import Pose
-from embodia.envs.sim.scene import CATEGORIES, category_albedo
 from embodia.perception.bev import FREE, OCCUPIED, UNKNOWN, BEVMap
 from embodia.perception.bev_image import (
     AGENT_COLOUR,
@@ -22,6 +20,8 @@ from embodia.perception.bev_image import (
     bev_image,
 )
 from embodia.perception.regions import RegionTracker
+from embodia.sim import Pose
+from embodia.sim.scene import CATEGORIES, category_albedo
 
 RES = 0.05
 ROW0, COL0 = -20, 30  # the grid's corner cell on the world lattice

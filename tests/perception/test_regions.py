@@ -7,11 +7,11 @@ import pytest
 from scenes import CAT, box_room
 from scipy import ndimage
 
-from embodia.envs.sim import EmbeddedSimulator, Pose
-from embodia.envs.sim.procedural import _room_plan
-from embodia.envs.sim.scene import CATEGORIES
 from embodia.perception.bev import FREE, OCCUPIED, UNKNOWN, BEVMap
 from embodia.perception.regions import RegionConfig, RegionTracker, segment_regions
+from embodia.sim import EmbeddedSimulator, Pose
+from embodia.sim.procedural import _room_plan
+from embodia.sim.scene import CATEGORIES
 
 PANO = (128, 256)
 HOUSE_SEED, HOUSE_ROOMS = 2, 4

@@ -10,10 +10,6 @@ import numpy as np
 import pytest
 from scenes import CAT, WALL, analytic_box_range, box_room, l_corridor
 
-from embodia.envs.sim import EmbeddedSimulator, Pose, Scene
-from embodia.envs.sim.geometry import equirect_pixel_to_direction, yaw_matrix
-from embodia.envs.sim.procedural import box_mesh
-from embodia.envs.sim.scene import concatenate
 from embodia.perception.bev import BEVMap
 from embodia.perception.waypoints import (
     Waypoint,
@@ -29,6 +25,10 @@ from embodia.perception.waypoints import (
     propose_candidates,
     world_to_pixel,
 )
+from embodia.sim import EmbeddedSimulator, Pose, Scene
+from embodia.sim.geometry import equirect_pixel_to_direction, yaw_matrix
+from embodia.sim.procedural import box_mesh
+from embodia.sim.scene import concatenate
 
 H, W = 128, 256
 CELL = 0.05

@@ -10,11 +10,12 @@ import pytest
 import torch
 from transformers import AutoConfig, AutoProcessor, AutoTokenizer, CLIPVisionConfig
 
+from embodia.core.chat import Message, Policy, PolicyError
+from embodia.core.random_weights import BUILD_MARKER
 from embodia.errors import EmbodiaError
 from embodia.policies import tiny_models
-from embodia.policies.base import Message, Policy, PolicyError
 from embodia.policies.hf import HFPolicy
-from embodia.policies.tiny_models import BUILD_MARKER, build_tiny_chat_lm, train_tokenizer
+from embodia.policies.tiny_models import build_tiny_chat_lm, train_tokenizer
 
 MESSAGES: list[Message] = [
     {"role": "system", "content": "You are a helpful assistant."},

@@ -21,7 +21,7 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from PIL import Image
 
-from embodia.policies.base import Message, Policy, PolicyError, TokenLogprob
+from embodia.core.chat import Message, Policy, PolicyError, TokenLogprob
 from embodia.policies.openai_compat import (
     OpenAICompatPolicy,
     build_chat_request,

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from embodia.policies.base import Completion, Message, Policy, PolicyError, TokenLogprob
+from embodia.core.chat import Completion, Message, Policy, PolicyError, TokenLogprob
 from embodia.policies.scripted import ScriptedPolicy
 
 USER: list[Message] = [{"role": "user", "content": "pick a waypoint please"}]

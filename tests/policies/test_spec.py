@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from embodia.core.chat import Completion, Policy, PolicyError
 from embodia.policies import spec as spec_module
-from embodia.policies.base import Completion, Policy, PolicyError
 from embodia.policies.openai_compat import OpenAICompatPolicy
 from embodia.policies.scripted import ScriptedPolicy
 from embodia.policies.spec import make_policy, parse_policy_spec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from embodia.policies.base import TextStream
+from embodia.core.chat import TextStream
 from embodia.policies.scripted import ScriptedPolicy
 
 

@@ -6,7 +6,7 @@ import gymnasium
 import pytest
 
 import embodia.envs  # noqa: F401
-from embodia.policies.parsing import ParseFailure
+from embodia.core.parsing import ParseFailure
 from embodia.tools.base import Tool, ToolBox
 from embodia.tools.exploration import exploration_tools
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from embodia.policies.base import Message
+from embodia.core.chat import Message
 
 
 def chat(text: str) -> list[Message]:

@@ -19,7 +19,7 @@ from vllm_suite.checks import (
 )
 from vllm_suite.server import skip_reason
 
-from embodia.policies.base import (
+from embodia.core.chat import (
     VLM_HINT,
     ContextOverflowError,
     ContextWindow,

@@ -31,7 +31,7 @@ from vllm_suite.checks import (
 )
 from vllm_suite.server import VLLMServer, skip_reason, vllm_required
 
-from embodia.policies.base import (
+from embodia.core.chat import (
     VLM_HINT,
     Completion,
     ContextOverflowError,

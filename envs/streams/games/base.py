@@ -21,8 +21,8 @@ import numpy as np
 from numpy.typing import NDArray
 from PIL import Image, ImageDraw, ImageFont
 
+from embodia.core.limits import MAX_STREAM_SECONDS, check_image_size, check_seed
 from embodia.envs.streams.core import SCENARIOS, TAGS, Annotation, Line, Scenario, StreamError
-from embodia.limits import MAX_STREAM_SECONDS, check_image_size, check_seed
 
 DATASET_NAME = "embodia-procedural"
 NATIVE_SIZE = (144, 256)

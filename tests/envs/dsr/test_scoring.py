@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from embodia.core.parsing import ParseFailure, extract_json
 from embodia.envs.dsr.core import Step
 from embodia.envs.dsr.scoring import compare, first_wrong_step, parse_reply, score_reply, score_value
 from embodia.envs.dsr.suites import Instance
-from embodia.policies.parsing import ParseFailure, extract_json
 
 
 def _instance(truth: object, operation: str = "queue.compound", steps: tuple[Step, ...] = ()) -> Instance:

@@ -13,11 +13,11 @@ from scenes import box_room, l_corridor
 import embodia.envs  # noqa: F401 (registers the ids)
 from embodia.envs.mapping import ENTRY_POINTS, register_envs
 from embodia.envs.mapping.active_mapping import ActiveMappingEnv, ActiveMappingWaypointEnv
-from embodia.envs.sim import EmbeddedSimulator, Pose, SimConfig
+from embodia.envs.mapping.measures import recompute_coverage
 from embodia.errors import EmbodiaError
-from embodia.evals.coverage import recompute_coverage
 from embodia.perception.bev import BEVConfig
 from embodia.perception.waypoints import Waypoint, WaypointConfig, choose_candidate
+from embodia.sim import EmbeddedSimulator, Pose, SimConfig
 
 SMALL = {"panorama_height": 64, "panorama_width": 128, "bev_size": 64, "rooms": 2}
 CORRIDOR_START = Pose((0.5, 0.0, 0.5), yaw=-np.pi / 2)  # in the corner, facing +x along arm A

@@ -16,7 +16,7 @@ from embodia.envs.puzzles.embodied import (
     parse_question,
     question_text,
 )
-from embodia.envs.sim.scene import CATEGORIES
+from embodia.sim.scene import CATEGORIES
 
 
 def thing(instance: int, category: str, pixels: int, lo: float, hi: float) -> dict[str, Any]:

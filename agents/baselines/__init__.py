@@ -1,0 +1,34 @@
+"""Non-learned exploration baselines: random walk and frontier exploration."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from embodia.agents.baselines.base import EpisodeView, ExplorationAgent
+from embodia.agents.baselines.frontier import FrontierAgent, FrontierConfig
+from embodia.agents.baselines.random_walk import RandomWalkAgent
+from embodia.errors import EmbodiaError
+
+AGENTS: dict[str, Callable[[], ExplorationAgent]] = {
+    "frontier": lambda: FrontierAgent(FrontierConfig(utility="nearest")),
+    "frontier-utility": lambda: FrontierAgent(FrontierConfig(utility="utility")),
+    "random": RandomWalkAgent,
+}
+
+
+def make_agent(name: str) -> ExplorationAgent:
+    """An exploration agent by name (``frontier``, ``frontier-utility``, ``random``)."""
+    if name not in AGENTS:
+        raise EmbodiaError(f"unknown agent {name!r}: expected one of {', '.join(sorted(AGENTS))}")
+    return AGENTS[name]()
+
+
+__all__ = [
+    "AGENTS",
+    "EpisodeView",
+    "ExplorationAgent",
+    "FrontierAgent",
+    "FrontierConfig",
+    "RandomWalkAgent",
+    "make_agent",
+]
