@@ -27,7 +27,7 @@ from langgraph.runtime import Runtime
 
 from embodia.agents.runtime import emit
 from embodia.core.chat import Message, Policy
-from embodia.evals.content_latency import Span, whitespace_tokenize
+from embodia.core.interleaved import SXS_SYSTEM, Span, whitespace_tokenize
 
 Channel = Literal["think", "speak"]
 Support = Callable[[Sequence[str], str], bool]
@@ -188,13 +188,6 @@ class SxSContext:
     temperature: float = 0.0
     release_unsupported: bool = True
     result: SxSResult | None = None
-
-
-SXS_SYSTEM = (
-    "Reason privately inside <think>...</think>. Whenever a part of the answer is settled, "
-    "say it to the user inside <speak>...</speak>, then keep reasoning. Speak only what your "
-    "reasoning so far supports."
-)
 
 
 def generate(state: SxSState, runtime: Runtime[SxSContext]) -> dict[str, Any]:

@@ -75,47 +75,74 @@ def _line_ranges(numbers: Sequence[int]) -> str:
     return ", ".join(parts)
 
 
-def _json_object(raw: bytes) -> dict[str, Any] | None:
+def _json_object(raw: bytes) -> dict[str, Any] | str:
+    """The JSON object on one line, or why the line is not one."""
     try:
         value = json.loads(raw.decode("utf-8"))
-    except (UnicodeDecodeError, json.JSONDecodeError, RecursionError):
-        return None
-    return value if isinstance(value, dict) else None
+    except UnicodeDecodeError:
+        return "not UTF-8"
+    except json.JSONDecodeError as exc:
+        return f"bad JSON ({exc.msg})"
+    except RecursionError:
+        return "JSON nested too deeply"
+    return value if isinstance(value, dict) else f"expected a JSON object, got {type(value).__name__}"
 
 
-def read_run_records(path: Path) -> list[dict[str, Any]]:
-    """The JSON-object lines a run appended as it went, every readable one. A torn last line
-    (a kill mid-write) and any unreadable line elsewhere are dropped, with a warning that
-    names their line numbers."""
-    records: list[dict[str, Any]] = []
-    if not path.is_file():
-        return records
-    *lines, tail = path.read_bytes().split(b"\n")  # a complete file ends with a newline
+def read_jsonl(
+    path: Path | str, *, strict: bool = False, error: type[EmbodiaError] = EmbodiaError
+) -> list[tuple[int, dict[str, Any]]]:
+    """``(line number, object)`` for each JSON-object line of ``path``; blank lines are skipped.
+
+    The one torn-line rule of embodia's JSONL files:
+
+    - ``strict=False`` (a file a run appended to as it went): a missing file reads as empty; a
+      torn last line (a kill mid-write) and any unreadable line elsewhere are dropped, with a
+      warning that names their line numbers.
+    - ``strict=True`` (a file a user hands in): a missing file or any unreadable line, the last
+      included, raises ``error`` naming the file, the line and what is wrong with it.
+    """
+    file = Path(path).expanduser()
+    if not file.is_file():
+        if strict:
+            raise error(f"file not found: {file}")
+        return []
+    try:
+        data = file.read_bytes()
+    except OSError as exc:
+        raise error(f"cannot read {file}: {exc.strerror or exc}") from None
+    *lines, tail = data.split(b"\n")  # a complete file ends with a newline
+    records: list[tuple[int, dict[str, Any]]] = []
     unreadable: list[int] = []
-    for number, raw in enumerate(lines, start=1):
+    for number, raw in enumerate([*lines, tail], start=1):
+        if not raw.strip():
+            continue
         record = _json_object(raw)
-        if record is not None:
-            records.append(record)
-        elif raw.strip():
-            unreadable.append(number)
-    if tail.strip():
-        last = _json_object(tail)
-        if last is not None:  # whole, only its newline was not written
-            records.append(last)
-        else:
+        if isinstance(record, dict):
+            records.append((number, record))
+        elif strict:
+            raise error(f"{file} line {number}: {record}")
+        elif number == len(lines) + 1:
             logger.warning(
-                "%s: line %d is incomplete (the run was killed mid-write); dropping it", path, len(lines) + 1
+                "%s: line %d is incomplete (the run was killed mid-write); dropping it", file, number
             )
+        else:
+            unreadable.append(number)
     if unreadable:
         logger.warning(
             "%s: line%s %s cannot be read; dropping %s and keeping the %d readable lines",
-            path,
+            file,
             "s" if len(unreadable) > 1 else "",
             _line_ranges(unreadable),
             "them" if len(unreadable) > 1 else "it",
             len(records),
         )
     return records
+
+
+def read_run_records(path: Path) -> list[dict[str, Any]]:
+    """The JSON-object lines a run appended as it went, every readable one (see
+    :func:`read_jsonl`, ``strict=False``)."""
+    return [record for _, record in read_jsonl(path)]
 
 
 def records_before_gap(

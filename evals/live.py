@@ -82,8 +82,18 @@ from typing import Any, Literal, Protocol, TypedDict, runtime_checkable
 import numpy as np
 
 from embodia.core.chat import Message, Policy
+from embodia.core.scores import (
+    F1Clip,
+    ScoreInputError,
+    as_seconds,
+    drop_silent,
+    f1,
+    f1_from,
+    parse_seconds,
+    rouge_l,
+)
 from embodia.envs.streams.core import whole_second
-from embodia.errors import EmbodiaError, read_text_file
+from embodia.errors import read_text_file
 
 UNTAGGED = "untagged"
 """The tag of a record without ``tag`` or ``dataset_name``."""
@@ -95,11 +105,8 @@ Winner = Literal["A", "B", "tie"]
 Missing = Literal["skip", "empty", "error"]
 ClipKey = tuple[str, int, int, str, int | str | None]
 
-_SECOND = re.compile(r"\d+")
-_TOKEN = re.compile(r"[a-z0-9]+")
 
-
-class LiveEvalError(EmbodiaError, ValueError):
+class LiveEvalError(ScoreInputError):
     """A prediction or label file (or record) cannot be evaluated."""
 
 
@@ -139,49 +146,6 @@ class Clip:
 
     def describe(self) -> str:
         return f"{self.video_id} [{self.begin}, {self.end}] dataset={self.dataset_name!r} idx={self.idx!r}"
-
-
-def is_silent(text: str) -> bool:
-    """Whether a second's text says nothing: empty, or only an ellipsis (the ``" ..."`` filler)."""
-    return text.strip() in ("", "...", "…")
-
-
-def drop_silent(seconds: Mapping[int, str]) -> dict[int, str]:
-    """The seconds whose text is not silent (see :func:`is_silent`)."""
-    return {t: s for t, s in seconds.items() if not is_silent(s)}
-
-
-def _second_key(key: object, where: str) -> int:
-    if isinstance(key, bool):
-        raise LiveEvalError(f"{where}: second {key!r} is not an integer")
-    if isinstance(key, int):
-        if key < 0:
-            raise LiveEvalError(f"{where}: second {key} is negative")
-        return key
-    if isinstance(key, str) and _SECOND.fullmatch(key):
-        return int(key)
-    raise LiveEvalError(f"{where}: second {key!r} is not a non-negative integer")
-
-
-def parse_seconds(value: object, where: str = "seconds") -> dict[int, str]:
-    """``{"<sec>": text}`` (string or int keys) as ``{sec: text}``, checking every entry."""
-    if not isinstance(value, Mapping):
-        raise LiveEvalError(f"{where} must be an object of {{second: text}}, got {type(value).__name__}")
-    out: dict[int, str] = {}
-    for key, text in value.items():
-        second = _second_key(key, where)
-        if not isinstance(text, str):
-            raise LiveEvalError(f"{where}: second {key!r} holds a {type(text).__name__}, not a string")
-        if second in out:
-            raise LiveEvalError(f"{where}: second {second} appears twice")
-        out[second] = text
-    return dict(sorted(out.items()))
-
-
-def _as_seconds(value: Mapping[Any, str] | Iterable[Any], where: str = "seconds") -> dict[int, str]:
-    if isinstance(value, Mapping):
-        return parse_seconds(value, where)
-    return {_second_key(t, where): "" for t in value}
 
 
 def _int_field(record: Mapping[str, Any], name: str, where: str) -> int:
@@ -229,19 +193,19 @@ def parse_clip(record: Mapping[str, Any], field: Literal["pred", "label"], where
     if isinstance(idx, bool) or not (idx is None or isinstance(idx, int | str)):
         raise LiveEvalError(f"{where}: 'idx' must be an integer or a string, got {idx!r}")
     caption = record[field] if field == "pred" and isinstance(record[field], str) else None
-    seconds = {} if caption is not None else parse_seconds(record[field], f"{where} {field!r}")
+    seconds = {} if caption is not None else parse_seconds(record[field], f"{where} {field!r}", LiveEvalError)
     other = queries = agents = timing = None
     if field == "label":
         if record.get("other") is not None:
-            other = parse_seconds(record["other"], f"{where} 'other'")
+            other = parse_seconds(record["other"], f"{where} 'other'", LiveEvalError)
         if record.get("queries") is not None:
-            queries = parse_seconds(record["queries"], f"{where} 'queries'")
+            queries = parse_seconds(record["queries"], f"{where} 'queries'", LiveEvalError)
     else:
         if record.get("agents") is not None:
             raw = record["agents"]
             if not isinstance(raw, Mapping):
                 raise LiveEvalError(f"{where}: 'agents' must be an object of {{name: {{second: text}}}}")
-            agents = {str(n): parse_seconds(s, f"{where} agent {n!r}") for n, s in raw.items()}
+            agents = {str(n): parse_seconds(s, f"{where} agent {n!r}", LiveEvalError) for n, s in raw.items()}
         if record.get("timing") is not None:
             timing = _timing(record["timing"], where)
     return Clip(
@@ -324,37 +288,6 @@ def _no_match(clip: Clip, index: Mapping[ClipKey, Clip], what: str) -> LiveEvalE
 # --------------------------------------------------------------------------- F1 and TimeDiff
 
 
-class F1Clip(TypedDict):
-    precision: float
-    recall: float
-    f1: float
-    tp: int
-    pred_count: int
-    label_count: int
-
-
-def _f1_from(precision: float, recall: float) -> float:
-    return 2 * precision * recall / (precision + recall) if precision + recall > 0 else 0.0
-
-
-def f1(pred: Mapping[Any, str] | Iterable[Any], label: Mapping[Any, str] | Iterable[Any]) -> F1Clip | None:
-    """Per-second speaking overlap of one clip; ``None`` when the label has no second (skipped)."""
-    p, gt = set(_as_seconds(pred, "pred")), set(_as_seconds(label, "label"))
-    if not gt:
-        return None
-    tp = len(p & gt)
-    precision = tp / len(p) if p else 0.0
-    recall = tp / len(gt)
-    return F1Clip(
-        precision=precision,
-        recall=recall,
-        f1=_f1_from(precision, recall),
-        tp=tp,
-        pred_count=len(p),
-        label_count=len(gt),
-    )
-
-
 def _f1_summary(results: Sequence[F1Clip]) -> dict[str, Any]:
     n = len(results)
     tp = sum(r["tp"] for r in results)
@@ -376,7 +309,7 @@ def _f1_summary(results: Sequence[F1Clip]) -> dict[str, Any]:
             "label_count": label_count,
             "precision": micro_p,
             "recall": micro_r,
-            "f1": _f1_from(micro_p, micro_r),
+            "f1": f1_from(micro_p, micro_r),
         },
     }
 
@@ -430,7 +363,7 @@ def time_diff(
     """
     if k < 0 or alpha < 0:
         raise LiveEvalError(f"time_diff needs k >= 0 and alpha >= 0, got k={k} alpha={alpha}")
-    p, gt = _as_seconds(pred, "pred"), _as_seconds(label, "label")
+    p, gt = as_seconds(pred, "pred", LiveEvalError), as_seconds(label, "label", LiveEvalError)
     if not gt:
         return None
     first, last = min(gt), max(gt)
@@ -524,30 +457,6 @@ class PairwiseJudge(Protocol):
     name: str
 
     def compare(self, a: str, b: str, reference: str) -> PairJudgment: ...
-
-
-def tokens(text: str) -> list[str]:
-    """Lower-cased alphanumeric words, the unit of the lexical judges."""
-    return _TOKEN.findall(text.lower())
-
-
-def rouge_l(prediction: str, reference: str) -> float:
-    """ROUGE-L F1 (longest common subsequence of :func:`tokens`), 0 when either side is empty."""
-    a, b = tokens(prediction), tokens(reference)
-    if not a or not b:
-        return 0.0
-    row = [0] * (len(b) + 1)
-    for x in a:
-        prev = 0
-        for j, y in enumerate(b, start=1):
-            keep = row[j]
-            row[j] = prev + 1 if x == y else max(row[j], row[j - 1])
-            prev = keep
-    lcs = row[-1]
-    if lcs == 0:
-        return 0.0
-    precision, recall = lcs / len(a), lcs / len(b)
-    return 2 * precision * recall / (precision + recall)
 
 
 @dataclass
@@ -679,7 +588,7 @@ class PolicyPairwiseJudge:
 
 def reference_text(label: Mapping[Any, str]) -> str:
     """The label's texts in time order, each stripped, empty ones skipped, joined by spaces."""
-    parts = [text.strip() for _, text in sorted(_as_seconds(label, "label").items())]
+    parts = [text.strip() for _, text in sorted(as_seconds(label, "label", LiveEvalError).items())]
     return " ".join(p for p in parts if p)
 
 
@@ -768,7 +677,7 @@ def pauc(
     if gold:
         spoken = sorted(
             (t, text.strip())
-            for t, text in _as_seconds(pred, "pred").items()
+            for t, text in as_seconds(pred, "pred", LiveEvalError).items()
             if begin <= t <= end and text.strip()
         )
         said: list[str] = []
@@ -818,7 +727,7 @@ def _pauc_summary(results: Sequence[dict[str, Any]], omegas: Sequence[float]) ->
 def flatten_commentary(seconds: Mapping[Any, str]) -> str:
     """Per-second texts in time order, one trailing ``" ..."`` cut, empty ones skipped, joined."""
     parts = []
-    for _, text in sorted(_as_seconds(seconds, "commentary").items()):
+    for _, text in sorted(as_seconds(seconds, "commentary", LiveEvalError).items()):
         if text.endswith(" ..."):
             text = text[:-4]
         if text.strip():
@@ -913,7 +822,7 @@ def overlap_rate(
 ) -> float | None:
     """Share of the agent's speaking seconds on which another caster also speaks; ``None`` when
     the agent never speaks."""
-    p, o = set(_as_seconds(pred, "pred")), set(_as_seconds(other_label, "other"))
+    p, o = set(as_seconds(pred, "pred", LiveEvalError)), set(as_seconds(other_label, "other", LiveEvalError))
     return len(p & o) / len(p) if p else None
 
 
@@ -942,14 +851,16 @@ def max_consecutive_overlap(
     pred: Mapping[Any, str] | Iterable[Any], other_label: Mapping[Any, str] | Iterable[Any]
 ) -> int:
     """The longest run of consecutive seconds on which the agent and another caster both speak."""
-    return _longest_run(set(_as_seconds(pred, "pred")) & set(_as_seconds(other_label, "other")))
+    return _longest_run(
+        set(as_seconds(pred, "pred", LiveEvalError)) & set(as_seconds(other_label, "other", LiveEvalError))
+    )
 
 
 def concurrent_speech(preds: Mapping[str, Mapping[Any, str] | Iterable[Any]]) -> dict[str, Any]:
     """Seconds on which two or more agents speak, for self-play over one clip."""
     speakers: dict[int, list[str]] = defaultdict(list)
     for name, seconds in preds.items():
-        for t in _as_seconds(seconds, f"agent {name!r}"):
+        for t in as_seconds(seconds, f"agent {name!r}", LiveEvalError):
             speakers[t].append(name)
     clash = sorted(t for t, names in speakers.items() if len(names) >= 2)
     return {
@@ -965,7 +876,7 @@ def query_response_delay(
 ) -> list[int | None]:
     """Per query: first predicted second at or after the query's second, minus it (``None`` when
     the agent never speaks again)."""
-    spoken = sorted(_as_seconds(pred, "pred"))
+    spoken = sorted(as_seconds(pred, "pred", LiveEvalError))
     out: list[int | None] = []
     for q in query_seconds:
         after = [t for t in spoken if t >= q]
@@ -990,7 +901,7 @@ def speaking_rate(seconds: Mapping[Any, str] | Iterable[Any], duration: int) -> 
     """Spoken seconds per second of clip."""
     if duration <= 0:
         raise LiveEvalError(f"speaking rate needs a positive duration, got {duration}")
-    return len(_as_seconds(seconds, "seconds")) / duration
+    return len(as_seconds(seconds, "seconds", LiveEvalError)) / duration
 
 
 def real_time_factor(

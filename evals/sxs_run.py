@@ -34,8 +34,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from embodia.agents.sxs import SXS_SYSTEM, run_sxs
+from embodia.agents.sxs import run_sxs
 from embodia.core.chat import ContextOverflowError, Message, Policy, check_output_budget
+from embodia.core.interleaved import SXS_SYSTEM, Span, parse_deltas, parse_interleaved, timed_blocks
 from embodia.core.limits import MAX_SET_SIZE, check_range
 from embodia.core.runs import (
     begin_results,
@@ -48,13 +49,9 @@ from embodia.core.runs import (
 from embodia.errors import EmbodiaError
 from embodia.evals.content_latency import (
     PROMPTED_INTERLEAVING_SYSTEM,
-    Span,
     aggregate,
     pareto_plot,
-    parse_deltas,
-    parse_interleaved,
     stream_metrics,
-    timed_blocks,
     timed_completion,
 )
 from embodia.policies.recipes.sxs_data import (

@@ -620,7 +620,7 @@ def fit_gate(
 
 
 def _timing_f1(predicted: set[int], label: set[int]) -> float:
-    from embodia.evals.live import f1
+    from embodia.core.scores import f1
 
     result = f1(predicted, label)
     return result["f1"] if result is not None else 0.0

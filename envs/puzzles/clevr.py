@@ -934,7 +934,7 @@ class ClevrDescribeTask(ClevrTask):
         return Parsed(text) if text else Parsed.fail("empty description")
 
     def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
-        from embodia.evals.live import rouge_l  # imported here: envs do not load evals on import
+        from embodia.core.scores import rouge_l
 
         score = rouge_l(str(value), str(instance.answer))
         correct = score >= ROUGE_L_THRESHOLD

@@ -299,7 +299,7 @@ class Timeline:
 
 def timing_f1(pred_seconds: Iterable[int], label_seconds: Iterable[int]) -> float | None:
     """The reference's timing F1 over sets of speaking seconds (None: nothing labelled)."""
-    from embodia.evals.live import f1
+    from embodia.core.scores import f1
 
     result = f1(set(pred_seconds), set(label_seconds))
     return None if result is None else result["f1"]

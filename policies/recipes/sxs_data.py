@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
 
+from embodia.core.interleaved import SXS_SYSTEM
 from embodia.envs.puzzles.core import Verdict, json_values
 
 logger = logging.getLogger(__name__)
@@ -468,8 +469,6 @@ def system_prompt(system: str, item: SxSItem) -> str:
 def sft_records(items: Iterable[SxSItem], tokenizer: Any = None) -> Iterator[dict[str, Any]]:
     """SFT records of the items' reference trajectories, with the prompt the SxS runtime uses
     (so a model fine-tuned on them is asked at run time exactly as it was trained)."""
-    from embodia.agents.sxs import SXS_SYSTEM
-
     for item in items:
         segments = build_trajectory(item.reasoning, item.chunks, item.new_support())
         yield to_sft_record(

@@ -6,17 +6,15 @@ from pathlib import Path
 
 import pytest
 
+from embodia.core.interleaved import parse_deltas, parse_interleaved, to_events
 from embodia.evals.content_latency import (
     aggregate,
     exact_contradicts,
     naive_early_streaming,
     pareto_front,
     pareto_plot,
-    parse_deltas,
-    parse_interleaved,
     stream_metrics,
     think_then_answer,
-    to_events,
 )
 
 

@@ -183,7 +183,8 @@ def test_streamed_replies_match_the_whole_ones(server: VLLMServer) -> None:
 def test_content_latency_in_seconds_from_the_streamed_reply(server: VLLMServer) -> None:
     """The wall-clock content-latency metrics of SxS runs, from a real token stream: each
     word is timed by the delta that carried it, so the first update arrives before the last."""
-    from embodia.evals.content_latency import stream_metrics, timed_blocks, timed_completion
+    from embodia.core.interleaved import timed_blocks
+    from embodia.evals.content_latency import stream_metrics, timed_completion
 
     text, deltas = timed_completion(
         policy(server, seed=SEED), chat("Describe the hallway to the kitchen."), max_tokens=48
