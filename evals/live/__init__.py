@@ -105,6 +105,7 @@ from embodia.evals.live.records import (
     LiveEvalError,
     Missing,
     parse_clip,
+    read_clips,
     read_records,
 )
 from embodia.evals.live.report import evaluate, evaluate_files
@@ -160,6 +161,7 @@ __all__ = [
     "parse_score",
     "pauc",
     "query_response_delay",
+    "read_clips",
     "read_records",
     "real_time_factor",
     "reference_text",

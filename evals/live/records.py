@@ -3,16 +3,15 @@ JSONL files that hold them, and matching predictions to labels."""
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
+from embodia.core.runs import read_jsonl
 from embodia.core.scores import ScoreInputError, parse_seconds
 from embodia.envs.streams.core import whole_second
-from embodia.errors import read_text_file
 
 UNTAGGED = "untagged"
 """The tag of a record without ``tag`` or ``dataset_name``."""
@@ -137,28 +136,20 @@ def parse_clip(record: Mapping[str, Any], field: Literal["pred", "label"], where
     )
 
 
-def _read_jsonl(path: str | Path) -> list[tuple[str, dict[str, Any]]]:
-    file = Path(path).expanduser()
-    if not file.is_file():
-        raise LiveEvalError(f"records file not found: {file}")
-    out: list[tuple[str, dict[str, Any]]] = []
-    for number, line in enumerate(read_text_file(file, LiveEvalError).splitlines(), start=1):
-        if not line.strip():
-            continue
-        where = f"{file} line {number}"
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise LiveEvalError(f"{where}: bad JSON ({error.msg})") from error
-        if not isinstance(value, dict):
-            raise LiveEvalError(f"{where}: expected a JSON object, got {type(value).__name__}")
-        out.append((where, value))
-    return out
-
-
 def read_records(path: str | Path) -> list[dict[str, Any]]:
-    """The JSON objects of a JSONL file (blank lines skipped); a bad line names its number."""
-    return [record for _, record in _read_jsonl(path)]
+    """The JSON objects of a JSONL file (blank lines skipped); a missing file or a line that is
+    not a JSON object raises :class:`LiveEvalError` naming the file and the line."""
+    return [record for _, record in read_jsonl(path, strict=True, error=LiveEvalError)]
+
+
+def read_clips(path: str | Path, field: Literal["pred", "label"]) -> list[Clip]:
+    """The clips of a prediction (``field="pred"``) or label (``"label"``) JSONL file; every
+    error names the file and the line."""
+    file = Path(path).expanduser()
+    return [
+        parse_clip(record, field, f"{file} line {number}")
+        for number, record in read_jsonl(file, strict=True, error=LiveEvalError)
+    ]
 
 
 def _clips(

@@ -19,8 +19,7 @@ from embodia.evals.live.records import (
     _clips,
     _index,
     _no_match,
-    _read_jsonl,
-    parse_clip,
+    read_clips,
 )
 from embodia.evals.live.timing import (
     _longest_run,
@@ -291,9 +290,8 @@ def evaluate_files(
     pred_path: str | Path, label_path: str | Path, judge: Judge | None = None, **options: Any
 ) -> dict[str, Any]:
     """:func:`evaluate` over a prediction JSONL and a label JSONL (errors name file and line)."""
-    preds = [parse_clip(r, "pred", where) for where, r in _read_jsonl(pred_path)]
-    labels = [parse_clip(r, "label", where) for where, r in _read_jsonl(label_path)]
+    preds, labels = read_clips(pred_path, "pred"), read_clips(label_path, "label")
     baseline = options.pop("baseline_path", None)
     if baseline is not None:
-        options["baseline_records"] = [parse_clip(r, "pred", where) for where, r in _read_jsonl(baseline)]
+        options["baseline_records"] = read_clips(baseline, "pred")
     return evaluate(preds, labels, judge, **options)
