@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -149,3 +151,35 @@ def _pauc_summary(results: Sequence[dict[str, Any]], omegas: Sequence[float]) ->
             for o in omegas
         },
     }
+
+
+@dataclass
+class PaucTally:
+    """PAUC clip by clip with one judge: :meth:`add` scores one clip, :meth:`summary` gives the
+    mean per omega, overall and per tag, with the judge's call counts."""
+
+    judge: Judge
+    omegas: Sequence[float] = DEFAULT_OMEGAS
+    start_score: float = 0.0
+    results: list[dict[str, Any]] = field(default_factory=list)
+    by_tag: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(
+        self, pred: Mapping[Any, str], label: Mapping[Any, str], tag: str, *, begin: int, end: int
+    ) -> dict[str, Any]:
+        result = pauc(pred, label, self.judge, self.omegas, self.start_score, begin=begin, end=end)
+        self.results.append(result)
+        self.by_tag[tag].append(result)
+        return result
+
+    def summary(self) -> dict[str, Any]:
+        results = self.results
+        return {
+            "judge": self.judge.name,
+            "start_score": self.start_score,
+            "overall": _pauc_summary(results, self.omegas),
+            "by_tag": {t: _pauc_summary(self.by_tag[t], self.omegas) for t in sorted(self.by_tag)},
+            "judge_calls": sum(len(r["judgments"]) for r in results),
+            "unparseable": sum(r["unparseable"] for r in results),
+            "clips_without_reference_text": sum(1 for r in results if r["reference_empty"]),
+        }

@@ -1,19 +1,22 @@
-"""The live benchmark's whole report: every metric over matched prediction/label files."""
+"""The live benchmark's whole report: every metric over matched prediction/label files.
+
+:func:`evaluate` matches the clips, reads each one's seconds once (:class:`_Seconds`) and hands
+them to one tally per metric, which keeps that metric's per-clip results and sums them up.
+"""
 
 from __future__ import annotations
 
-from collections import defaultdict
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from embodia.core.scores import drop_silent, f1
+from embodia.core.scores import drop_silent
 from embodia.evals.live.judges import Judge, PairwiseJudge
-from embodia.evals.live.pauc import DEFAULT_OMEGAS, _check_omegas, _pauc_summary, pauc
+from embodia.evals.live.pauc import DEFAULT_OMEGAS, PaucTally, _check_omegas
 from embodia.evals.live.records import (
     Clip,
+    ClipKey,
     LiveEvalError,
     Missing,
     _clips,
@@ -22,21 +25,89 @@ from embodia.evals.live.records import (
     read_clips,
 )
 from embodia.evals.live.timing import (
-    _longest_run,
-    _runs,
-    concurrent_speech,
-    f1_report,
-    overlap_rate,
-    query_response_delay,
-    real_time_factor,
-    time_diff,
-    time_diff_report,
+    CoCommentaryTally,
+    F1Tally,
+    GuidanceTally,
+    MultiAgentTally,
+    RateTally,
+    RtfTally,
+    TimeDiffTally,
 )
 from embodia.evals.live.winrate import win_rate
 
 
-def _mean_or_none(values: Sequence[float]) -> float | None:
-    return float(np.mean(values)) if values else None
+@dataclass(frozen=True)
+class _Matched:
+    """The prediction clips to score, the labels (and by key), and the labels without a prediction."""
+
+    preds: list[Clip]
+    labels: list[Clip]
+    label_index: dict[ClipKey, Clip]
+    unmatched: list[Clip]
+    pred_clips: int
+    """How many predictions the caller gave (``preds`` adds silent ones with ``missing="empty"``)."""
+
+
+def _match(
+    pred_records: Sequence[Clip | Mapping[str, Any]],
+    label_records: Sequence[Clip | Mapping[str, Any]],
+    missing: Missing,
+) -> _Matched:
+    preds = _clips(pred_records, "pred", "prediction")
+    labels = _clips(label_records, "label", "label")
+    pred_index, label_index = _index(preds, "prediction"), _index(labels, "label")
+    for clip in preds:
+        if clip.key not in label_index:
+            raise _no_match(clip, label_index, "label")
+    unmatched = [c for c in labels if c.key not in pred_index]
+    if unmatched and missing == "error":
+        raise LiveEvalError(
+            f"{unmatched[0].where}: no prediction for clip {unmatched[0].describe()} "
+            f"({len(unmatched)} labels have none)"
+        )
+    scored = preds
+    if missing == "empty":
+        scored = preds + [
+            Clip(c.video_id, c.begin, c.end, {}, c.tag, c.dataset_name, c.idx, where=c.where)
+            for c in unmatched
+        ]
+    return _Matched(scored, labels, label_index, unmatched, len(pred_index))
+
+
+@dataclass(frozen=True)
+class _Seconds:
+    """One matched clip's seconds as the metrics read them: the speaking seconds, the seconds
+    replies start at (TimeDiff, PAUC) and the label's. Speaking seconds and reply starts differ
+    only for a caption, which speaks over the whole clip but is said at its begin."""
+
+    clip: Clip
+    label: Clip
+    pred: dict[int, str]
+    starts: dict[int, str]
+    gold: dict[int, str]
+    dropped: int
+    """Silent seconds dropped from the prediction."""
+
+
+def _seconds(clip: Clip, label: Clip, drop_silent_seconds: bool) -> _Seconds:
+    gold = drop_silent(label.seconds) if drop_silent_seconds else label.seconds
+    if clip.caption is not None:
+        said = bool(clip.caption.strip())
+        pred = {t: clip.caption for t in range(clip.begin, clip.end + 1)} if said else {}
+        return _Seconds(clip, label, pred, {clip.begin: clip.caption} if said else {}, gold, 0)
+    pred = drop_silent(clip.seconds) if drop_silent_seconds else clip.seconds
+    return _Seconds(clip, label, pred, pred, gold, len(clip.seconds) - len(pred))
+
+
+def _identity(clip: Clip) -> dict[str, Any]:
+    return {
+        "video_id": clip.video_id,
+        "begin": clip.begin,
+        "end": clip.end,
+        "dataset_name": clip.dataset_name,
+        "idx": clip.idx,
+        "tag": clip.tag,
+    }
 
 
 def evaluate(
@@ -65,124 +136,37 @@ def evaluate(
     if (pairwise_judge is None) != (baseline_records is None):
         raise LiveEvalError("the win rate needs both a pairwise judge and baseline records")
     _check_omegas(omegas)
-    preds = _clips(pred_records, "pred", "prediction")
-    labels = _clips(label_records, "label", "label")
-    pred_index, label_index = _index(preds, "prediction"), _index(labels, "label")
-    for clip in preds:
-        if clip.key not in label_index:
-            raise _no_match(clip, label_index, "label")
-    unmatched = [c for c in labels if c.key not in pred_index]
-    if unmatched and missing == "error":
-        raise LiveEvalError(
-            f"{unmatched[0].where}: no prediction for clip {unmatched[0].describe()} "
-            f"({len(unmatched)} labels have none)"
-        )
-    if missing == "empty":
-        preds = preds + [
-            Clip(c.video_id, c.begin, c.end, {}, c.tag, c.dataset_name, c.idx, where=c.where)
-            for c in unmatched
-        ]
-
-    dropped = 0
-    # Per clip: the speaking seconds, the seconds replies start at (TimeDiff, PAUC) and the label.
-    # They differ only for a caption, which speaks over the whole clip but is said at its begin.
-    pairs: list[tuple[Clip, dict[int, str], dict[int, str], dict[int, str]]] = []
-    for clip in preds:
-        gt = label_index[clip.key].seconds
-        if drop_silent_seconds:
-            gt = drop_silent(gt)
-        if clip.caption is not None:
-            said = bool(clip.caption.strip())
-            p = {t: clip.caption for t in range(clip.begin, clip.end + 1)} if said else {}
-            starts = {clip.begin: clip.caption} if said else {}
-        else:
-            p = drop_silent(clip.seconds) if drop_silent_seconds else clip.seconds
-            dropped += len(clip.seconds) - len(p)
-            starts = p
-        pairs.append((clip, p, starts, gt))
-    tags = [clip.tag for clip, _, _, _ in pairs]
-
+    matched = _match(pred_records, label_records, missing)
+    clips = [_seconds(c, matched.label_index[c.key], drop_silent_seconds) for c in matched.preds]
+    silenced = drop_silent if drop_silent_seconds else dict
+    f1s, delays, rates = F1Tally(), TimeDiffTally(k, alpha), RateTally()
+    paucs = PaucTally(judge, omegas, start_score) if judge is not None else None
+    co, guidance, multi, rtf = (
+        CoCommentaryTally(),
+        GuidanceTally(answer_window),
+        MultiAgentTally(),
+        RtfTally(),
+    )
     details: list[dict[str, Any]] = []
-    pauc_results: list[dict[str, Any]] = []
-    pauc_by_tag: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    rates_by_tag: dict[str, list[tuple[int, int, int]]] = defaultdict(list)
-    co_rows: list[dict[str, Any]] = []
-    guide_delays: list[int | None] = []
-    guide_by_tag: dict[str, list[int | None]] = defaultdict(list)
-    multi_rows: list[dict[str, Any]] = []
-    timings: list[tuple[float, float]] = []
-    for clip, p, starts, gt in pairs:
-        label = label_index[clip.key]
-        row: dict[str, Any] = {
-            "video_id": clip.video_id,
-            "begin": clip.begin,
-            "end": clip.end,
-            "dataset_name": clip.dataset_name,
-            "idx": clip.idx,
-            "tag": clip.tag,
-            "f1": f1(p, gt),
-            "timediff": time_diff(starts, gt, k, alpha),
-            "speaking_rate": len(p) / clip.duration,
-            "label_speaking_rate": len(gt) / clip.duration,
-        }
-        rates_by_tag[clip.tag].append((len(p), len(gt), clip.duration))
-        if judge is not None:
-            result = pauc(starts, gt, judge, omegas, start_score, begin=clip.begin, end=clip.end)
-            pauc_results.append(result)
-            pauc_by_tag[clip.tag].append(result)
-            row["pauc"] = result
+    for s in clips:
+        clip, label, tag = s.clip, s.label, s.clip.tag
+        row = _identity(clip)
+        row["f1"] = f1s.add(s.pred, s.gold, tag)
+        row["timediff"] = delays.add(s.starts, s.gold, tag)
+        row.update(rates.add(s.pred, s.gold, clip.duration, tag))
+        if paucs is not None:
+            row["pauc"] = paucs.add(s.starts, s.gold, tag, begin=clip.begin, end=clip.end)
         if label.other is not None:
-            other = drop_silent(label.other) if drop_silent_seconds else label.other
-            both = set(p) & set(other)
-            co = {
-                "overlap_rate": overlap_rate(p, other),
-                "overlap_seconds": len(both),
-                "max_consecutive_overlap": _longest_run(both),
-                "sustained_overlaps": sum(1 for n in _runs(both) if n >= 2),
-                "pred_seconds": len(p),
-            }
-            co_rows.append(co)
-            row["co_commentary"] = co
+            row["co_commentary"] = co.add(s.pred, silenced(label.other))
         if label.queries:
-            delays = query_response_delay(p, sorted(label.queries))
-            guide_delays.extend(delays)
-            guide_by_tag[clip.tag].extend(delays)
-            row["guidance"] = {"query_seconds": sorted(label.queries), "delays": delays}
+            row["guidance"] = guidance.add(s.pred, sorted(label.queries), tag)
         if clip.agents:
-            everyone = {"pred": p, **clip.agents}
-            if drop_silent_seconds:
-                everyone = {n: drop_silent(s) for n, s in everyone.items()}
-            multi = concurrent_speech(everyone)
-            multi_rows.append(multi)
-            row["multi_agent"] = multi
+            row["multi_agent"] = multi.add(
+                {n: silenced(t) for n, t in {"pred": s.pred, **clip.agents}.items()}
+            )
         if clip.timing:
-            timings.extend(clip.timing)
-            row["rtf"] = real_time_factor([t[0] for t in clip.timing], [t[1] for t in clip.timing])["rtf"]
+            row["rtf"] = rtf.add(clip.timing)
         details.append(row)
-
-    def rate_summary(rows: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
-        spoken, gold, duration = (sum(r[i] for r in rows) for i in range(3))
-        return {
-            "clips": len(rows),
-            "mean_pred_rate": _mean_or_none([r[0] / r[2] for r in rows]),
-            "mean_label_rate": _mean_or_none([r[1] / r[2] for r in rows]),
-            "pooled_pred_rate": spoken / duration if duration else None,
-            "pooled_label_rate": gold / duration if duration else None,
-            "pred_to_label_ratio": spoken / gold if gold else None,
-        }
-
-    def guide_summary(delays: Sequence[int | None]) -> dict[str, Any]:
-        answered = [d for d in delays if d is not None]
-        return {
-            "queries": len(delays),
-            "never_answered": len(delays) - len(answered),
-            "mean_delay": _mean_or_none(answered),
-            "median_delay": float(np.median(answered)) if answered else None,
-            "answer_rate": (sum(1 for d in answered if d <= answer_window) / len(delays) if delays else None),
-            "window": answer_window,
-            "window_inclusive": True,
-        }
-
     report: dict[str, Any] = {
         "settings": {
             "k": k,
@@ -195,71 +179,31 @@ def evaluate(
             "match_key": ["video_id", "begin", "end", "dataset_name", "idx"],
         },
         "counts": {
-            "pred_clips": len(pred_index),
-            "label_clips": len(labels),
-            "evaluated_clips": len(pairs),
-            "labels_without_pred": len(unmatched),
-            "empty_label_clips": sum(1 for *_, gt in pairs if not gt),
-            "silent_seconds_dropped": dropped,
+            "pred_clips": matched.pred_clips,
+            "label_clips": len(matched.labels),
+            "evaluated_clips": len(clips),
+            "labels_without_pred": len(matched.unmatched),
+            "empty_label_clips": sum(1 for s in clips if not s.gold),
+            "silent_seconds_dropped": sum(s.dropped for s in clips),
         },
-        "f1": f1_report([(p, gt) for _, p, _, gt in pairs], tags),
-        "timediff": time_diff_report([(starts, gt) for _, _, starts, gt in pairs], tags, k, alpha),
-        "speaking_rate": {
-            "overall": rate_summary([r for rows in rates_by_tag.values() for r in rows]),
-            "by_tag": {t: rate_summary(rates_by_tag[t]) for t in sorted(rates_by_tag)},
-        },
-        "pauc": None,
+        "f1": f1s.summary(),
+        "timediff": delays.summary(),
+        "speaking_rate": rates.summary(),
+        "pauc": paucs.summary() if paucs is not None else None,
         "win_rate": None,
-        "co_commentary": None,
-        "guidance": None,
-        "multi_agent": None,
-        "rtf": None,
+        "co_commentary": co.summary(),
+        "guidance": guidance.summary(),
+        "multi_agent": multi.summary(),
+        "rtf": rtf.summary(),
     }
-    if judge is not None:
-        report["pauc"] = {
-            "judge": judge.name,
-            "start_score": start_score,
-            "overall": _pauc_summary(pauc_results, omegas),
-            "by_tag": {t: _pauc_summary(pauc_by_tag[t], omegas) for t in sorted(pauc_by_tag)},
-            "judge_calls": sum(len(r["judgments"]) for r in pauc_results),
-            "unparseable": sum(r["unparseable"] for r in pauc_results),
-            "clips_without_reference_text": sum(1 for r in pauc_results if r["reference_empty"]),
-        }
     if pairwise_judge is not None and baseline_records is not None:
         report["win_rate"] = win_rate(
-            [c for c, *_ in pairs],
+            [s.clip for s in clips],
             baseline_records,
-            labels,
+            matched.labels,
             pairwise_judge,
             drop_silent_seconds=drop_silent_seconds,
         )
-    if co_rows:
-        spoken = sum(r["pred_seconds"] for r in co_rows)
-        overlapping = sum(r["overlap_seconds"] for r in co_rows)
-        report["co_commentary"] = {
-            "clips": len(co_rows),
-            "mean_overlap_rate": _mean_or_none(
-                [r["overlap_rate"] for r in co_rows if r["overlap_rate"] is not None]
-            ),
-            "pooled_overlap_rate": overlapping / spoken if spoken else None,
-            "silent_clips": sum(1 for r in co_rows if r["overlap_rate"] is None),
-            "max_consecutive_overlap": max(r["max_consecutive_overlap"] for r in co_rows),
-            "sustained_overlaps": sum(r["sustained_overlaps"] for r in co_rows),
-        }
-    if guide_delays:
-        report["guidance"] = {
-            "overall": guide_summary(guide_delays),
-            "by_tag": {t: guide_summary(guide_by_tag[t]) for t in sorted(guide_by_tag)},
-        }
-    if multi_rows:
-        report["multi_agent"] = {
-            "clips": len(multi_rows),
-            "concurrent_seconds": sum(r["count"] for r in multi_rows),
-            "clips_with_concurrent_speech": sum(1 for r in multi_rows if r["count"]),
-            "max_speakers": max(r["max_speakers"] for r in multi_rows),
-        }
-    if timings:
-        report["rtf"] = real_time_factor([t[0] for t in timings], [t[1] for t in timings])
     report["summary"] = _headline(report)
     report["clips"] = details
     return report

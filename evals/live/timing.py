@@ -6,12 +6,15 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, TypedDict
 
 import numpy as np
 
 from embodia.core.scores import F1Clip, as_seconds, f1, f1_from
 from embodia.evals.live.records import UNTAGGED, LiveEvalError
+
+# --------------------------------------------------------------------------- F1 and TimeDiff
 
 
 def _f1_summary(results: Sequence[F1Clip]) -> dict[str, Any]:
@@ -48,25 +51,41 @@ def _tags(n: int, tags: Sequence[str] | None) -> list[str]:
     return list(tags)
 
 
+@dataclass
+class F1Tally:
+    """Speaking F1 clip by clip: :meth:`add` scores one clip, :meth:`summary` gives macro and
+    micro F1, overall and per tag."""
+
+    results: list[F1Clip] = field(default_factory=list)
+    by_tag: dict[str, list[F1Clip]] = field(default_factory=lambda: defaultdict(list))
+    skipped: int = 0
+
+    def add(self, pred: Mapping[Any, str], label: Mapping[Any, str], tag: str = UNTAGGED) -> F1Clip | None:
+        """One clip's F1 (``None``, and skipped, when its label is empty)."""
+        result = f1(pred, label)
+        if result is None:
+            self.skipped += 1
+        else:
+            self.results.append(result)
+            self.by_tag[tag].append(result)
+        return result
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "overall": _f1_summary(self.results),
+            "by_tag": {tag: _f1_summary(self.by_tag[tag]) for tag in sorted(self.by_tag)},
+            "skipped_empty_label": self.skipped,
+        }
+
+
 def f1_report(
     pairs: Sequence[tuple[Mapping[Any, str], Mapping[Any, str]]], tags: Sequence[str] | None = None
 ) -> dict[str, Any]:
     """Macro and micro F1 over ``(pred, label)`` pairs, overall and per tag."""
-    by_tag: dict[str, list[F1Clip]] = defaultdict(list)
-    results: list[F1Clip] = []
-    skipped = 0
+    tally = F1Tally()
     for (pred, label), tag in zip(pairs, _tags(len(pairs), tags), strict=True):
-        result = f1(pred, label)
-        if result is None:
-            skipped += 1
-            continue
-        results.append(result)
-        by_tag[tag].append(result)
-    return {
-        "overall": _f1_summary(results),
-        "by_tag": {tag: _f1_summary(by_tag[tag]) for tag in sorted(by_tag)},
-        "skipped_empty_label": skipped,
-    }
+        tally.add(pred, label, tag)
+    return tally.summary()
 
 
 class TimeDiffClip(TypedDict):
@@ -118,6 +137,44 @@ def _mean_summary(values: Sequence[float]) -> dict[str, Any]:
     }
 
 
+@dataclass
+class TimeDiffTally:
+    """TimeDiff clip by clip: :meth:`add` scores one clip, :meth:`summary` gives the mean,
+    overall (with the penalties and the clips never answered) and per tag."""
+
+    k: int = 2
+    alpha: float = 0.2
+    results: list[TimeDiffClip] = field(default_factory=list)
+    by_tag: dict[str, list[float]] = field(default_factory=lambda: defaultdict(list))
+    skipped: int = 0
+
+    def add(
+        self, pred: Mapping[Any, str], label: Mapping[Any, str], tag: str = UNTAGGED
+    ) -> TimeDiffClip | None:
+        """One clip's TimeDiff (``None``, and skipped, when its label is empty)."""
+        result = time_diff(pred, label, self.k, self.alpha)
+        if result is None:
+            self.skipped += 1
+        else:
+            self.results.append(result)
+            self.by_tag[tag].append(result["timediff"])
+        return result
+
+    def summary(self) -> dict[str, Any]:
+        results = self.results
+        overall = _mean_summary([r["timediff"] for r in results])
+        overall["total_penalty"] = sum(r["penalty"] for r in results)
+        overall["total_out_of_range"] = sum(r["out_of_range"] for r in results)
+        overall["never_responded"] = sum(1 for r in results if r["response"] is None)
+        return {
+            "overall": overall,
+            "by_tag": {tag: _mean_summary(self.by_tag[tag]) for tag in sorted(self.by_tag)},
+            "skipped_empty_label": self.skipped,
+            "k": self.k,
+            "alpha": self.alpha,
+        }
+
+
 def time_diff_report(
     pairs: Sequence[tuple[Mapping[Any, str], Mapping[Any, str]]],
     tags: Sequence[str] | None = None,
@@ -125,27 +182,13 @@ def time_diff_report(
     alpha: float = 0.2,
 ) -> dict[str, Any]:
     """Mean TimeDiff (seconds) over ``(pred, label)`` pairs, overall and per tag."""
-    results: list[TimeDiffClip] = []
-    by_tag: dict[str, list[float]] = defaultdict(list)
-    skipped = 0
+    tally = TimeDiffTally(k, alpha)
     for (pred, label), tag in zip(pairs, _tags(len(pairs), tags), strict=True):
-        result = time_diff(pred, label, k, alpha)
-        if result is None:
-            skipped += 1
-            continue
-        results.append(result)
-        by_tag[tag].append(result["timediff"])
-    overall = _mean_summary([r["timediff"] for r in results])
-    overall["total_penalty"] = sum(r["penalty"] for r in results)
-    overall["total_out_of_range"] = sum(r["out_of_range"] for r in results)
-    overall["never_responded"] = sum(1 for r in results if r["response"] is None)
-    return {
-        "overall": overall,
-        "by_tag": {tag: _mean_summary(by_tag[tag]) for tag in sorted(by_tag)},
-        "skipped_empty_label": skipped,
-        "k": k,
-        "alpha": alpha,
-    }
+        tally.add(pred, label, tag)
+    return tally.summary()
+
+
+# --------------------------------------------------------------------------- co-commentary, guidance, rates
 
 
 def overlap_rate(
@@ -265,3 +308,153 @@ def real_time_factor(
         "final_backlog_s": backlog,
         "max_backlog_s": max_backlog,
     }
+
+
+# --------------------------------------------------------------------------- tallies for the report
+
+
+def _mean_or_none(values: Sequence[float]) -> float | None:
+    return float(np.mean(values)) if values else None
+
+
+def _rate_summary(rows: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
+    spoken, gold, duration = (sum(r[i] for r in rows) for i in range(3))
+    return {
+        "clips": len(rows),
+        "mean_pred_rate": _mean_or_none([r[0] / r[2] for r in rows]),
+        "mean_label_rate": _mean_or_none([r[1] / r[2] for r in rows]),
+        "pooled_pred_rate": spoken / duration if duration else None,
+        "pooled_label_rate": gold / duration if duration else None,
+        "pred_to_label_ratio": spoken / gold if gold else None,
+    }
+
+
+@dataclass
+class RateTally:
+    """Speaking rates clip by clip, the agent's beside the label's; mean and pooled, per tag."""
+
+    by_tag: dict[str, list[tuple[int, int, int]]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(
+        self, pred: Mapping[int, str], label: Mapping[int, str], duration: int, tag: str
+    ) -> dict[str, float]:
+        self.by_tag[tag].append((len(pred), len(label), duration))
+        return {"speaking_rate": len(pred) / duration, "label_speaking_rate": len(label) / duration}
+
+    def summary(self) -> dict[str, Any]:
+        return {
+            "overall": _rate_summary([r for rows in self.by_tag.values() for r in rows]),
+            "by_tag": {t: _rate_summary(self.by_tag[t]) for t in sorted(self.by_tag)},
+        }
+
+
+@dataclass
+class CoCommentaryTally:
+    """Overlap with the other casters clip by clip; ``None`` as the summary when no label had any."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, pred: Mapping[int, str], other: Mapping[int, str]) -> dict[str, Any]:
+        both = set(pred) & set(other)
+        row = {
+            "overlap_rate": overlap_rate(pred, other),
+            "overlap_seconds": len(both),
+            "max_consecutive_overlap": _longest_run(both),
+            "sustained_overlaps": sum(1 for n in _runs(both) if n >= 2),
+            "pred_seconds": len(pred),
+        }
+        self.rows.append(row)
+        return row
+
+    def summary(self) -> dict[str, Any] | None:
+        rows = self.rows
+        if not rows:
+            return None
+        spoken = sum(r["pred_seconds"] for r in rows)
+        overlapping = sum(r["overlap_seconds"] for r in rows)
+        return {
+            "clips": len(rows),
+            "mean_overlap_rate": _mean_or_none(
+                [r["overlap_rate"] for r in rows if r["overlap_rate"] is not None]
+            ),
+            "pooled_overlap_rate": overlapping / spoken if spoken else None,
+            "silent_clips": sum(1 for r in rows if r["overlap_rate"] is None),
+            "max_consecutive_overlap": max(r["max_consecutive_overlap"] for r in rows),
+            "sustained_overlaps": sum(r["sustained_overlaps"] for r in rows),
+        }
+
+
+@dataclass
+class GuidanceTally:
+    """Query response delays clip by clip; the answer rate counts delays ``<= window`` (inclusive).
+    ``None`` as the summary when no label had a query."""
+
+    window: int = 5
+    delays: list[int | None] = field(default_factory=list)
+    by_tag: dict[str, list[int | None]] = field(default_factory=lambda: defaultdict(list))
+
+    def add(self, pred: Mapping[int, str], query_seconds: Sequence[int], tag: str) -> dict[str, Any]:
+        delays = query_response_delay(pred, query_seconds)
+        self.delays.extend(delays)
+        self.by_tag[tag].extend(delays)
+        return {"query_seconds": list(query_seconds), "delays": delays}
+
+    def _summary(self, delays: Sequence[int | None]) -> dict[str, Any]:
+        answered = [d for d in delays if d is not None]
+        return {
+            "queries": len(delays),
+            "never_answered": len(delays) - len(answered),
+            "mean_delay": _mean_or_none(answered),
+            "median_delay": float(np.median(answered)) if answered else None,
+            "answer_rate": (sum(1 for d in answered if d <= self.window) / len(delays) if delays else None),
+            "window": self.window,
+            "window_inclusive": True,
+        }
+
+    def summary(self) -> dict[str, Any] | None:
+        if not self.delays:
+            return None
+        return {
+            "overall": self._summary(self.delays),
+            "by_tag": {t: self._summary(self.by_tag[t]) for t in sorted(self.by_tag)},
+        }
+
+
+@dataclass
+class MultiAgentTally:
+    """Concurrent speech of self-play agents clip by clip; ``None`` as the summary without any."""
+
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, agents: Mapping[str, Mapping[int, str]]) -> dict[str, Any]:
+        row = concurrent_speech(agents)
+        self.rows.append(row)
+        return row
+
+    def summary(self) -> dict[str, Any] | None:
+        rows = self.rows
+        if not rows:
+            return None
+        return {
+            "clips": len(rows),
+            "concurrent_seconds": sum(r["count"] for r in rows),
+            "clips_with_concurrent_speech": sum(1 for r in rows if r["count"]),
+            "max_speakers": max(r["max_speakers"] for r in rows),
+        }
+
+
+@dataclass
+class RtfTally:
+    """Chunk timings clip by clip: each clip's real-time factor, and the whole run's (with its
+    backlog) as the summary; ``None`` when no prediction carried timings."""
+
+    timings: list[tuple[float, float]] = field(default_factory=list)
+
+    def add(self, timing: Sequence[tuple[float, float]]) -> float | None:
+        self.timings.extend(timing)
+        return real_time_factor([t[0] for t in timing], [t[1] for t in timing])["rtf"]
+
+    def summary(self) -> dict[str, Any] | None:
+        if not self.timings:
+            return None
+        return real_time_factor([t[0] for t in self.timings], [t[1] for t in self.timings])
