@@ -124,50 +124,50 @@ def parse_preference(text: str) -> Winner | None:
 
 
 @dataclass
-class PolicyJudge:
-    """PAUC judge backed by any chat :class:`Policy`; keeps every prompt and raw answer."""
+class _PolicyBacked:
+    """A judge that asks a chat :class:`Policy`, keeping every prompt and raw answer in ``records``."""
 
     policy: Policy
-    max_tokens: int = 8
-    temperature: float = 0.0
-    instructions: str = SCORE_INSTRUCTIONS
-    records: list[dict[str, Any]] = field(default_factory=list)
+    records: list[dict[str, Any]] = field(default_factory=list, kw_only=True)
 
     @property
     def name(self) -> str:
         return self.policy.name
+
+    def _ask(self, messages: list[Message], max_tokens: int, temperature: float) -> str:
+        return self.policy.complete(messages, max_tokens=max_tokens, temperature=temperature).text
+
+
+@dataclass
+class PolicyJudge(_PolicyBacked):
+    """PAUC judge backed by any chat :class:`Policy`; keeps every prompt and raw answer."""
+
+    max_tokens: int = 8
+    temperature: float = 0.0
+    instructions: str = SCORE_INSTRUCTIONS
 
     def score(self, prediction: str, reference: str) -> Judgment:
         messages: list[Message] = [
             {"role": "system", "content": self.instructions},
             {"role": "user", "content": f"Ground Truth Answer: {reference}\nPredicted Answer: {prediction}"},
         ]
-        completion = self.policy.complete(messages, max_tokens=self.max_tokens, temperature=self.temperature)
-        score = parse_score(completion.text)
-        self.records.append(
-            {"judge": self.name, "messages": messages, "raw": completion.text, "score": score}
-        )
-        return Judgment(score, completion.text)
+        raw = self._ask(messages, self.max_tokens, self.temperature)
+        score = parse_score(raw)
+        self.records.append({"judge": self.name, "messages": messages, "raw": raw, "score": score})
+        return Judgment(score, raw)
 
 
 @dataclass
-class PolicyPairwiseJudge:
+class PolicyPairwiseJudge(_PolicyBacked):
     """Pairwise judge backed by any chat :class:`Policy` (temperature 0 by default)."""
 
-    policy: Policy
     max_tokens: int = 16
     temperature: float = 0.0
     template: str = PAIRWISE_TEMPLATE
-    records: list[dict[str, Any]] = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.policy.name
 
     def compare(self, a: str, b: str, reference: str) -> PairJudgment:
         prompt = self.template.format(a=a, b=b, reference=reference)
-        messages: list[Message] = [{"role": "user", "content": prompt}]
-        completion = self.policy.complete(messages, max_tokens=self.max_tokens, temperature=self.temperature)
-        winner = parse_preference(completion.text)
-        self.records.append({"judge": self.name, "prompt": prompt, "raw": completion.text, "winner": winner})
-        return PairJudgment(winner, completion.text)
+        raw = self._ask([{"role": "user", "content": prompt}], self.max_tokens, self.temperature)
+        winner = parse_preference(raw)
+        self.records.append({"judge": self.name, "prompt": prompt, "raw": raw, "winner": winner})
+        return PairJudgment(winner, raw)

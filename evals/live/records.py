@@ -18,6 +18,8 @@ UNTAGGED = "untagged"
 
 Missing = Literal["skip", "empty", "error"]
 ClipKey = tuple[str, int, int, str, int | str | None]
+MATCH_KEY = ("video_id", "begin", "end", "dataset_name", "idx")
+"""The record fields a prediction is matched to its label on (:attr:`Clip.key`)."""
 
 
 class LiveEvalError(ScoreInputError):
@@ -54,6 +56,10 @@ class Clip:
     @property
     def duration(self) -> int:
         return self.end - self.begin
+
+    def identity(self) -> dict[str, Any]:
+        """The matching fields and the tag, as a report row starts."""
+        return {name: getattr(self, name) for name in (*MATCH_KEY, "tag")}
 
     def describe(self) -> str:
         return f"{self.video_id} [{self.begin}, {self.end}] dataset={self.dataset_name!r} idx={self.idx!r}"

@@ -15,6 +15,7 @@ from embodia.core.scores import drop_silent
 from embodia.evals.live.judges import Judge, PairwiseJudge
 from embodia.evals.live.pauc import DEFAULT_OMEGAS, PaucTally, _check_omegas
 from embodia.evals.live.records import (
+    MATCH_KEY,
     Clip,
     ClipKey,
     LiveEvalError,
@@ -99,17 +100,6 @@ def _seconds(clip: Clip, label: Clip, drop_silent_seconds: bool) -> _Seconds:
     return _Seconds(clip, label, pred, pred, gold, len(clip.seconds) - len(pred))
 
 
-def _identity(clip: Clip) -> dict[str, Any]:
-    return {
-        "video_id": clip.video_id,
-        "begin": clip.begin,
-        "end": clip.end,
-        "dataset_name": clip.dataset_name,
-        "idx": clip.idx,
-        "tag": clip.tag,
-    }
-
-
 def evaluate(
     pred_records: Sequence[Clip | Mapping[str, Any]],
     label_records: Sequence[Clip | Mapping[str, Any]],
@@ -150,7 +140,7 @@ def evaluate(
     details: list[dict[str, Any]] = []
     for s in clips:
         clip, label, tag = s.clip, s.label, s.clip.tag
-        row = _identity(clip)
+        row = clip.identity()
         row["f1"] = f1s.add(s.pred, s.gold, tag)
         row["timediff"] = delays.add(s.starts, s.gold, tag)
         row.update(rates.add(s.pred, s.gold, clip.duration, tag))
@@ -176,7 +166,7 @@ def evaluate(
             "answer_window": answer_window,
             "drop_silent": drop_silent_seconds,
             "missing": missing,
-            "match_key": ["video_id", "begin", "end", "dataset_name", "idx"],
+            "match_key": list(MATCH_KEY),
         },
         "counts": {
             "pred_clips": matched.pred_clips,

@@ -349,27 +349,38 @@ class RateTally:
 
 
 @dataclass
-class CoCommentaryTally:
-    """Overlap with the other casters clip by clip; ``None`` as the summary when no label had any."""
+class _RowTally:
+    """A tally that keeps one row per clip it saw; its summary is ``None`` when it saw none."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
 
-    def add(self, pred: Mapping[int, str], other: Mapping[int, str]) -> dict[str, Any]:
-        both = set(pred) & set(other)
-        row = {
-            "overlap_rate": overlap_rate(pred, other),
-            "overlap_seconds": len(both),
-            "max_consecutive_overlap": _longest_run(both),
-            "sustained_overlaps": sum(1 for n in _runs(both) if n >= 2),
-            "pred_seconds": len(pred),
-        }
+    def _keep(self, row: dict[str, Any]) -> dict[str, Any]:
         self.rows.append(row)
         return row
 
     def summary(self) -> dict[str, Any] | None:
-        rows = self.rows
-        if not rows:
-            return None
+        return self._summarise(self.rows) if self.rows else None
+
+    def _summarise(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
+        raise NotImplementedError
+
+
+class CoCommentaryTally(_RowTally):
+    """Overlap with the other casters clip by clip (the clips whose label has them)."""
+
+    def add(self, pred: Mapping[int, str], other: Mapping[int, str]) -> dict[str, Any]:
+        both = set(pred) & set(other)
+        return self._keep(
+            {
+                "overlap_rate": overlap_rate(pred, other),
+                "overlap_seconds": len(both),
+                "max_consecutive_overlap": _longest_run(both),
+                "sustained_overlaps": sum(1 for n in _runs(both) if n >= 2),
+                "pred_seconds": len(pred),
+            }
+        )
+
+    def _summarise(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         spoken = sum(r["pred_seconds"] for r in rows)
         overlapping = sum(r["overlap_seconds"] for r in rows)
         return {
@@ -420,21 +431,13 @@ class GuidanceTally:
         }
 
 
-@dataclass
-class MultiAgentTally:
-    """Concurrent speech of self-play agents clip by clip; ``None`` as the summary without any."""
-
-    rows: list[dict[str, Any]] = field(default_factory=list)
+class MultiAgentTally(_RowTally):
+    """Concurrent speech of self-play agents clip by clip (the clips with other agents)."""
 
     def add(self, agents: Mapping[str, Mapping[int, str]]) -> dict[str, Any]:
-        row = concurrent_speech(agents)
-        self.rows.append(row)
-        return row
+        return self._keep(concurrent_speech(agents))
 
-    def summary(self) -> dict[str, Any] | None:
-        rows = self.rows
-        if not rows:
-            return None
+    def _summarise(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return {
             "clips": len(rows),
             "concurrent_seconds": sum(r["count"] for r in rows),
