@@ -5,7 +5,7 @@ A record is one clip: ``{"video_id", "begin", "end", "pred": {"<sec>": "<text>"}
 Seconds are integers on the *video's* clock (absolute, not relative to ``begin``), written as
 strings in JSON; a second that is not a key is silence. Records are matched on
 ``(video_id, begin, end, dataset_name, idx)``, the key the reference's F1/TimeDiff script and
-its pairwise judge use.
+its pairwise judge use ("the reference": the evaluation code released with Proact-VL).
 
 Metrics (the reference's definitions unless marked *ours*):
 
