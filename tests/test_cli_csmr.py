@@ -109,8 +109,8 @@ def test_free_questions_reach_the_oracle_through_parse_question(tmp_path: Path) 
 
 
 def test_describe_run_scores_free_text_with_rouge_l(tmp_path: Path) -> None:
+    from embodia.core.scores import rouge_l
     from embodia.envs.puzzles.clevr import COLOURS
-    from embodia.evals.live import rouge_l
 
     task = make_task("clevr-describe")
     instances = [task.generate(seed, "easy") for seed in range(3)]

@@ -515,7 +515,7 @@ def test_record_errors(tmp_path: Path) -> None:
     twice = _write(tmp_path / "twice.jsonl", [{"video_id": "a", "begin": 0, "end": 5, "pred": {}}] * 2)
     with pytest.raises(LiveEvalError, match=r"twice\.jsonl line 2: prediction for clip a .* appears twice"):
         evaluate_files(twice, label)
-    with pytest.raises(LiveEvalError, match="records file not found"):
+    with pytest.raises(LiveEvalError, match=r"file not found: .*nope\.jsonl"):
         evaluate_files(tmp_path / "nope.jsonl", label)
     # A label file that holds predictions only.
     one = _write(tmp_path / "one.jsonl", [{"video_id": "a", "begin": 0, "end": 5, "pred": {}}])
