@@ -1,4 +1,4 @@
-"""The learned speak/silent gate of Proact-VL (streaming-agents.md §A.3).
+"""The speak gate's model: Proact-VL's response head, its active loss and the flag features.
 
 Every 1-second chunk becomes one user turn that ends in a ``<|FLAG|>`` token; a frozen VLM
 reads it, and a small gated MLP (:class:`ResponseHead`) maps the hidden state of layer
@@ -27,11 +27,9 @@ from __future__ import annotations
 
 import hashlib
 import json
-import random
-from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Literal, NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import torch
@@ -39,34 +37,22 @@ import torch.nn.functional as F
 from PIL import Image
 from torch import nn
 
-from embodia.core.random_weights import random_weights_label
 from embodia.envs.streams.core import Chunk, Stream
-from embodia.errors import EmbodiaError, read_text_file
-
-FLAG = "<|FLAG|>"
-HISTORY_START, HISTORY_END = "<|history_start|>", "<|history_end|>"
-QUERY_START, QUERY_END = "<|query_start|>", "<|query_end|>"
-SPECIAL_TOKENS = (QUERY_START, QUERY_END, HISTORY_START, HISTORY_END, FLAG)
-"""The reference's added tokens (``modeling_proact.py``), in its order."""
-DEFAULT_THRESHOLD = 0.3
-"""The reference's eval scripts' ``state_threshold`` (its training default is 0.5)."""
-BOUNDARY_RATE = 5.0
-BOUNDARY_SMOOTH = (0.05, 0.20)
-GATE_WEIGHTS = "gate.safetensors"
-GATE_META = "gate.json"
-TRAIN_METRICS = "metrics.jsonl"
-"""Per-epoch training curves (loss and its parts), written as training goes."""
-GATE_FORMAT = 1
-Pooling = Literal["flag", "flag+frames"]
-POOLINGS: tuple[Pooling, ...] = ("flag", "flag+frames")
-
-Context = Sequence[Mapping[str, str]] | str
-ContextFn = Callable[[Stream, int], Context]
-
-
-class GateError(EmbodiaError, ValueError):
-    """A speak gate cannot be built, loaded or fed (bad model dir, gate dir, features)."""
-
+from embodia.policies.speak_gate.config import (
+    BOUNDARY_RATE,
+    BOUNDARY_SMOOTH,
+    FLAG,
+    HISTORY_END,
+    HISTORY_START,
+    POOLINGS,
+    QUERY_END,
+    QUERY_START,
+    SPECIAL_TOKENS,
+    Context,
+    ContextFn,
+    GateError,
+    Pooling,
+)
 
 # --- the head --------------------------------------------------------------------------------
 
@@ -474,344 +460,6 @@ def stream_labels(stream: Stream) -> torch.Tensor:
     return torch.tensor([1.0 if s in label else 0.0 for s in stream.seconds])
 
 
-# --- training --------------------------------------------------------------------------------
-
-
-@dataclass
-class TrainLog:
-    epochs: list[dict[str, float]]
-    """Per epoch: mean ``loss``, ``point``, ``smooth``, ``rate`` over the streams."""
-    seconds: int
-    streams: int
-
-    @property
-    def final(self) -> dict[str, float]:
-        return self.epochs[-1] if self.epochs else {}
-
-
-def train_gate(
-    features_by_stream: Sequence[torch.Tensor],
-    labels_by_stream: Sequence[torch.Tensor | Sequence[int]],
-    epochs: int = 100,
-    lr: float = 1e-3,
-    seed: int = 0,
-    *,
-    weight_decay: float = 0.0,
-    standardize: bool = True,
-    bias: bool = False,
-    on_epoch: Callable[[dict[str, float]], None] | None = None,
-    **loss_options: Any,
-) -> tuple[ResponseHead, TrainLog]:
-    """Fit a :class:`ResponseHead` with Adam on :func:`gate_loss`, one step per stream per
-    epoch in a seeded shuffled order; the result depends only on the inputs and ``seed``."""
-    if not features_by_stream:
-        raise GateError("no stream to train the gate on")
-    if len(features_by_stream) != len(labels_by_stream):
-        raise GateError(f"{len(features_by_stream)} feature sequences but {len(labels_by_stream)} label ones")
-    if epochs < 1:
-        raise GateError(f"epochs must be at least 1, got {epochs}")
-    features = [torch.as_tensor(f, dtype=torch.float32) for f in features_by_stream]
-    labels = [torch.as_tensor(y, dtype=torch.float32).reshape(-1) for y in labels_by_stream]
-    sizes = {f.shape[-1] for f in features}
-    if len(sizes) != 1 or any(f.ndim != 2 for f in features):
-        shapes = [tuple(f.shape) for f in features]
-        raise GateError(f"features must be (seconds, size) with one size, got shapes {shapes}")
-    for i, (f, y) in enumerate(zip(features, labels, strict=True)):
-        if f.shape[0] != y.numel():
-            raise GateError(f"stream {i} has {f.shape[0]} feature rows but {y.numel()} labels")
-    hidden = sizes.pop()
-
-    with torch.random.fork_rng(devices=[]):
-        torch.manual_seed(seed)
-        head = ResponseHead(hidden, bias=bias)
-    if standardize:
-        stacked = torch.cat(features)
-        head.feature_mean.copy_(stacked.mean(0))
-        head.feature_std.copy_(stacked.std(0, unbiased=False).clamp_min(1e-6))
-    optimizer = torch.optim.Adam(head.parameters(), lr=lr, weight_decay=weight_decay)
-    order = random.Random(seed)
-    log: list[dict[str, float]] = []
-    head.train()
-    for epoch in range(epochs):
-        indices = list(range(len(features)))
-        order.shuffle(indices)
-        totals = dict.fromkeys(("loss", "point", "smooth", "rate"), 0.0)
-        for i in indices:
-            optimizer.zero_grad()
-            loss = gate_loss(head(features[i]), labels[i], **loss_options)
-            loss.total.backward()
-            optimizer.step()
-            for key, value in zip(totals, loss, strict=True):
-                totals[key] += float(value.detach()) / len(indices)
-        log.append({"epoch": float(epoch), **totals})
-        if on_epoch is not None:
-            on_epoch(log[-1])
-    head.eval()
-    return head, TrainLog(log, sum(int(y.numel()) for y in labels), len(features))
-
-
-def fit_gate(
-    model_dir: Path | str,
-    out: Path | str,
-    train_sources: Sequence[str],
-    held_out_sources: Sequence[str] = (),
-    *,
-    scenario: str = "solo",
-    epochs: int = 100,
-    lr: float = 1e-3,
-    seed: int = 0,
-    threshold: float = DEFAULT_THRESHOLD,
-    pooling: Literal["flag", "flag+frames"] = "flag",
-) -> dict[str, Any]:
-    """Train a gate on the streams of ``train_sources`` (stream specs, e.g.
-    ``procedural:arena,seed=3,duration=90``), save it to ``out`` and report its F1 over
-    speaking seconds on ``held_out_sources`` against always- and never-speaking."""
-    from embodia.envs.streams.sources import open_stream
-
-    if not train_sources:
-        raise GateError("no stream to train the gate on: give at least one source")
-    features = FlagFeatures(model_dir, pooling=pooling, seed=seed)
-    train = [open_stream(spec, scenario) for spec in train_sources]
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    with (out / TRAIN_METRICS).open("w") as metrics:
-
-        def record(epoch: dict[str, float]) -> None:
-            # one line per epoch as it ends, so a viewer or a killed run still has the curves
-            metrics.write(json.dumps({**epoch, "epoch": int(epoch["epoch"])}) + "\n")
-            metrics.flush()
-
-        head, log = train_gate(
-            features.stream_features(train),
-            [stream_labels(s) for s in train],
-            epochs=epochs,
-            lr=lr,
-            seed=seed,
-            on_epoch=record,
-        )
-    save_gate(
-        out, head, features.meta(threshold=threshold, trained_on=list(train_sources), scenario=scenario)
-    )
-    report: dict[str, Any] = {
-        "gate": str(out),
-        "train_streams": len(train),
-        "final_loss": log.final.get("loss"),
-    }
-    if features.random_weights is not None:
-        report["random_weights"] = features.random_weights
-    if held_out_sources:
-        held_out = [open_stream(spec, scenario) for spec in held_out_sources]
-        rows = []
-        for stream, feats in zip(held_out, features.stream_features(held_out), strict=True):
-            label = set(stream.label)
-            predicted = speaking_seconds(stream, head.score(feats).detach().tolist(), threshold)
-            rows.append(
-                [
-                    _timing_f1(predicted, label),
-                    _timing_f1(set(stream.seconds), label),
-                    _timing_f1(set(), label),
-                ]
-            )
-        report["held_out"] = {
-            key: sum(row[i] for row in rows) / len(rows)
-            for i, key in enumerate(("gate_f1", "always_f1", "never_f1"))
-        }
-    return report
-
-
-def _timing_f1(predicted: set[int], label: set[int]) -> float:
-    from embodia.core.scores import f1
-
-    result = f1(predicted, label)
-    return result["f1"] if result is not None else 0.0
-
-
-# --- saving ----------------------------------------------------------------------------------
-
-
-def save_gate(directory: Path | str, head: ResponseHead, meta: Mapping[str, Any] | None = None) -> Path:
-    """Write ``gate.safetensors`` (the head's state dict) and ``gate.json`` (its metadata:
-    hidden size, layer, threshold, model dir, pooling, special tokens, and ``meta``)."""
-    from safetensors.torch import save_file
-
-    directory = Path(directory)
-    directory.mkdir(parents=True, exist_ok=True)
-    record: dict[str, Any] = {
-        "format": GATE_FORMAT,
-        "hidden_size": head.hidden_size,
-        "bias": head.bias,
-        "layer": -2,
-        "threshold": DEFAULT_THRESHOLD,
-        "pooling": "flag",
-        "model_dir": None,
-        "special_tokens": list(SPECIAL_TOKENS),
-        "flag_token": FLAG,
-    }
-    record.update(meta or {})
-    if record["hidden_size"] != head.hidden_size:
-        raise GateError(f"meta says hidden size {record['hidden_size']} but the head has {head.hidden_size}")
-    if record.get("model_dir") is not None:
-        record["model_dir"] = str(record["model_dir"])
-    state = {k: v.detach().cpu().contiguous() for k, v in head.state_dict().items()}
-    save_file(state, str(directory / GATE_WEIGHTS))
-    (directory / GATE_META).write_text(json.dumps(record, indent=2, sort_keys=True, default=str) + "\n")
-    return directory
-
-
-def load_gate(directory: Path | str) -> tuple[ResponseHead, dict[str, Any]]:
-    """The head and metadata :func:`save_gate` wrote; a missing or inconsistent gate dir is a
-    :class:`GateError` naming what is wrong."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    directory = Path(directory)
-    if not directory.is_dir():
-        raise GateError(f"gate directory {directory} does not exist")
-    meta_path, weights_path = directory / GATE_META, directory / GATE_WEIGHTS
-    for path in (meta_path, weights_path):
-        if not path.is_file():
-            raise GateError(f"{directory} is not a speak gate: it has no {path.name}")
-    try:
-        meta = json.loads(read_text_file(meta_path, GateError))
-    except json.JSONDecodeError as error:
-        raise GateError(f"{meta_path} is not JSON: {error.msg}") from None
-    if not isinstance(meta, dict) or meta.get("format") != GATE_FORMAT:
-        raise GateError(f"{meta_path} is not a format-{GATE_FORMAT} gate record")
-    hidden = meta.get("hidden_size")
-    if not isinstance(hidden, int) or isinstance(hidden, bool):
-        raise GateError(f"{meta_path} has no integer hidden_size")
-    head = ResponseHead(hidden, bias=bool(meta.get("bias", False)))
-    try:
-        state = load_file(str(weights_path))
-    except (SafetensorError, OSError) as error:
-        raise GateError(f"cannot read {weights_path}: {error}") from error
-    expected = {k: tuple(v.shape) for k, v in head.state_dict().items()}
-    found = {k: tuple(v.shape) for k, v in state.items()}
-    if expected != found:
-        raise GateError(f"{weights_path} does not fit a head of hidden size {hidden}: {found} vs {expected}")
-    head.load_state_dict(state)
-    head.eval()
-    return head, meta
-
-
-# --- the decider -----------------------------------------------------------------------------
-
-
-class LearnedGate:
-    """Speak/silent decider for the proactive agent: ``score`` is the head's probability on
-    the chunk's flag features, ``decide`` is ``score > threshold``.
-
-    ``context`` is the agent's retained conversation. Its last message, when a user turn, is
-    the agent's own text rendering of this same second, which the gate's user turn already
-    carries, so it is dropped; of the rest the last ``context_turns`` messages are given to
-    the VLM (0, the default, ignores context, which matches training without context).
-    """
-
-    def __init__(
-        self,
-        features: FlagFeatures,
-        head: ResponseHead,
-        threshold: float = DEFAULT_THRESHOLD,
-        *,
-        context_turns: int = 0,
-        name: str | None = None,
-    ) -> None:
-        if features.hidden_size != head.hidden_size:
-            raise GateError(
-                f"the head takes {head.hidden_size} features but {features.model_dir} gives "
-                f"{features.hidden_size} (layer {features.layer}, pooling {features.pooling})"
-            )
-        if not 0.0 <= threshold <= 1.0:
-            raise GateError(f"threshold must be a probability, got {threshold}")
-        if context_turns < 0:
-            raise GateError(f"context_turns must be at least 0, got {context_turns}")
-        self.features = features
-        self.head = head.eval()
-        self.threshold = threshold
-        self.context_turns = context_turns
-        self.name = name or f"gate:{features.model_dir.name}"
-        if features.random_weights is not None:
-            self.name = random_weights_label(self.name)
-
-    @classmethod
-    def from_dir(
-        cls,
-        directory: Path | str,
-        *,
-        features: FlagFeatures | None = None,
-        model_dir: Path | str | None = None,
-        device: str = "cpu",
-        threshold: float | None = None,
-    ) -> LearnedGate:
-        """A gate saved by :func:`save_gate`, on the VLM its metadata names (or ``model_dir``)."""
-        head, meta = load_gate(directory)
-        if features is None:
-            source = model_dir if model_dir is not None else meta.get("model_dir")
-            if not source:
-                raise GateError(f"{directory} names no model_dir; pass the VLM directory")
-            features = FlagFeatures(
-                source,
-                layer=int(meta.get("layer", -2)),
-                device=device,
-                pooling=meta.get("pooling", "flag"),
-                seed=int(meta.get("seed", 0)),
-            )
-        if features.layer != meta.get("layer", features.layer) or features.pooling != meta.get(
-            "pooling", features.pooling
-        ):
-            raise GateError(
-                f"{directory} was trained on layer {meta.get('layer')} / {meta.get('pooling')} features, "
-                f"not layer {features.layer} / {features.pooling}"
-            )
-        return cls(
-            features,
-            head,
-            float(meta.get("threshold", DEFAULT_THRESHOLD)) if threshold is None else threshold,
-            context_turns=int(meta.get("context_turns", 0)),
-        )
-
-    def gate_context(self, context: Sequence[Mapping[str, str]]) -> list[Mapping[str, str]]:
-        kept = [m for m in context if m.get("role") in ("user", "assistant")]
-        if kept and kept[-1].get("role") == "user":
-            kept = kept[:-1]
-        return kept[-self.context_turns :] if self.context_turns else []
-
-    @torch.no_grad()
-    def score(self, chunk: Chunk, context: Sequence[Mapping[str, str]] = ()) -> float:
-        vector = self.features(chunk, self.gate_context(context))
-        return float(self.head.score(vector))
-
-    def decide(self, chunk: Chunk, context: Sequence[Mapping[str, str]] = ()) -> bool:
-        return self.score(chunk, context) > self.threshold
-
-    @torch.no_grad()
-    def scores(self, stream: Stream, batch_size: int = 16) -> list[float]:
-        """Context-free scores of every second of a stream, batched (for evaluation)."""
-        (features,) = self.features.stream_features([stream], batch_size=batch_size)
-        return [float(p) for p in self.head.score(features)]
-
-
 def speaking_seconds(stream: Stream, scores: Sequence[float], threshold: float) -> set[int]:
     """The seconds a gate speaks in: those whose score is above ``threshold``."""
     return {s for s, p in zip(stream.seconds, scores, strict=True) if p > threshold}
-
-
-__all__ = [
-    "FLAG",
-    "SPECIAL_TOKENS",
-    "FlagFeatures",
-    "GateError",
-    "GateLoss",
-    "LearnedGate",
-    "ResponseHead",
-    "TrainLog",
-    "boundary_weights",
-    "gate_loss",
-    "load_gate",
-    "rise_labels",
-    "save_gate",
-    "speaking_seconds",
-    "stream_labels",
-    "train_gate",
-    "user_parts",
-]
