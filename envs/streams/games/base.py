@@ -1,6 +1,7 @@
-"""What every procedural game shares: the event record, on-screen overlays, text drawing, and
-the :class:`ProceduralGame` base that turns a simulated game into a ``FrameSource`` with
-ground-truth annotations.
+"""What every procedural game shares: on-screen overlays, text drawing, and the
+:class:`ProceduralGame` base that turns a simulated game into a ``FrameSource`` with
+ground-truth annotations (its event and script records, from
+:mod:`~embodia.envs.streams.games.events`, are re-exported here).
 
 A game simulates itself once, at construction, into compact numpy arrays plus an event log;
 ``frames_at`` only *renders* the stored state, so rendering any second is cheap and random
@@ -13,7 +14,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -23,6 +24,8 @@ from PIL import Image, ImageDraw, ImageFont
 
 from embodia.core.limits import MAX_STREAM_SECONDS, check_image_size, check_seed
 from embodia.envs.streams.core import SCENARIOS, TAGS, Annotation, Line, Scenario, StreamError
+from embodia.envs.streams.games import commentary
+from embodia.envs.streams.games.events import GameEvent, ScriptLine, label_second
 
 DATASET_NAME = "embodia-procedural"
 NATIVE_SIZE = (144, 256)
@@ -32,28 +35,6 @@ HISTORY_SECONDS = 60
 
 Colour = tuple[int, int, int]
 Frame = NDArray[np.uint8]
-
-
-@dataclass(frozen=True)
-class GameEvent:
-    """One thing that happened in a game: the ground truth commentary is written from these."""
-
-    time: float
-    """Seconds from the start of the game."""
-    kind: str
-    actor: str
-    details: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    """Template fields and facts (JSON-friendly values)."""
-    importance: float = 0.5
-    """0..1: how much a caster would want to talk about it."""
-
-
-def label_second(time: float) -> int:
-    """The first whole second whose 2-fps chunk (frames at ``s`` and ``s + 0.5``) shows an
-    event at ``time``: a line about it may start there, never earlier."""
-    base = math.floor(time + 1e-9)
-    return base if time - base <= 0.5 + 1e-9 else base + 1
-
 
 COMPASS = ("east", "north-east", "north", "north-west", "west", "south-west", "south", "south-east")
 SCREEN_WORDS = {
@@ -223,20 +204,6 @@ def clock_text(seconds: float) -> str:
 # ---------------------------------------------------------------- the game base
 
 
-@dataclass(frozen=True)
-class ScriptLine:
-    """One ground-truth line with what caused it (an event, a user query, or nothing)."""
-
-    line: Line
-    cause: GameEvent | None = None
-    query: Line | None = None
-    facts: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    """What a guidance answer asserts (e.g. ``{"target": "key", "direction": "north"}``)."""
-    purpose: str = "call"
-    """``call`` (about its event, in the event's window), ``reaction`` (to the line before),
-    ``query``, ``answer`` (a step of the answer to ``query``) or ``followup`` (a guide's)."""
-
-
 class ProceduralGame(ABC):
     """A seeded game simulated at construction; a ``FrameSource`` with a ground-truth writer.
 
@@ -375,8 +342,6 @@ class ProceduralGame(ABC):
         return {"actor": event.actor, **event.details}
 
     def _script(self, scenario: Scenario) -> list[ScriptLine]:
-        from embodia.envs.streams.games import commentary
-
         rng = np.random.default_rng([self.seed, self.script_stream, SCENARIOS.index(scenario)])
         if scenario == "solo":
             return commentary.solo(self.events, self.calls, self._fields, rng, self.caster)
