@@ -24,14 +24,16 @@ from numpy.typing import NDArray
 from embodia.envs.streams.games import commentary
 from embodia.envs.streams.games.base import (
     SCREEN_WORDS,
+    WHITE,
     Colour,
     Frame,
     GameEvent,
     ProceduralGame,
-    blend,
     clock_text,
     compass,
     disc,
+    draw_card,
+    draw_feed,
     draw_text,
     fill_box,
     stamp,
@@ -72,10 +74,8 @@ CYAN: Colour = (40, 200, 235)
 ORANGE: Colour = (255, 120, 30)
 SILVER: Colour = (225, 225, 225)
 MAGENTA: Colour = (210, 40, 130)
-CARD_BLUE: Colour = (90, 110, 235)
 INK: Colour = (18, 18, 28)
 HUD_BG: Colour = (12, 14, 30)
-WHITE: Colour = (255, 255, 255)
 YELLOW: Colour = (255, 230, 0)
 
 HUD_ROWS = 14
@@ -267,6 +267,7 @@ class ArenaGame(ProceduralGame):
     default_reaction_chance = 0.35
     co_share = CO_SHARE
     script_stream = 2
+    question_gap = (13, 24)
     personas: ClassVar[dict[str, list[str]]] = {
         "solo": ["professional play-by-play football caster", "energetic", "short lines"],
         "co-commentary": ["play-by-play caster", "takes turns with the analyst", "short lines"],
@@ -571,20 +572,13 @@ class ArenaGame(ProceduralGame):
 
     def _add_cards(self, rng: np.random.Generator) -> None:
         """Stat cards in the lulls of play, for colour commentary to talk about."""
-        notable = [e.time for e in self.events if e.importance >= 0.4] + [self.duration]
-        breaks = [(e.time, e.time + 8.0) for e in self.events if e.kind == "full_time"]
+        breaks = [(e.time - 1, e.time + 8.0) for e in self.events if e.kind == "full_time"]
         possession = self._possession
         counts = np.cumsum(np.stack([possession == 0, possession == 1], axis=1), axis=0)
         shots = [e for e in self.events if e.kind == "shot"]
         touches = [e for e in self.events if e.kind == "pass"]
-        previous = 0.0
-        for moment in notable:
-            t = math.ceil(previous + 3.0)
-            while t + 5.0 <= moment:
-                if not any(lo - 1 <= t <= hi for lo, hi in breaks):
-                    self._card(rng, float(t), counts, shots, touches)
-                t += 8
-            previous = moment
+        for t in self._lulls(3.0, 5.0, 8, breaks):
+            self._card(rng, t, counts, shots, touches)
 
     def _card(
         self,
@@ -624,19 +618,9 @@ class ArenaGame(ProceduralGame):
             title, stat = "MOST PASSES", f"{best.upper()}  {n}"
             line = f"{best} has made {n} passes, pulling the strings."
             short = f"{best}, {n} passes already."
-        event = self._add_event(
-            t,
-            "card",
-            leader,
-            0.35,
-            CARD_BLUE,
-            title=title,
-            stat=stat,
-            card_line=line,
-            card_short=short,
-            leader=leader,
+        self._add_card(
+            t, leader, title, stat, title=title, stat=stat, card_line=line, card_short=short, leader=leader
         )
-        self.overlays.add("card", event.time, event.time + 4.0, f"{title}|{stat}", CARD_BLUE)
 
     # -- state readers
 
@@ -669,17 +653,12 @@ class ArenaGame(ProceduralGame):
     def _hud(self, time: float) -> dict[str, Any]:
         a, b = self.score_at(time)
         start = self._match_start(time)
-        banner = self.overlays.active("banner", time)
-        feed = self.overlays.active("feed", time)
-        card = self.overlays.active("card", time)
         return {
             "teams": list(self.teams),
             "score": [a, b],
             "clock": clock_text(min(time - start, MATCH_SECONDS)),
             "match": len([s for s in self._match_starts if s <= time + 1e-9]),
-            "banner": banner.text if banner else None,
-            "feed": feed.text if feed else None,
-            "card": card.text.replace("|", ": ") if card else None,
+            **self._hud_overlays(time),
         }
 
     # -- drawing
@@ -738,17 +717,10 @@ class ArenaGame(ProceduralGame):
         self._flash(image, time)
         card = self.overlays.active("card", time)
         if card is not None:
-            title, stat = card.text.split("|")
-            blend(image, (14, 22, 60), 0.8, rows=slice(98, 134), cols=slice(36, 220))
-            fill_box(image, 98, 101, 36, 220, card.colour)
-            draw_text(image, title, 109, 128, card.colour)
-            draw_text(image, stat, 123, 128, WHITE)
+            draw_card(image, card, 98, 36, 220)
         feed = self.overlays.active("feed", time)
         if feed is not None:
-            width = draw_text(image, feed.text, -100, 0, WHITE)
-            fill_box(image, 122, 139, 4, 18 + width, (15, 15, 25))
-            fill_box(image, 122, 139, 4, 9, feed.colour)
-            draw_text(image, feed.text, 130, 13, WHITE, align="left")
+            draw_feed(image, feed, (122, 139), 4, 5, (15, 15, 25), WHITE)
         banner = self.overlays.active("banner", time)
         if banner is not None:
             fill_box(image, 52, 90, 0, 256, banner.colour)
@@ -786,16 +758,8 @@ class ArenaGame(ProceduralGame):
         space = [float(np.min(np.hypot(*(pos[PER_TEAM:] - pos[m]).T))) for m in mates]
         return mates[int(np.argmax(space))]
 
-    def _questions(self, rng: np.random.Generator) -> list[Question]:
-        out = []
-        second = int(rng.integers(5, 12))
-        limit = int(self.duration) - 4
-        kinds = ("pass", "ball", "shoot", "time", "mark")
-        while second < limit:
-            kind = kinds[int(rng.integers(0, len(kinds)))]
-            out.append(self._question(kind, second, rng))
-            second += int(rng.integers(13, 24))
-        return out
+    def _question_kinds(self, second: int) -> tuple[str, ...]:
+        return ("pass", "ball", "shoot", "time", "mark")
 
     def _question(self, kind: str, second: int, rng: np.random.Generator) -> Question:
         if kind == "pass":
@@ -893,13 +857,6 @@ class ArenaGame(ProceduralGame):
                 options = ("Full time. Well played.", "That's the match. Good effort.")
             elif event.kind in ("kickoff", "match_start"):
                 options, importance = ("Kick-off, hold your position.", "Here we go, stay wide."), 0.3
-            if not options:
-                continue
-            first, last = commentary.event_window(event)
-            compose = commentary.from_templates(options, {}, rng)
-            out.append(
-                Candidate(
-                    first, last, importance, self.guide, "assistant", compose, event, purpose="followup"
-                )
-            )
+            if options:
+                out.append(self._followup(event, importance, commentary.from_templates(options, {}, rng)))
         return out

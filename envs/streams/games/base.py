@@ -25,6 +25,7 @@ from PIL import Image, ImageDraw, ImageFont
 from embodia.core.limits import MAX_STREAM_SECONDS, check_image_size, check_seed
 from embodia.envs.streams.core import SCENARIOS, TAGS, Annotation, Line, Scenario, StreamError
 from embodia.envs.streams.games import commentary
+from embodia.envs.streams.games.commentary import Candidate, Composer, Question
 from embodia.envs.streams.games.events import GameEvent, ScriptLine, label_second
 
 DATASET_NAME = "embodia-procedural"
@@ -35,6 +36,9 @@ HISTORY_SECONDS = 60
 
 Colour = tuple[int, int, int]
 Frame = NDArray[np.uint8]
+WHITE: Colour = (255, 255, 255)
+CARD_BLUE: Colour = (90, 110, 235)
+"""The stat / recap card's colour (its flash, top bar and title)."""
 
 COMPASS = ("east", "north-east", "north", "north-west", "west", "south-west", "south", "south-east")
 SCREEN_WORDS = {
@@ -194,6 +198,36 @@ def stamp(image: Frame, mask: NDArray[np.bool_], cy: int, cx: int, colour: Colou
     y0, x0, y1, x1 = max(top, 0), max(left, 0), min(top + h, rows), min(left + w, cols)
     if y1 > y0 and x1 > x0:
         image[y0:y1, x0:x1][mask[y0 - top : y1 - top, x0 - left : x1 - left]] = colour
+
+
+def draw_card(image: Frame, card: Overlay, top: int, left: int, right: int) -> None:
+    """A ``title|stat`` card: a dark panel 36 rows high under a bar of the card's colour, the
+    title in that colour over the stat in white, both centred."""
+    title, stat = card.text.split("|")
+    centre = (left + right) // 2
+    blend(image, (14, 22, 60), 0.8, rows=slice(top, top + 36), cols=slice(left, right))
+    fill_box(image, top, top + 3, left, right, card.colour)
+    draw_text(image, title, top + 11, centre, card.colour)
+    draw_text(image, stat, top + 25, centre, WHITE)
+
+
+def draw_feed(
+    image: Frame,
+    feed: Overlay,
+    rows: tuple[int, int],
+    left: int,
+    bar: int,
+    background: Colour,
+    text_colour: Colour,
+) -> None:
+    """A feed line: a box over ``rows`` from ``left`` as wide as its text, opened by a bar
+    ``bar`` pixels wide in the feed's colour, the text left-aligned after it."""
+    top, bottom = rows
+    text_left = left + bar + 4
+    width = int(text_mask(feed.text).shape[1])
+    fill_box(image, top, bottom, left, text_left + width + 5, background)
+    fill_box(image, top, bottom, left, left + bar, feed.colour)
+    draw_text(image, feed.text, (top + bottom) // 2, text_left, text_colour, align="left")
 
 
 def clock_text(seconds: float) -> str:
@@ -359,13 +393,81 @@ class ProceduralGame(ABC):
             )
         return commentary.guidance(self._questions(rng), self._guide_followups(rng), self.guide)
 
-    @abstractmethod
-    def _questions(self, rng: np.random.Generator) -> list[Any]:
-        """The player's guidance questions with the guide's grounded answers."""
+    question_gap: ClassVar[tuple[int, int]] = (12, 22)
+    """Seconds between one guidance question and the next: drawn from ``[low, high)``."""
+
+    def _questions(self, rng: np.random.Generator) -> list[Question]:
+        """The player's guidance questions with the guide's grounded answers: the first 5 to
+        11 s in, then one every ``question_gap`` seconds, of a kind drawn from those that make
+        sense then (3 s later when none does)."""
+        out = []
+        second = int(rng.integers(5, 12))
+        limit = int(self.duration) - 4
+        while second < limit:
+            kinds = self._question_kinds(second)
+            if not kinds:
+                second += 3
+                continue
+            kind = kinds[int(rng.integers(0, len(kinds)))]
+            out.append(self._question(kind, second, rng))
+            second += int(rng.integers(*self.question_gap))
+        return out
 
     @abstractmethod
-    def _guide_followups(self, rng: np.random.Generator) -> list[Any]:
+    def _question_kinds(self, second: int) -> Sequence[str]:
+        """The kinds of question the player may ask at ``second`` (a kind listed twice is
+        twice as likely); empty when there is nobody to guide."""
+
+    @abstractmethod
+    def _question(self, kind: str, second: int, rng: np.random.Generator) -> Question:
+        """A question of ``kind`` asked at ``second``, with the steps of its answer."""
+
+    @abstractmethod
+    def _guide_followups(self, rng: np.random.Generator) -> list[Candidate]:
         """The guide's unprompted follow-ups as the player progresses."""
+
+    def _followup(self, event: GameEvent, importance: float, compose: Composer) -> Candidate:
+        """A guide's line about ``event``, in the event's window."""
+        first, last = commentary.event_window(event)
+        return Candidate(first, last, importance, self.guide, "assistant", compose, event, purpose="followup")
+
+    # -- shared overlays
+
+    def _hud_overlays(self, time: float) -> dict[str, str | None]:
+        """The HUD readout of the banner (a ``title|subtitle`` one as one line), the feed line
+        and the card (``title: stat``) showing at ``time``; None where none shows."""
+        banner = self.overlays.active("banner", time)
+        feed = self.overlays.active("feed", time)
+        card = self.overlays.active("card", time)
+        return {
+            "banner": banner.text.replace("|", " ").strip() if banner else None,
+            "feed": feed.text if feed else None,
+            "card": card.text.replace("|", ": ") if card else None,
+        }
+
+    def _lulls(
+        self, lead: float, room: float, every: int, blocked: Sequence[tuple[float, float]]
+    ) -> list[float]:
+        """Whole seconds for cards in the lulls of play: from ``lead`` s after a notable event
+        (importance 0.4 or more), every ``every`` s while ``room`` s remain before the next
+        one, none inside a ``blocked`` span (ends included)."""
+        notable = [e.time for e in self.events if e.importance >= 0.4] + [self.duration]
+        times = []
+        previous = 0.0
+        for moment in notable:
+            t = math.ceil(previous + lead)
+            while t + room <= moment:
+                if not any(lo <= t <= hi for lo, hi in blocked):
+                    times.append(float(t))
+                t += every
+            previous = moment
+        return times
+
+    def _add_card(self, time: float, actor: str, title: str, stat: str, /, **details: Any) -> GameEvent:
+        """A ``card`` event and the card showing ``title`` over ``stat`` for 4 s after it."""
+        event = self._add_event(time, "card", actor, 0.35, CARD_BLUE, **details)
+        self.overlays.add("card", event.time, event.time + 4.0, f"{title}|{stat}", CARD_BLUE)
+        return event
 
     # -- shared drawing of overlays
 

@@ -14,7 +14,6 @@ frame is one tile-atlas gather.
 from __future__ import annotations
 
 import math
-from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -23,6 +22,7 @@ from numpy.typing import NDArray
 
 from embodia.envs.streams.games import commentary
 from embodia.envs.streams.games.base import (
+    WHITE,
     Colour,
     Frame,
     GameEvent,
@@ -30,6 +30,8 @@ from embodia.envs.streams.games.base import (
     blend,
     clock_text,
     compass,
+    draw_card,
+    draw_feed,
     draw_text,
     fill_box,
 )
@@ -77,8 +79,6 @@ YELLOW: Colour = (255, 220, 60)
 GREEN: Colour = (60, 230, 90)
 BROWN: Colour = (230, 150, 60)
 SKY: Colour = (120, 170, 255)
-CARD_BLUE: Colour = (90, 110, 235)
-WHITE: Colour = (255, 255, 255)
 DARK_RED: Colour = (120, 0, 10)
 HUD_BG: Colour = (14, 12, 22)
 
@@ -294,31 +294,6 @@ def _atlas() -> NDArray[np.uint8]:
         floor,
     )
     return atlas
-
-
-def _bfs(passable: NDArray[np.bool_], source: tuple[int, int]) -> NDArray[np.int16]:
-    """Steps from ``source`` to every tile over passable tiles (-1 where unreachable)."""
-    dist = np.full((ROWS, COLS), -1, np.int16)
-    flat = passable.ravel().tolist()
-    out = [-1] * (ROWS * COLS)
-    start = source[0] * COLS + source[1]
-    out[start] = 0
-    queue = deque([start])
-    while queue:
-        cell = queue.popleft()
-        d = out[cell] + 1
-        r, c = divmod(cell, COLS)
-        for nxt, ok in (
-            (cell - COLS, r > 0),
-            (cell + COLS, r < ROWS - 1),
-            (cell - 1, c > 0),
-            (cell + 1, c < COLS - 1),
-        ):
-            if ok and out[nxt] < 0 and flat[nxt]:
-                out[nxt] = d
-                queue.append(nxt)
-    dist[:] = np.asarray(out, np.int16).reshape(ROWS, COLS)
-    return dist
 
 
 class _Paths:
@@ -570,7 +545,6 @@ class DungeonGame(ProceduralGame):
             for slot, r, c, hp in entry[5]:
                 self._monster_cells[step, slot] = (r, c, hp)
         del self._log
-        self._level_starts = np.asarray([lv.start for lv in self.levels], np.float64)
         self._add_cards(rng)
 
     def _run(self, rng: np.random.Generator, n_steps: int) -> None:
@@ -796,13 +770,6 @@ class DungeonGame(ProceduralGame):
         self._event(step, "monster", 0.5, ORANGE, monster=m.kind, Monster=m.kind.capitalize())
         self._feed(step, f"A {m.kind.upper()} ATTACKS!", ORANGE)
 
-    def _passable(self, level: Level, alive: list[Monster], skip: Monster | None) -> NDArray[np.bool_]:
-        passable = PASSABLE[level.grid]
-        for m in alive:
-            if m is not skip:
-                passable[m.row, m.col] = False
-        return passable
-
     def _monster_step(self, level: Level, m: Monster, hero: tuple[int, int], alive: list[Monster]) -> None:
         here = abs(m.row - hero[0]) + abs(m.col - hero[1])
         options = []
@@ -911,16 +878,9 @@ class DungeonGame(ProceduralGame):
 
     def _add_cards(self, rng: np.random.Generator) -> None:
         """A recap card in the lulls, which colour commentary talks about."""
-        notable = [e.time for e in self.events if e.importance >= 0.4] + [self.duration]
         blocked = [(e.time - 1, e.time + 4) for e in self.events if e.kind in ("stairs", "death")]
-        previous = 0.0
-        for moment in notable:
-            t = math.ceil(previous + 4.0)
-            while t + 6.0 <= moment:
-                if not any(lo <= t <= hi for lo, hi in blocked):
-                    self._card(rng, float(t))
-                t += 9
-            previous = moment
+        for t in self._lulls(4.0, 6.0, 9, blocked):
+            self._card(rng, t)
 
     def _card(self, rng: np.random.Generator, t: float) -> None:
         step = self._step(t)
@@ -941,8 +901,7 @@ class DungeonGame(ProceduralGame):
             hp = int(self._hp[step])
             title, stat = "HEALTH", f"HP {hp}/{MAX_HP}   POTIONS {potions}"
             line, short = f"{self.hero} on {hp} HP with {potions} potions.", f"{hp} HP, {potions} potions."
-        event = self._add_event(t, "card", self.hero, 0.35, CARD_BLUE, card_line=line, card_short=short)
-        self.overlays.add("card", event.time, event.time + 4.0, f"{title}|{stat}", CARD_BLUE)
+        self._add_card(t, self.hero, title, stat, card_line=line, card_short=short)
 
     # -- state readers
 
@@ -980,6 +939,15 @@ class DungeonGame(ProceduralGame):
             if r >= 0:
                 out.append((m.kind, r, c, hp))
         return out
+
+    def nearest_monster_at(self, time: float) -> tuple[str, int, int, int] | None:
+        """(kind, row, col, hp) of the living monster fewest tiles from the hero at ``time``
+        (as the crow flies); None when there is none, or no hero."""
+        hero = self.hero_at(time)
+        alive = self.monsters_at(time)
+        if hero is None or not alive:
+            return None
+        return min(alive, key=lambda m: abs(m[1] - hero[0]) + abs(m[2] - hero[1]))
 
     def tiles_at(self, time: float) -> NDArray[np.uint8]:
         """The tile ids drawn at ``time`` (fog, items, monsters and the hero included)."""
@@ -1019,9 +987,6 @@ class DungeonGame(ProceduralGame):
         inv = self.inventory_at(time)
         items = ["key"] * inv["key"] + ["potion"] * inv["potion"]
         items += [name for name in ("sword", "shield") if inv[name]]
-        banner = self.overlays.active("banner", time)
-        feed = self.overlays.active("feed", time)
-        card = self.overlays.active("card", time)
         return {
             "hp": int(self._hp[step]),
             "max_hp": MAX_HP,
@@ -1030,9 +995,7 @@ class DungeonGame(ProceduralGame):
             "gold": inv["gold"],
             "kills": inv["kills"],
             "clock": clock_text(time),
-            "banner": banner.text.replace("|", " ").strip() if banner else None,
-            "feed": feed.text if feed else None,
-            "card": card.text.replace("|", ": ") if card else None,
+            **self._hud_overlays(time),
         }
 
     # -- drawing
@@ -1047,17 +1010,10 @@ class DungeonGame(ProceduralGame):
             blend(image, (0, 0, 0), 0.85, rows=slice(HUD_ROWS, None))
         card = self.overlays.active("card", time)
         if card is not None:
-            title, stat = card.text.split("|")
-            blend(image, (14, 22, 60), 0.8, rows=slice(100, 136), cols=slice(40, 216))
-            fill_box(image, 100, 103, 40, 216, card.colour)
-            draw_text(image, title, 111, 128, card.colour)
-            draw_text(image, stat, 125, 128, WHITE)
+            draw_card(image, card, 100, 40, 216)
         feed = self.overlays.active("feed", time)
         if feed is not None:
-            width = draw_text(image, feed.text, -100, 0, WHITE)
-            fill_box(image, 124, 140, 3, 16 + width, (10, 8, 16))
-            fill_box(image, 124, 140, 3, 7, feed.colour)
-            draw_text(image, feed.text, 132, 11, feed.colour, align="left")
+            draw_feed(image, feed, (124, 140), 3, 4, (10, 8, 16), feed.colour)
         banner = self.overlays.active("banner", time)
         if banner is not None:
             title, subtitle = banner.text.split("|")
@@ -1101,21 +1057,9 @@ class DungeonGame(ProceduralGame):
             return None
         return compass(target[1] - hero[1], target[0] - hero[0])
 
-    def _questions(self, rng: np.random.Generator) -> list[Question]:
-        out = []
-        second = int(rng.integers(5, 12))
-        limit = int(self.duration) - 4
-        while second < limit:
-            if any(self.hero_at(second + k) is None for k in range(4)):
-                second += 3  # between levels or respawning: nobody to guide
-                continue
-            kinds = self._question_kinds(second)
-            kind = kinds[int(rng.integers(0, len(kinds)))]
-            out.append(self._question(kind, second, rng))
-            second += int(rng.integers(12, 22))
-        return out
-
     def _question_kinds(self, second: int) -> list[str]:
+        if any(self.hero_at(second + k) is None for k in range(4)):
+            return []  # between levels or respawning: nobody to guide
         level = self.level_at(second)
         kinds = ["stairs", "left", "next"]
         if level.key.taken > second:
@@ -1138,7 +1082,7 @@ class DungeonGame(ProceduralGame):
         passable = PASSABLE[level.grid]
         passable[level.locked_door] = True
         passable[target] = True
-        dist = _bfs(passable, target)
+        dist = _Paths(passable).field(target)
         here = hero
         for _ in range(5):
             nxt = _step_towards(dist, here)
@@ -1198,11 +1142,10 @@ class DungeonGame(ProceduralGame):
         if kind == "monster":
 
             def beat(s: int) -> Composed | None:
-                hero = self.hero_at(s)
-                alive = self.monsters_at(s)
-                if hero is None or not alive:
+                nearest = self.nearest_monster_at(s)
+                if nearest is None:
                     return None
-                kind_, r, c, hp = min(alive, key=lambda m: abs(m[1] - hero[0]) + abs(m[2] - hero[1]))
+                kind_, r, c, hp = nearest
                 hits = math.ceil(hp / (1 + self.inventory_at(s)["sword"]))
                 word = self.direction_to(s, (r, c))
                 if word is None:
@@ -1242,11 +1185,10 @@ class DungeonGame(ProceduralGame):
                 return f"{NUMBERS[n]} {noun} left on this level.", {"left": n}
 
             def nearest(s: int) -> Composed | None:
-                hero = self.hero_at(s)
-                alive = self.monsters_at(s)
-                if hero is None or not alive:
+                monster = self.nearest_monster_at(s)
+                if monster is None:
                     return None
-                kind_, r, c, _ = min(alive, key=lambda m: abs(m[1] - hero[0]) + abs(m[2] - hero[1]))
+                kind_, r, c, _ = monster
                 word = self.direction_to(s, (r, c))
                 if word is None:
                     return None
@@ -1312,18 +1254,9 @@ class DungeonGame(ProceduralGame):
                 options = ("Ouch. You respawn at the entrance.", "Down, but not out. Try again.")
             elif event.kind == "potion":
                 options = ("Good call, you're back to {hp}.",)
-            first, last = commentary.event_window(event)
             if dynamic is not None:
-                out.append(
-                    Candidate(
-                        first, last, importance, self.guide, "assistant", dynamic, event, purpose="followup"
-                    )
-                )
+                out.append(self._followup(event, importance, dynamic))
             elif options:
                 compose = commentary.from_templates(options, self._fields(event), rng)
-                out.append(
-                    Candidate(
-                        first, last, importance, self.guide, "assistant", compose, event, purpose="followup"
-                    )
-                )
+                out.append(self._followup(event, importance, compose))
         return out
