@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
@@ -36,6 +36,8 @@ HISTORY_SECONDS = 60
 
 Colour = tuple[int, int, int]
 Frame = NDArray[np.uint8]
+Asker = Callable[[int, np.random.Generator], Question]
+"""Asks one kind of guidance question at a second (its wording drawn from the generator)."""
 WHITE: Colour = (255, 255, 255)
 CARD_BLUE: Colour = (90, 110, 235)
 """The stat / recap card's colour (its flash, top bar and title)."""
@@ -253,7 +255,16 @@ class ProceduralGame(ABC):
     guide: ClassVar[str] = "GUIDE"
     hud_rows: ClassVar[int] = 14
     """Rows at the top of a native frame that hold the HUD bar (the onset flash spares it)."""
-    personas: ClassVar[dict[str, list[str]]] = {}
+    solo_persona: ClassVar[tuple[str, ...]] = ()
+    """The caster as the solo scenario's ``active_speaker.persona`` describes him."""
+    co_commentary_persona: ClassVar[tuple[str, ...]] = (
+        "play-by-play caster",
+        "takes turns with the analyst",
+        "short lines",
+    )
+    """The main caster as the co-commentary scenario describes him."""
+    guide_persona: ClassVar[tuple[str, ...]] = ()
+    """The guide as the guidance scenario describes him."""
 
     def __init__(self, seed: int = 0, duration: float = 120.0, size: tuple[int, int] | None = None) -> None:
         # Bounded before the game is simulated: its event log and frames grow with both.
@@ -339,13 +350,18 @@ class ProceduralGame(ABC):
             if begin - HISTORY_SECONDS <= s.line.start < begin
         )
         speaker = self.guide if scenario == "guidance" else self.caster
+        persona = {
+            "solo": self.solo_persona,
+            "co-commentary": self.co_commentary_persona,
+            "guidance": self.guide_persona,
+        }[scenario]
         tag = TAGS[scenario]  # type: ignore[index]
         return Annotation(
             video_path=self.video_path,
             video_begin=begin,
             video_end=end,
             video_duration=limit,
-            active_speaker={"name": speaker, "persona": list(self.personas.get(scenario, []))},
+            active_speaker={"name": speaker, "persona": list(persona)},
             annotations=lines,
             metadata={"tag": tag, "dataset_name": DATASET_NAME, "game": self.name, "seed": self.seed},
             history=history,
@@ -398,29 +414,25 @@ class ProceduralGame(ABC):
 
     def _questions(self, rng: np.random.Generator) -> list[Question]:
         """The player's guidance questions with the guide's grounded answers: the first 5 to
-        11 s in, then one every ``question_gap`` seconds, of a kind drawn from those that make
-        sense then (3 s later when none does)."""
+        11 s in, then one every ``question_gap`` seconds, drawn from those that make sense
+        then (3 s later when none does)."""
         out = []
         second = int(rng.integers(5, 12))
         limit = int(self.duration) - 4
         while second < limit:
-            kinds = self._question_kinds(second)
-            if not kinds:
+            askers = self._askers(second)
+            if not askers:
                 second += 3
                 continue
-            kind = kinds[int(rng.integers(0, len(kinds)))]
-            out.append(self._question(kind, second, rng))
+            ask = askers[int(rng.integers(0, len(askers)))]
+            out.append(ask(second, rng))
             second += int(rng.integers(*self.question_gap))
         return out
 
     @abstractmethod
-    def _question_kinds(self, second: int) -> Sequence[str]:
-        """The kinds of question the player may ask at ``second`` (a kind listed twice is
-        twice as likely); empty when there is nobody to guide."""
-
-    @abstractmethod
-    def _question(self, kind: str, second: int, rng: np.random.Generator) -> Question:
-        """A question of ``kind`` asked at ``second``, with the steps of its answer."""
+    def _askers(self, second: int) -> Sequence[Asker]:
+        """The questions the player may ask at ``second`` (one listed twice is twice as
+        likely); empty when there is nobody to guide."""
 
     @abstractmethod
     def _guide_followups(self, rng: np.random.Generator) -> list[Candidate]:

@@ -5,8 +5,6 @@
 
 from __future__ import annotations
 
-from typing import ClassVar
-
 from embodia.envs.streams.games.dungeon.guide import DungeonGuide
 from embodia.envs.streams.games.dungeon.render import DungeonView
 
@@ -79,11 +77,6 @@ class DungeonGame(DungeonView, DungeonGuide):
     calls = CALLS
     reactions = REACTIONS
     reaction_chance = REACTION_CHANCE
-    default_reaction_chance = 0.3
     co_share = CO_SHARE
     script_stream = 12
-    personas: ClassVar[dict[str, list[str]]] = {
-        "solo": ["live dungeon-run caster", "excited", "short lines"],
-        "co-commentary": ["play-by-play caster", "takes turns with the analyst", "short lines"],
-        "guidance": ["helpful game guide", "gives directions from the map", "step by step"],
-    }
+    solo_persona = ("live dungeon-run caster", "excited", "short lines")

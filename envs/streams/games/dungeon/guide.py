@@ -10,7 +10,7 @@ import math
 import numpy as np
 
 from embodia.envs.streams.games import commentary
-from embodia.envs.streams.games.base import compass
+from embodia.envs.streams.games.base import Asker, compass
 from embodia.envs.streams.games.commentary import Candidate, Composed, Question
 from embodia.envs.streams.games.dungeon.level import PASSABLE, Paths, step_towards
 from embodia.envs.streams.games.dungeon.play import NUMBERS, DungeonPlay
@@ -32,6 +32,8 @@ damage only gets one at 4 HP or less, and picking up the key its own (the way to
 class DungeonGuide(DungeonPlay):
     """The dungeon's guidance: the player's questions and the guide's answers and follow-ups."""
 
+    guide_persona = ("helpful game guide", "gives directions from the map", "step by step")
+
     def direction_to(self, time: float, target: tuple[int, int]) -> str | None:
         """Compass direction from the hero to a tile at ``time`` (None if hidden or there)."""
         hero = self.hero_at(time)
@@ -39,21 +41,21 @@ class DungeonGuide(DungeonPlay):
             return None
         return compass(target[1] - hero[1], target[0] - hero[0])
 
-    def _question_kinds(self, second: int) -> list[str]:
+    def _askers(self, second: int) -> list[Asker]:
         if any(self.hero_at(second + k) is None for k in range(4)):
             return []  # between levels or respawning: nobody to guide
         level = self.level_at(second)
-        kinds = ["stairs", "left", "next"]
+        askers: list[Asker] = [self._stairs_question, self._left_question, self._next_question]
         if level.key.taken > second:
-            kinds += ["key", "key"]
+            askers += [self._key_question, self._key_question]
         hero = self.hero_at(second)
         if hero is not None and any(
             abs(r - hero[0]) + abs(c - hero[1]) <= 6 for _, r, c, _ in self.monsters_at(second)
         ):
-            kinds += ["monster", "monster"]
+            askers += [self._monster_question, self._monster_question]
         if self.inventory_at(second)["potion"]:
-            kinds.append("potion")
-        return kinds
+            askers.append(self._potion_question)
+        return askers
 
     def _point(self, s: int, target: str, spot: tuple[int, int], line: str) -> Composed | None:
         """``line`` with the compass direction from the hero to ``spot`` as its ``{direction}``,
@@ -80,17 +82,6 @@ class DungeonGuide(DungeonPlay):
                 break
             here = nxt
         return compass(here[1] - hero[1], here[0] - hero[0])
-
-    def _question(self, kind: str, second: int, rng: np.random.Generator) -> Question:
-        ask = {
-            "key": self._key_question,
-            "stairs": self._stairs_question,
-            "monster": self._monster_question,
-            "potion": self._potion_question,
-            "left": self._left_question,
-            "next": self._next_question,
-        }[kind]
-        return ask(second, rng)
 
     def _key_question(self, second: int, rng: np.random.Generator) -> Question:
         """Where is the key: its direction, then the first leg of the way there."""

@@ -47,13 +47,19 @@ HEROES = ("Ayla", "Bram", "Cora", "Dain", "Esme", "Finn", "Greta", "Hale", "Ivo"
 NUMBERS = ("No", "One", "Two", "Three", "Four", "Five", "Six", "Seven", "Eight")
 
 RED: Colour = (225, 30, 30)
-ORANGE: Colour = (255, 130, 20)
-PURPLE: Colour = (170, 60, 255)
 YELLOW: Colour = (255, 220, 60)
-GREEN: Colour = (60, 230, 90)
-BROWN: Colour = (230, 150, 60)
-SKY: Colour = (120, 170, 255)
-DARK_RED: Colour = (120, 0, 10)
+EVENT_COLOURS: dict[str, Colour] = {
+    "stairs": WHITE,
+    "room": (120, 170, 255),
+    "monster": (255, 130, 20),
+    "damage": RED,
+    "kill": (170, 60, 255),
+    "pickup": YELLOW,
+    "potion": (60, 230, 90),
+    "door": (230, 150, 60),
+    "death": (120, 0, 10),
+}
+"""The colour of each kind of event's onset flash and of its feed line."""
 
 
 @dataclass
@@ -127,7 +133,7 @@ class DungeonPlay(ProceduralGame):
             if step >= n_steps:
                 break
             level = generate(rng, len(self.levels) + 1, (step + TRANSITION_STEPS) * STEP)
-            event = self._event(step, "stairs", 0.9, WHITE, level=level.number, level_name=level.name)
+            event = self._event(step, "stairs", 0.9, level=level.number, level_name=level.name)
             t = event.time
             self.overlays.add("fade", t, t + TRANSITION_STEPS * STEP, colour=(0, 0, 0))
             self.overlays.add(
@@ -139,13 +145,12 @@ class DungeonPlay(ProceduralGame):
                 self._record(s, None, hp, inv, len(self.levels), [])
             step += TRANSITION_STEPS
 
-    def _event(
-        self, step: int, kind: str, importance: float, flash: Colour | None, **details: Any
-    ) -> GameEvent:
-        return self._add_event(step * STEP, kind, self.hero, importance, flash, **details)
+    def _event(self, step: int, kind: str, importance: float, **details: Any) -> GameEvent:
+        return self._add_event(step * STEP, kind, self.hero, importance, EVENT_COLOURS[kind], **details)
 
-    def _feed(self, step: int, text: str, colour: Colour) -> None:
-        self.overlays.add("feed", step * STEP, step * STEP + 3.0, text, colour)
+    def _feed(self, step: int, kind: str, text: str) -> None:
+        """A feed line about an event of ``kind``, in its colour, for 3 s."""
+        self.overlays.add("feed", step * STEP, step * STEP + 3.0, text, EVENT_COLOURS[kind])
 
     def _record(
         self,
@@ -227,8 +232,8 @@ class DungeonPlay(ProceduralGame):
         if visit.hp <= 5 and inv["potion"] > 0:
             inv["potion"] -= 1
             visit.hp = min(MAX_HP, visit.hp + 5)
-            self._event(step, "potion", 0.5, GREEN, hp=visit.hp)
-            self._feed(step, "HEALED +5", GREEN)
+            self._event(step, "potion", 0.5, hp=visit.hp)
+            self._feed(step, "potion", "HEALED +5")
             return True
         if adjacent and step >= visit.combat_ready:
             target = adjacent[0]
@@ -238,8 +243,8 @@ class DungeonPlay(ProceduralGame):
                 target.alive = False
                 inv["kills"] += 1
                 visit.level.kills.append((step * STEP, target.row, target.col))
-                self._event(step, "kill", 0.6, PURPLE, monster=target.kind, Monster=target.kind.capitalize())
-                self._feed(step, f"YOU SLEW THE {target.kind.upper()}", PURPLE)
+                self._event(step, "kill", 0.6, monster=target.kind, Monster=target.kind.capitalize())
+                self._feed(step, "kill", f"YOU SLEW THE {target.kind.upper()}")
         return bool(adjacent)
 
     def _walk(self, visit: _Visit, alive: list[Monster], now: float) -> None:
@@ -295,8 +300,8 @@ class DungeonPlay(ProceduralGame):
         visit.paths = Paths(visit.passable)
         level.door_open = now
         visit.inv["key"] = 0
-        self._event(visit.step, "door", 0.65, BROWN)
-        self._feed(visit.step, "DOOR UNLOCKED", BROWN)
+        self._event(visit.step, "door", 0.65)
+        self._feed(visit.step, "door", "DOOR UNLOCKED")
         visit.goal = visit.dist = None
 
     def _look_around(self, visit: _Visit, now: float) -> None:
@@ -330,10 +335,10 @@ class DungeonPlay(ProceduralGame):
         }[item.kind]
         importance = {"key": 0.75, "sword": 0.6, "shield": 0.6, "potion": 0.45, "gold": 0.4}[item.kind]
         self._event(
-            step, "pickup", importance, YELLOW, item=item.kind, item_phrase=phrase,
+            step, "pickup", importance, item=item.kind, item_phrase=phrase,
             Item_phrase=phrase[0].upper() + phrase[1:], amount=item.amount, gold=inv["gold"],
         )  # fmt: skip
-        self._feed(step, f"+ {phrase.upper()}", YELLOW)
+        self._feed(step, "pickup", f"+ {phrase.upper()}")
         visit.goal = visit.dist = None
 
     def _monsters_act(
@@ -353,7 +358,7 @@ class DungeonPlay(ProceduralGame):
                 amount = max(1, damage - visit.inv["shield"]) if damage > 1 else 1
                 visit.hp -= amount
                 self._event(
-                    visit.step, "damage", 0.4 + (0.3 if visit.hp <= 4 else 0.0), RED,
+                    visit.step, "damage", 0.4 + (0.3 if visit.hp <= 4 else 0.0),
                     monster=m.kind, Monster=m.kind.capitalize(), amount=amount, hp=max(visit.hp, 0),
                 )  # fmt: skip
                 if visit.hp <= 0:
@@ -363,7 +368,7 @@ class DungeonPlay(ProceduralGame):
     def _die(self, visit: _Visit, killer: Monster, alive: list[Monster], n_steps: int) -> None:
         """The hero falls: a banner, a few steps off the map, then back at the entrance at full
         health with every monster asleep again."""
-        died = self._event(visit.step, "death", 1.0, DARK_RED, monster=killer.kind)
+        died = self._event(visit.step, "death", 1.0, monster=killer.kind)
         self.overlays.add("banner", died.time, died.time + 3.0, "YOU DIED|", RED)
         for s in range(visit.step, min(visit.step + RESPAWN_STEPS, n_steps)):
             self._record(s, None, 0, visit.inv, visit.index, alive)
@@ -376,8 +381,8 @@ class DungeonPlay(ProceduralGame):
     def _wake(self, step: int, m: Monster) -> None:
         m.awake = True
         m.ready = step + 2
-        self._event(step, "monster", 0.5, ORANGE, monster=m.kind, Monster=m.kind.capitalize())
-        self._feed(step, f"A {m.kind.upper()} ATTACKS!", ORANGE)
+        self._event(step, "monster", 0.5, monster=m.kind, Monster=m.kind.capitalize())
+        self._feed(step, "monster", f"A {m.kind.upper()} ATTACKS!")
 
     def _monster_step(self, level: Level, m: Monster, hero: tuple[int, int], alive: list[Monster]) -> None:
         here = abs(m.row - hero[0]) + abs(m.col - hero[1])
@@ -477,7 +482,7 @@ class DungeonPlay(ProceduralGame):
             note = "Some loot in here."
         else:
             note = "Looks empty."
-        self._event(step, "room", 0.45 if inside or loot else 0.35, SKY, room_note=note, monsters=len(inside))
+        self._event(step, "room", 0.45 if inside or loot else 0.35, room_note=note, monsters=len(inside))
 
     def _add_cards(self, rng: np.random.Generator) -> None:
         """A recap card in the lulls, which colour commentary talks about."""
