@@ -443,7 +443,24 @@ class ProceduralGame(ABC):
         first, last = commentary.event_window(event)
         return Candidate(first, last, importance, self.guide, "assistant", compose, event, purpose="followup")
 
-    # -- shared overlays
+    # -- shared events and overlays
+
+    def _add_event(
+        self,
+        time: float,
+        kind: str,
+        actor: str,
+        importance: float,
+        flash: Colour | None = None,
+        **details: Any,
+    ) -> GameEvent:
+        """Log an event; with a ``flash`` colour, tint the frames from it to the end of the
+        second a line about it may start in (see :meth:`_flash`)."""
+        event = GameEvent(round(time, 4), kind, actor, details, importance)
+        self.events.append(event)
+        if flash is not None:
+            self.overlays.add("flash", event.time, label_second(event.time) + 1.0, colour=flash)
+        return event
 
     def _hud_overlays(self, time: float) -> dict[str, str | None]:
         """The HUD readout of the banner (a ``title|subtitle`` one as one line), the feed line
@@ -476,7 +493,8 @@ class ProceduralGame(ABC):
         return times
 
     def _add_card(self, time: float, actor: str, title: str, stat: str, /, **details: Any) -> GameEvent:
-        """A ``card`` event and the card showing ``title`` over ``stat`` for 4 s after it."""
+        """A ``card`` event and the card showing ``title`` over ``stat`` for 4 s after it (they
+        are positional-only, so the event's ``details`` may carry them too)."""
         event = self._add_event(time, "card", actor, 0.35, CARD_BLUE, **details)
         self.overlays.add("card", event.time, event.time + 4.0, f"{title}|{stat}", CARD_BLUE)
         return event
@@ -489,18 +507,3 @@ class ProceduralGame(ABC):
         flash = self.overlays.active("flash", time)
         if flash is not None:
             blend(image, flash.colour, alpha, rows=slice(self.hud_rows, None))
-
-    def _add_event(
-        self,
-        time: float,
-        kind: str,
-        actor: str,
-        importance: float,
-        flash: Colour | None = None,
-        **details: Any,
-    ) -> GameEvent:
-        event = GameEvent(round(time, 4), kind, actor, details, importance)
-        self.events.append(event)
-        if flash is not None:
-            self.overlays.add("flash", event.time, label_second(event.time) + 1.0, colour=flash)
-        return event
