@@ -1,6 +1,7 @@
-"""What every procedural game shares: the event record, on-screen overlays, text drawing, and
-the :class:`ProceduralGame` base that turns a simulated game into a ``FrameSource`` with
-ground-truth annotations.
+"""What every procedural game shares: on-screen overlays, text drawing, and the
+:class:`ProceduralGame` base that turns a simulated game into a ``FrameSource`` with
+ground-truth annotations (its event and script records, from
+:mod:`~embodia.envs.streams.games.events`, are re-exported here).
 
 A game simulates itself once, at construction, into compact numpy arrays plus an event log;
 ``frames_at`` only *renders* the stored state, so rendering any second is cheap and random
@@ -12,8 +13,8 @@ from __future__ import annotations
 
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, ClassVar
 
@@ -23,6 +24,9 @@ from PIL import Image, ImageDraw, ImageFont
 
 from embodia.core.limits import MAX_STREAM_SECONDS, check_image_size, check_seed
 from embodia.envs.streams.core import SCENARIOS, TAGS, Annotation, Line, Scenario, StreamError
+from embodia.envs.streams.games import commentary
+from embodia.envs.streams.games.commentary import Candidate, Composer, Question
+from embodia.envs.streams.games.events import GameEvent, ScriptLine, label_second
 
 DATASET_NAME = "embodia-procedural"
 NATIVE_SIZE = (144, 256)
@@ -32,28 +36,11 @@ HISTORY_SECONDS = 60
 
 Colour = tuple[int, int, int]
 Frame = NDArray[np.uint8]
-
-
-@dataclass(frozen=True)
-class GameEvent:
-    """One thing that happened in a game: the ground truth commentary is written from these."""
-
-    time: float
-    """Seconds from the start of the game."""
-    kind: str
-    actor: str
-    details: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    """Template fields and facts (JSON-friendly values)."""
-    importance: float = 0.5
-    """0..1: how much a caster would want to talk about it."""
-
-
-def label_second(time: float) -> int:
-    """The first whole second whose 2-fps chunk (frames at ``s`` and ``s + 0.5``) shows an
-    event at ``time``: a line about it may start there, never earlier."""
-    base = math.floor(time + 1e-9)
-    return base if time - base <= 0.5 + 1e-9 else base + 1
-
+Asker = Callable[[int, np.random.Generator], Question]
+"""Asks one kind of guidance question at a second (its wording drawn from the generator)."""
+WHITE: Colour = (255, 255, 255)
+CARD_BLUE: Colour = (90, 110, 235)
+"""The stat / recap card's colour (its flash, top bar and title)."""
 
 COMPASS = ("east", "north-east", "north", "north-west", "west", "south-west", "south", "south-east")
 SCREEN_WORDS = {
@@ -215,26 +202,42 @@ def stamp(image: Frame, mask: NDArray[np.bool_], cy: int, cx: int, colour: Colou
         image[y0:y1, x0:x1][mask[y0 - top : y1 - top, x0 - left : x1 - left]] = colour
 
 
+def draw_card(image: Frame, card: Overlay, top: int, left: int, right: int) -> None:
+    """A ``title|stat`` card: a dark panel 36 rows high under a bar of the card's colour, the
+    title in that colour over the stat in white, both centred."""
+    title, stat = card.text.split("|")
+    centre = (left + right) // 2
+    blend(image, (14, 22, 60), 0.8, rows=slice(top, top + 36), cols=slice(left, right))
+    fill_box(image, top, top + 3, left, right, card.colour)
+    draw_text(image, title, top + 11, centre, card.colour)
+    draw_text(image, stat, top + 25, centre, WHITE)
+
+
+def draw_feed(
+    image: Frame,
+    feed: Overlay,
+    rows: tuple[int, int],
+    left: int,
+    bar: int,
+    background: Colour,
+    text_colour: Colour,
+) -> None:
+    """A feed line: a box over ``rows`` from ``left`` as wide as its text, opened by a bar
+    ``bar`` pixels wide in the feed's colour, the text left-aligned after it."""
+    top, bottom = rows
+    text_left = left + bar + 4
+    width = int(text_mask(feed.text).shape[1])
+    fill_box(image, top, bottom, left, text_left + width + 5, background)
+    fill_box(image, top, bottom, left, left + bar, feed.colour)
+    draw_text(image, feed.text, (top + bottom) // 2, text_left, text_colour, align="left")
+
+
 def clock_text(seconds: float) -> str:
     whole = max(0, int(seconds))
     return f"{whole // 60:02d}:{whole % 60:02d}"
 
 
 # ---------------------------------------------------------------- the game base
-
-
-@dataclass(frozen=True)
-class ScriptLine:
-    """One ground-truth line with what caused it (an event, a user query, or nothing)."""
-
-    line: Line
-    cause: GameEvent | None = None
-    query: Line | None = None
-    facts: Mapping[str, Any] = field(default_factory=dict, hash=False)
-    """What a guidance answer asserts (e.g. ``{"target": "key", "direction": "north"}``)."""
-    purpose: str = "call"
-    """``call`` (about its event, in the event's window), ``reaction`` (to the line before),
-    ``query``, ``answer`` (a step of the answer to ``query``) or ``followup`` (a guide's)."""
 
 
 class ProceduralGame(ABC):
@@ -252,7 +255,16 @@ class ProceduralGame(ABC):
     guide: ClassVar[str] = "GUIDE"
     hud_rows: ClassVar[int] = 14
     """Rows at the top of a native frame that hold the HUD bar (the onset flash spares it)."""
-    personas: ClassVar[dict[str, list[str]]] = {}
+    solo_persona: ClassVar[tuple[str, ...]] = ()
+    """The caster as the solo scenario's ``active_speaker.persona`` describes him."""
+    co_commentary_persona: ClassVar[tuple[str, ...]] = (
+        "play-by-play caster",
+        "takes turns with the analyst",
+        "short lines",
+    )
+    """The main caster as the co-commentary scenario describes him."""
+    guide_persona: ClassVar[tuple[str, ...]] = ()
+    """The guide as the guidance scenario describes him."""
 
     def __init__(self, seed: int = 0, duration: float = 120.0, size: tuple[int, int] | None = None) -> None:
         # Bounded before the game is simulated: its event log and frames grow with both.
@@ -338,13 +350,18 @@ class ProceduralGame(ABC):
             if begin - HISTORY_SECONDS <= s.line.start < begin
         )
         speaker = self.guide if scenario == "guidance" else self.caster
+        persona = {
+            "solo": self.solo_persona,
+            "co-commentary": self.co_commentary_persona,
+            "guidance": self.guide_persona,
+        }[scenario]
         tag = TAGS[scenario]  # type: ignore[index]
         return Annotation(
             video_path=self.video_path,
             video_begin=begin,
             video_end=end,
             video_duration=limit,
-            active_speaker={"name": speaker, "persona": list(self.personas.get(scenario, []))},
+            active_speaker={"name": speaker, "persona": list(persona)},
             annotations=lines,
             metadata={"tag": tag, "dataset_name": DATASET_NAME, "game": self.name, "seed": self.seed},
             history=history,
@@ -375,8 +392,6 @@ class ProceduralGame(ABC):
         return {"actor": event.actor, **event.details}
 
     def _script(self, scenario: Scenario) -> list[ScriptLine]:
-        from embodia.envs.streams.games import commentary
-
         rng = np.random.default_rng([self.seed, self.script_stream, SCENARIOS.index(scenario)])
         if scenario == "solo":
             return commentary.solo(self.events, self.calls, self._fields, rng, self.caster)
@@ -394,22 +409,41 @@ class ProceduralGame(ABC):
             )
         return commentary.guidance(self._questions(rng), self._guide_followups(rng), self.guide)
 
-    @abstractmethod
-    def _questions(self, rng: np.random.Generator) -> list[Any]:
-        """The player's guidance questions with the guide's grounded answers."""
+    question_gap: ClassVar[tuple[int, int]] = (12, 22)
+    """Seconds between one guidance question and the next: drawn from ``[low, high)``."""
+
+    def _questions(self, rng: np.random.Generator) -> list[Question]:
+        """The player's guidance questions with the guide's grounded answers: the first 5 to
+        11 s in, then one every ``question_gap`` seconds, drawn from those that make sense
+        then (3 s later when none does)."""
+        out = []
+        second = int(rng.integers(5, 12))
+        limit = int(self.duration) - 4
+        while second < limit:
+            askers = self._askers(second)
+            if not askers:
+                second += 3
+                continue
+            ask = askers[int(rng.integers(0, len(askers)))]
+            out.append(ask(second, rng))
+            second += int(rng.integers(*self.question_gap))
+        return out
 
     @abstractmethod
-    def _guide_followups(self, rng: np.random.Generator) -> list[Any]:
+    def _askers(self, second: int) -> Sequence[Asker]:
+        """The questions the player may ask at ``second`` (one listed twice is twice as
+        likely); empty when there is nobody to guide."""
+
+    @abstractmethod
+    def _guide_followups(self, rng: np.random.Generator) -> list[Candidate]:
         """The guide's unprompted follow-ups as the player progresses."""
 
-    # -- shared drawing of overlays
+    def _followup(self, event: GameEvent, importance: float, compose: Composer) -> Candidate:
+        """A guide's line about ``event``, in the event's window."""
+        first, last = commentary.event_window(event)
+        return Candidate(first, last, importance, self.guide, "assistant", compose, event, purpose="followup")
 
-    def _flash(self, image: Frame, time: float, alpha: float = 0.35) -> None:
-        """The onset cue: a full-frame tint from an event until the end of the second a line
-        about it may start in, so the labelled chunk looks unlike its neighbours."""
-        flash = self.overlays.active("flash", time)
-        if flash is not None:
-            blend(image, flash.colour, alpha, rows=slice(self.hud_rows, None))
+    # -- shared events and overlays
 
     def _add_event(
         self,
@@ -420,8 +454,56 @@ class ProceduralGame(ABC):
         flash: Colour | None = None,
         **details: Any,
     ) -> GameEvent:
+        """Log an event; with a ``flash`` colour, tint the frames from it to the end of the
+        second a line about it may start in (see :meth:`_flash`)."""
         event = GameEvent(round(time, 4), kind, actor, details, importance)
         self.events.append(event)
         if flash is not None:
             self.overlays.add("flash", event.time, label_second(event.time) + 1.0, colour=flash)
         return event
+
+    def _hud_overlays(self, time: float) -> dict[str, str | None]:
+        """The HUD readout of the banner (a ``title|subtitle`` one as one line), the feed line
+        and the card (``title: stat``) showing at ``time``; None where none shows."""
+        banner = self.overlays.active("banner", time)
+        feed = self.overlays.active("feed", time)
+        card = self.overlays.active("card", time)
+        return {
+            "banner": banner.text.replace("|", " ").strip() if banner else None,
+            "feed": feed.text if feed else None,
+            "card": card.text.replace("|", ": ") if card else None,
+        }
+
+    def _lulls(
+        self, lead: float, room: float, every: int, blocked: Sequence[tuple[float, float]]
+    ) -> list[float]:
+        """Whole seconds for cards in the lulls of play: from ``lead`` s after a notable event
+        (importance 0.4 or more), every ``every`` s while ``room`` s remain before the next
+        one, none inside a ``blocked`` span (ends included)."""
+        notable = [e.time for e in self.events if e.importance >= 0.4] + [self.duration]
+        times = []
+        previous = 0.0
+        for moment in notable:
+            t = math.ceil(previous + lead)
+            while t + room <= moment:
+                if not any(lo <= t <= hi for lo, hi in blocked):
+                    times.append(float(t))
+                t += every
+            previous = moment
+        return times
+
+    def _add_card(self, time: float, actor: str, title: str, stat: str, /, **details: Any) -> GameEvent:
+        """A ``card`` event and the card showing ``title`` over ``stat`` for 4 s after it (they
+        are positional-only, so the event's ``details`` may carry them too)."""
+        event = self._add_event(time, "card", actor, 0.35, CARD_BLUE, **details)
+        self.overlays.add("card", event.time, event.time + 4.0, f"{title}|{stat}", CARD_BLUE)
+        return event
+
+    # -- shared drawing of overlays
+
+    def _flash(self, image: Frame, time: float, alpha: float = 0.35) -> None:
+        """The onset cue: a full-frame tint from an event until the end of the second a line
+        about it may start in, so the labelled chunk looks unlike its neighbours."""
+        flash = self.overlays.active("flash", time)
+        if flash is not None:
+            blend(image, flash.colour, alpha, rows=slice(self.hud_rows, None))

@@ -21,7 +21,7 @@ from typing import Any, Literal
 import numpy as np
 
 from embodia.envs.streams.core import Line
-from embodia.envs.streams.games.base import GameEvent, ScriptLine, label_second
+from embodia.envs.streams.games.events import GameEvent, ScriptLine, label_second
 
 MAX_WORDS = 12
 """The agent's token cap: no ground-truth line is longer."""

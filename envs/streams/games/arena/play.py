@@ -1,4 +1,4 @@
-"""``arena``: top-down five-a-side football, simulated play by play and rendered with numpy.
+"""The arena as played: five-a-side football, simulated play by play.
 
 The simulation is a *script* of plays (kick-off, dribbles, passes, interceptions, tackles,
 shots and their outcome: goal, save, off the post, wide), written as ball keyframes in a
@@ -10,33 +10,20 @@ the 2-fps chunk of the second a caster calls them shows their onset from its fir
 
 Matches last ``MATCH_SECONDS`` of game clock; the score resets at each new kick-off. In
 lulls a broadcast stat card (possession, shots, touches) comes up, which is what a caster's
-colour commentary talks about.
+colour commentary talks about. :class:`ArenaPlay` simulates the matches at construction and
+gives the state at any time (``positions_at``, ``ball_at``, ``score_at``, ...); drawing and
+guidance build on it.
 """
 
 from __future__ import annotations
 
 import math
-from typing import Any, ClassVar
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
 
-from embodia.envs.streams.games import commentary
-from embodia.envs.streams.games.base import (
-    SCREEN_WORDS,
-    Colour,
-    Frame,
-    GameEvent,
-    ProceduralGame,
-    blend,
-    clock_text,
-    compass,
-    disc,
-    draw_text,
-    fill_box,
-    stamp,
-)
-from embodia.envs.streams.games.commentary import Candidate, Composed, Question
+from embodia.envs.streams.games.base import WHITE, Colour, GameEvent, ProceduralGame
 
 TICK_HZ = 10
 MATCH_SECONDS = 180
@@ -65,152 +52,13 @@ KITS: tuple[Colour, ...] = (
     (214, 48, 49), (41, 98, 255), (255, 140, 0), (142, 68, 173),
     (240, 240, 240), (30, 30, 34), (255, 105, 180),
 )  # fmt: skip
-KEEPER_KITS: tuple[Colour, Colour] = ((250, 250, 120), (120, 250, 250))
 
 GOLD: Colour = (250, 200, 40)
 CYAN: Colour = (40, 200, 235)
 ORANGE: Colour = (255, 120, 30)
 SILVER: Colour = (225, 225, 225)
 MAGENTA: Colour = (210, 40, 130)
-CARD_BLUE: Colour = (90, 110, 235)
-INK: Colour = (18, 18, 28)
-HUD_BG: Colour = (12, 14, 30)
-WHITE: Colour = (255, 255, 255)
 YELLOW: Colour = (255, 230, 0)
-
-HUD_ROWS = 14
-SX, SY = 2.36, 2.03
-"""Pixels per field unit (the field is 100 x 60 units)."""
-OX, OY = 10, 18
-"""Pixel of field point (0, 0)."""
-
-SCREEN_PHRASE = {
-    "right": "to your right",
-    "up-right": "up to your right",
-    "up": "straight up",
-    "up-left": "up to your left",
-    "left": "to your left",
-    "down-left": "down to your left",
-    "down": "straight down",
-    "down-right": "down to your right",
-}
-
-CALLS: dict[str, tuple[str, ...]] = {
-    "goal": (
-        "GOAL! {actor} scores for the {team}!",
-        "{actor} buries it! {score_line}",
-        "What a finish from {actor}! {score_line}",
-        "It's in! {actor}, and the {team} celebrate!",
-        "{actor} fires home! {score_line}",
-    ),
-    "shot": (
-        "{actor} shoots!",
-        "{actor} lets fly!",
-        "Strike from {actor}!",
-        "{actor} pulls the trigger!",
-        "Shot, {actor}!",
-    ),
-    "save": (
-        "Great save by {actor}!",
-        "{actor} gets a glove to {shooter}'s shot!",
-        "Denied! {actor} keeps it out.",
-        "{shooter} forces a fine stop from {actor}.",
-        "Brilliant reflexes from {actor}!",
-    ),
-    "post": (
-        "Off the post! {actor} so close!",
-        "{actor} hits the woodwork!",
-        "The post saves the {opponent}!",
-        "Clang! {actor} rattles the frame!",
-    ),
-    "miss": (
-        "{actor} fires just wide.",
-        "Inches wide from {actor}!",
-        "{actor} drags it past the post.",
-        "So close from {actor}! Goal kick.",
-    ),
-    "tackle": (
-        "Strong tackle by {actor} on {victim}.",
-        "{actor} wins it back for the {team}.",
-        "Lovely challenge from {actor}.",
-        "{actor} dispossesses {victim}.",
-        "{victim} loses it to {actor}.",
-    ),
-    "interception": (
-        "{actor} reads it and intercepts.",
-        "Cut out by {actor}.",
-        "{actor} steps in, {team} ball.",
-        "Pass picked off by {actor}.",
-    ),
-    "foul": (
-        "Foul by {actor} on {victim}.",
-        "{actor} brings down {victim}, free kick.",
-        "Clumsy from {actor}, that's a foul.",
-    ),
-    "booking": (
-        "Yellow card for {actor}!",
-        "{actor} goes into the book.",
-        "The referee books {actor} for that.",
-    ),
-    "kickoff": (
-        "We're back underway, {team} kick off.",
-        "The {team} restart from the centre.",
-        "And we go again, {team} to kick off.",
-    ),
-    "match_start": (
-        "Match {match} is underway!",
-        "Here we go, {team} kick off match {match}.",
-        "We're off! {team} against {opponent}.",
-    ),
-    "full_time": (
-        "Full time! {result}",
-        "That's the final whistle. {result}",
-        "It's all over! {result}",
-    ),
-    "card": (
-        "{card_line}",
-        "Look at this: {card_short}",
-        "{card_line} Telling numbers.",
-    ),
-}
-REACTIONS: dict[str, tuple[str, ...]] = {
-    "goal": (
-        "Clinical. The defence was all over the place.",
-        "You can't give {actor} that much space.",
-        "That's been coming, to be fair.",
-        "Composed finish, picked his spot.",
-    ),
-    "save": (
-        "Superb positioning from {actor} there.",
-        "{shooter} will feel he should have scored.",
-        "Strong hands, no rebound.",
-    ),
-    "post": (
-        "Half a yard the other way and it's in.",
-        "Unlucky, that deserved a goal.",
-        "The {opponent} got away with one.",
-    ),
-    "miss": (
-        "He had to hit the target there.",
-        "Snatched at it a little.",
-        "Good build-up, poor finish.",
-    ),
-    "tackle": (
-        "Timed that perfectly.",
-        "That's the energy the {team} need.",
-        "Clean, all ball.",
-    ),
-    "interception": ("Good reading of the game.", "Sloppy pass, punished.", "Anticipation, that."),
-    "booking": ("Can't argue with that one.", "He'll have to be careful now.", "Cynical, and he knew it."),
-    "foul": ("Late, and he knows it.", "Naive challenge, that."),
-    "full_time": ("Deserved on the balance of play.", "What a match that was."),
-    "card": ("The numbers back up what we're seeing.", "The {leader} are controlling the tempo."),
-    "kickoff": ("They need a response here.", "Big moment to regroup."),
-}
-REACTION_CHANCE = {
-    "goal": 0.9, "save": 0.6, "post": 0.7, "miss": 0.5, "full_time": 0.8, "card": 0.4, "booking": 0.6,
-}  # fmt: skip
-CO_SHARE = {"card": 0.5, "tackle": 0.3, "interception": 0.3, "kickoff": 0.3, "foul": 0.3}
 
 
 def _anchor(team: int, index: int, bx: Any, by: Any, attack: Any) -> tuple[Any, Any]:
@@ -256,22 +104,8 @@ class _Plays:
         return self.xs[-1], self.ys[-1]
 
 
-class ArenaGame(ProceduralGame):
-    """Five-a-side football with a score HUD, a match clock, banners, a ticker and stat cards."""
-
-    name = "arena"
-    hud_rows: ClassVar[int] = HUD_ROWS
-    calls = CALLS
-    reactions = REACTIONS
-    reaction_chance = REACTION_CHANCE
-    default_reaction_chance = 0.35
-    co_share = CO_SHARE
-    script_stream = 2
-    personas: ClassVar[dict[str, list[str]]] = {
-        "solo": ["professional play-by-play football caster", "energetic", "short lines"],
-        "co-commentary": ["play-by-play caster", "takes turns with the analyst", "short lines"],
-        "guidance": ["coach in the player's ear", "concrete", "step by step"],
-    }
+class ArenaPlay(ProceduralGame):
+    """The arena's simulation and its state at any time; subclasses draw and guide it."""
 
     # -- simulation
 
@@ -294,11 +128,6 @@ class ArenaGame(ProceduralGame):
         self._loop(rng, plays, end_tick)
         self._vectorise(plays, end_tick, wander)
         self._add_cards(rng)
-        self._background = self._draw_pitch()
-        self._player_disc = disc(2.6)
-        self._ball_disc = disc(1.6)
-        self._ball_rim = disc(2.2)
-        self._marker = np.array([[1, 1, 1, 1, 1], [0, 1, 1, 1, 0], [0, 0, 1, 0, 0]], bool)
 
     def _team(self, pid: int) -> int:
         return pid // PER_TEAM
@@ -571,20 +400,13 @@ class ArenaGame(ProceduralGame):
 
     def _add_cards(self, rng: np.random.Generator) -> None:
         """Stat cards in the lulls of play, for colour commentary to talk about."""
-        notable = [e.time for e in self.events if e.importance >= 0.4] + [self.duration]
-        breaks = [(e.time, e.time + 8.0) for e in self.events if e.kind == "full_time"]
+        breaks = [(e.time - 1, e.time + 8.0) for e in self.events if e.kind == "full_time"]
         possession = self._possession
         counts = np.cumsum(np.stack([possession == 0, possession == 1], axis=1), axis=0)
         shots = [e for e in self.events if e.kind == "shot"]
         touches = [e for e in self.events if e.kind == "pass"]
-        previous = 0.0
-        for moment in notable:
-            t = math.ceil(previous + 3.0)
-            while t + 5.0 <= moment:
-                if not any(lo - 1 <= t <= hi for lo, hi in breaks):
-                    self._card(rng, float(t), counts, shots, touches)
-                t += 8
-            previous = moment
+        for t in self._lulls(3.0, 5.0, 8, breaks):
+            self._card(rng, t, counts, shots, touches)
 
     def _card(
         self,
@@ -624,19 +446,9 @@ class ArenaGame(ProceduralGame):
             title, stat = "MOST PASSES", f"{best.upper()}  {n}"
             line = f"{best} has made {n} passes, pulling the strings."
             short = f"{best}, {n} passes already."
-        event = self._add_event(
-            t,
-            "card",
-            leader,
-            0.35,
-            CARD_BLUE,
-            title=title,
-            stat=stat,
-            card_line=line,
-            card_short=short,
-            leader=leader,
+        self._add_card(
+            t, leader, title, stat, title=title, stat=stat, card_line=line, card_short=short, leader=leader
         )
-        self.overlays.add("card", event.time, event.time + 4.0, f"{title}|{stat}", CARD_BLUE)
 
     # -- state readers
 
@@ -665,241 +477,3 @@ class ArenaGame(ProceduralGame):
     def score_at(self, time: float) -> tuple[int, int]:
         index = int(np.searchsorted(np.asarray(self._score_times), time + 1e-9, side="right")) - 1
         return self._scores[max(index, 0)]
-
-    def _hud(self, time: float) -> dict[str, Any]:
-        a, b = self.score_at(time)
-        start = self._match_start(time)
-        banner = self.overlays.active("banner", time)
-        feed = self.overlays.active("feed", time)
-        card = self.overlays.active("card", time)
-        return {
-            "teams": list(self.teams),
-            "score": [a, b],
-            "clock": clock_text(min(time - start, MATCH_SECONDS)),
-            "match": len([s for s in self._match_starts if s <= time + 1e-9]),
-            "banner": banner.text if banner else None,
-            "feed": feed.text if feed else None,
-            "card": card.text.replace("|", ": ") if card else None,
-        }
-
-    # -- drawing
-
-    def _draw_pitch(self) -> Frame:
-        h, w = 144, 256
-        image = np.zeros((h, w, 3), np.uint8)
-        image[:] = (38, 120, 52)
-        for k in range(0, w, 24):
-            if (k // 24) % 2:
-                image[HUD_ROWS:, k : k + 24] = (44, 132, 58)
-        line: Colour = (220, 235, 220)
-
-        def px(x: float) -> int:
-            return int(round(OX + x * SX))
-
-        def py(y: float) -> int:
-            return int(round(OY + y * SY))
-
-        x0, x1, y0, y1 = px(0), px(100), py(0), py(60)
-        image[y0, x0 : x1 + 1] = line
-        image[y1, x0 : x1 + 1] = line
-        image[y0 : y1 + 1, x0] = line
-        image[y0 : y1 + 1, x1] = line
-        image[y0 : y1 + 1, px(50)] = line
-        yy, xx = np.mgrid[:h, :w]
-        ring = np.abs(np.hypot((xx - px(50)) / SX, (yy - py(30)) / SY) - 9.0) < 0.45
-        image[ring] = line
-        for gx, sign in ((0.0, 1.0), (100.0, -1.0)):
-            bx0, bx1 = sorted((px(gx), px(gx + sign * 14)))
-            image[py(16), bx0 : bx1 + 1] = line
-            image[py(44), bx0 : bx1 + 1] = line
-            image[py(16) : py(44) + 1, px(gx + sign * 14)] = line
-            nx0, nx1 = sorted((px(gx), px(gx - sign * 3.5)))
-            image[py(GOAL_Y[0]) : py(GOAL_Y[1]) + 1, nx0 : nx1 + 1] = (70, 78, 72)
-            image[py(GOAL_Y[0]) : py(GOAL_Y[1]) + 1 : 2, nx0 : nx1 + 1] = (120, 128, 122)
-            for gy in GOAL_Y:
-                image[py(gy) - 1 : py(gy) + 2, nx0 : nx1 + 1] = WHITE
-        image[:HUD_ROWS] = HUD_BG
-        return image
-
-    def _render(self, time: float) -> Frame:
-        image = self._background.copy()
-        i = self._tick(time)
-        pos, ball = self._pos[i], self._ball[i]
-        xs = np.rint(OX + pos[:, 0] * SX).astype(int)
-        ys = np.rint(OY + pos[:, 1] * SY).astype(int)
-        for pid in range(2 * PER_TEAM):
-            team, index = divmod(pid, PER_TEAM)
-            colour = KEEPER_KITS[team] if index == 0 else self.kits[team]
-            stamp(image, self._player_disc, int(ys[pid]), int(xs[pid]), colour)
-        stamp(image, self._marker, int(ys[YOU]) - 5, int(xs[YOU]), YELLOW)
-        bx, by = int(round(OX + float(ball[0]) * SX)), int(round(OY + float(ball[1]) * SY))
-        stamp(image, self._ball_rim, by, bx, INK)
-        stamp(image, self._ball_disc, by, bx, WHITE)
-        self._flash(image, time)
-        card = self.overlays.active("card", time)
-        if card is not None:
-            title, stat = card.text.split("|")
-            blend(image, (14, 22, 60), 0.8, rows=slice(98, 134), cols=slice(36, 220))
-            fill_box(image, 98, 101, 36, 220, card.colour)
-            draw_text(image, title, 109, 128, card.colour)
-            draw_text(image, stat, 123, 128, WHITE)
-        feed = self.overlays.active("feed", time)
-        if feed is not None:
-            width = draw_text(image, feed.text, -100, 0, WHITE)
-            fill_box(image, 122, 139, 4, 18 + width, (15, 15, 25))
-            fill_box(image, 122, 139, 4, 9, feed.colour)
-            draw_text(image, feed.text, 130, 13, WHITE, align="left")
-        banner = self.overlays.active("banner", time)
-        if banner is not None:
-            fill_box(image, 52, 90, 0, 256, banner.colour)
-            fill_box(image, 52, 54, 0, 256, WHITE)
-            fill_box(image, 88, 90, 0, 256, WHITE)
-            draw_text(image, banner.text, 71, 128, INK, scale=2)
-        self._draw_hud(image, time)
-        return image
-
-    def _draw_hud(self, image: Frame, time: float) -> None:
-        a, b = self.score_at(time)
-        fill_box(image, 2, 12, 4, 10, self.kits[0])
-        draw_text(image, SHORT[self.teams[0]], 7, 13, WHITE, align="left")
-        draw_text(image, f"{a} - {b}", 7, 66, YELLOW)
-        draw_text(image, SHORT[self.teams[1]], 7, 119, WHITE, align="right")
-        fill_box(image, 2, 12, 122, 128, self.kits[1])
-        start = self._match_start(time)
-        draw_text(image, clock_text(min(time - start, MATCH_SECONDS)), 7, 250, WHITE, align="right")
-
-    # -- ground truth
-
-    # -- guidance
-
-    def direction_to(self, time: float, target: int) -> str:
-        """Screen direction (``up``, ``down-left``, ...) from the user's player to ``target``
-        (a player id, or -1 for the ball) at ``time``."""
-        pos = self.positions_at(time)
-        there = self.ball_at(time) if target < 0 else pos[target]
-        offset = there - pos[YOU]
-        return SCREEN_WORDS[compass(float(offset[0]), float(offset[1])) or "north"]
-
-    def _open_mate(self, time: float) -> int:
-        pos = self.positions_at(time)
-        mates = [pid for pid in range(1, PER_TEAM) if pid != YOU]
-        space = [float(np.min(np.hypot(*(pos[PER_TEAM:] - pos[m]).T))) for m in mates]
-        return mates[int(np.argmax(space))]
-
-    def _questions(self, rng: np.random.Generator) -> list[Question]:
-        out = []
-        second = int(rng.integers(5, 12))
-        limit = int(self.duration) - 4
-        kinds = ("pass", "ball", "shoot", "time", "mark")
-        while second < limit:
-            kind = kinds[int(rng.integers(0, len(kinds)))]
-            out.append(self._question(kind, second, rng))
-            second += int(rng.integers(13, 24))
-        return out
-
-    def _question(self, kind: str, second: int, rng: np.random.Generator) -> Question:
-        if kind == "pass":
-            text = ("who should I pass to?", "who's open?", "where do I pass?")[int(rng.integers(0, 3))]
-
-            def first(s: int) -> Composed:
-                mate = self._open_mate(s)
-                word = self.direction_to(s, mate)
-                return f"Pass to {self.players[mate]}, open {SCREEN_PHRASE[word]}.", {
-                    "target": mate,
-                    "direction": word,
-                }
-
-            def second_step(s: int) -> Composed:
-                return "Then make a run toward goal.", {}
-
-            return Question(second, text, (first, second_step))
-        if kind == "ball":
-
-            def where(s: int) -> Composed:
-                holder = self.carrier_at(s)
-                if holder == YOU:
-                    return "You have it! Look up.", {"target": -1, "direction": None}
-                word = self.direction_to(s, -1)
-                who = f"{self.players[holder]} has it" if holder >= 0 else "It's loose"
-                return f"{who}, {SCREEN_PHRASE[word]}.", {"target": -1, "direction": word}
-
-            def then(s: int) -> Composed:
-                holder = self.carrier_at(s)
-                if holder >= PER_TEAM:
-                    return f"Press {self.players[holder]} now!", {}
-                return "Get into space and call for it.", {}
-
-            return Question(second, "where is the ball?", (where, then))
-        if kind == "shoot":
-
-            def shoot(s: int) -> Composed:
-                x, y = (float(v) for v in self.positions_at(s)[YOU])
-                dist = math.hypot(100.0 - x, 30.0 - y)
-                if dist < 25:
-                    return "Yes, you're in range, hit it low.", {"distance": dist}
-                return f"No, you're {round(dist / 2)} metres out. Get closer.", {"distance": dist}
-
-            return Question(second, "should I shoot?", (shoot, lambda s: ("Aim for the far post.", {})))
-        if kind == "time":
-
-            def left(s: int) -> Composed:
-                remaining = max(0, int(MATCH_SECONDS - (s - self._match_start(s))))
-                return f"{remaining // 60} minutes {remaining % 60} seconds left.", {"remaining": remaining}
-
-            def plan(s: int) -> Composed:
-                a, b = self.score_at(s)
-                if a > b:
-                    return f"We lead {a}-{b}, keep it tight.", {}
-                if a < b:
-                    return f"We're down {a}-{b}, push forward.", {}
-                return f"Level at {a}-{b}, go for it.", {}
-
-            return Question(second, "how long is left?", (left, plan))
-
-        def mark(s: int) -> Composed:
-            pos = self.positions_at(s)
-            opponents = list(range(PER_TEAM + 1, 2 * PER_TEAM))
-            near = opponents[int(np.argmin([float(np.hypot(*(pos[o] - pos[YOU]))) for o in opponents]))]
-            word = self.direction_to(s, near)
-            return f"Mark {self.players[near]}, {SCREEN_PHRASE[word]}.", {"target": near, "direction": word}
-
-        return Question(
-            second, "who should I mark?", (mark, lambda s: ("Stay between him and our goal.", {}))
-        )
-
-    def _guide_followups(self, rng: np.random.Generator) -> list[Candidate]:
-        out = []
-        for event in self.events:
-            details = event.details
-            options: tuple[str, ...] = ()
-            importance = event.importance
-            if event.kind == "pass" and details.get("receiver_pid") == YOU:
-                options, importance = ("Ball's coming to you, look up!", "It's yours, turn and go!"), 0.5
-            elif event.kind == "pass" and details.get("pid") == YOU:
-                options, importance = ("Nice pass, now move.", "Good ball, find space."), 0.35
-            elif event.kind == "tackle" and details.get("pid") == YOU:
-                options = ("Great tackle, go!", "Won it! Drive forward.")
-            elif event.kind == "tackle" and details.get("victim_pid") == YOU:
-                options = ("You lost it, track back!", "Get back and press!")
-            elif event.kind == "goal" and details.get("team") == self.teams[0]:
-                options = ("Goal! Great work, back to shape.", "Yes! Keep that up.")
-            elif event.kind == "goal":
-                options = ("Unlucky. Reset and press high.", "Heads up, we go again.")
-            elif event.kind in ("save", "post", "miss") and details.get("pid") == YOU:
-                options = ("Good effort, keep shooting.", "Close! Next one goes in.")
-            elif event.kind in ("save", "post", "miss") and details.get("team") == self.teams[0]:
-                options, importance = ("Good chance, keep pressing.", "So close, stay on them."), 0.5
-            elif event.kind == "full_time":
-                options = ("Full time. Well played.", "That's the match. Good effort.")
-            elif event.kind in ("kickoff", "match_start"):
-                options, importance = ("Kick-off, hold your position.", "Here we go, stay wide."), 0.3
-            if not options:
-                continue
-            first, last = commentary.event_window(event)
-            compose = commentary.from_templates(options, {}, rng)
-            out.append(
-                Candidate(
-                    first, last, importance, self.guide, "assistant", compose, event, purpose="followup"
-                )
-            )
-        return out
