@@ -460,7 +460,8 @@ class RunFolder:
         self.settings_file = settings_file
         """The file whose presence marks a run begun (``config.yaml``, DSR's ``run.json``)."""
         self.resuming = False
-        """Whether the folder holds an earlier run that this one continues."""
+        """Whether the folder holds an earlier run that this one continues: set by
+        :meth:`begin`, or by a runner that checks a settings file of its own (DSR's)."""
 
     @property
     def log(self) -> Path:
