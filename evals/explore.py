@@ -400,7 +400,8 @@ def _run_dfs(
             frame = (lambda e: video.add(e._panorama_picture(), e)) if video else None
             with sqlite_checkpointer(checkpoint) as saver:
                 graph = build_explorer_graph().compile(checkpointer=saver)
-                config, saved = run_config(run_id), dict[str, Any]()
+                config = run_config(run_id)
+                saved: dict[str, Any] = {}
                 if folder.resuming and restart is None:
                     run_id, config, saved, restart = _saved_state(
                         graph, run_id, checkpoint, len(records), folder.log
