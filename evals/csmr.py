@@ -104,7 +104,8 @@ def run_csmr(
             f"unknown difficulty {settings.difficulty!r}: expected one of {', '.join(task.difficulties)}"
         )
     folder.begin(asdict(settings), resume)
-    done = [r for r in folder.kept_records() if isinstance(r.get("index"), int)]  # one without is redone
+    # a record without its item's index is made again
+    done = [r for r in folder.kept_records() if isinstance(r.get("index"), int)]
     perceiver = make_perceiver(settings.perceiver, task)
     reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner, connect=True)
     if reasoner is not None:

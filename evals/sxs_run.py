@@ -212,9 +212,8 @@ def run_sxs_eval(
         raise EmbodiaError(f"--k must be at least 1, got {settings.k}")
     items = [make_item(settings.source, i, settings.difficulty, settings.seed) for i in range(settings.items)]
     folder.begin(asdict(settings), resume)
-    done = [
-        r for r in folder.kept_records() if isinstance(r.get("index"), int) and "mode" in r
-    ]  # others redone
+    # a record without its item's index and its mode is made again
+    done = [r for r in folder.kept_records() if isinstance(r.get("index"), int) and "mode" in r]
     finished = {(int(r["index"]), str(r["mode"])) for r in done}
     todo = [(i, m) for i in range(settings.items) for m in modes if (i, m) not in finished]
     policy = make_policy(settings.policy, connect=True) if any(m in POLICY_MODES for _, m in todo) else None
