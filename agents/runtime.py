@@ -19,13 +19,14 @@
 
 from __future__ import annotations
 
-import json
 import logging
 import sqlite3
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+
+from embodia.core.runs import RecordLog, read_run_records, records_before_gap
 
 logger = logging.getLogger(__name__)
 
@@ -150,7 +151,7 @@ def new_run_id() -> str:
     return uuid.uuid4().hex
 
 
-class RunRecorder:
+class RunRecorder(RecordLog):
     """Appends decision records to ``episodes.jsonl`` as they happen (flushed each line).
 
     On resume (``keep_decisions``: the decisions the checkpoint holds) the file keeps the
@@ -167,9 +168,6 @@ class RunRecorder:
         keep_decisions: int | None = None,
         records: list[dict[str, Any]] | None = None,
     ) -> None:
-        from embodia.core.runs import continue_records, read_run_records, records_before_gap
-
-        self.path = path
         kept: list[dict[str, Any]] = []
         if keep_decisions:
             if records is None:
@@ -182,13 +180,7 @@ class RunRecorder:
                     len(kept) + 1,
                     len(records),
                 )
-        path.parent.mkdir(parents=True, exist_ok=True)
-        continue_records(path, kept)
-        self._file = path.open("a", encoding="utf-8")
+        super().__init__(path, kept)
 
-    def write(self, record: dict[str, Any]) -> None:
-        self._file.write(json.dumps(record) + "\n")
-        self._file.flush()
-
-    def close(self) -> None:
-        self._file.close()
+    write = RecordLog.append
+    """The explorer's name for appending a decision record."""

@@ -1,6 +1,12 @@
 """Run folders: a folder that holds a run is continued only when asked (``--resume``) and
 only with the settings it was started with; nothing a run wrote is lost.
 
+Every runner (:class:`Runner`: ``runner(settings, out, resume=...) -> summary``) keeps its
+folder through a :class:`RunFolder`: begun (``--out`` checked, settings compared with the
+saved ones), resumed (the records kept so far), appended to (:class:`RecordLog`) and
+finished (a summary written atomically). JSONL files, a run's own or a user's, are read by
+one parser with one torn-line rule (:func:`parse_jsonl`, :func:`read_jsonl`).
+
 - Records are appended one JSON line at a time and flushed. Reading them back recovers
   every readable line: a torn last line (a kill mid-write) is dropped, and so is any other
   unreadable line, each named in a warning by its line number.
@@ -22,10 +28,11 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Iterator, Mapping, Sequence
-from contextlib import contextmanager, suppress
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager, contextmanager, suppress
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, Protocol, TypeVar
 
 from embodia.core.random_weights import random_weights_in
 from embodia.errors import EmbodiaError
@@ -33,6 +40,9 @@ from embodia.errors import EmbodiaError
 logger = logging.getLogger(__name__)
 
 CONFIG_FILE = "config.yaml"
+
+RecordCallback = Callable[[dict[str, Any]], None]
+"""What a runner's ``on_record`` is: called with each record as it is appended."""
 
 
 def write_atomic(path: Path, text: str) -> None:
@@ -51,6 +61,13 @@ def write_atomic(path: Path, text: str) -> None:
             temporary.unlink()
         raise
     _fsync_folder(path.parent)
+
+
+def write_json(
+    path: Path, value: Any, *, indent: int = 2, default: Callable[[Any], Any] | None = None
+) -> None:
+    """Write ``value`` to ``path`` as indented JSON, whole and atomically (:func:`write_atomic`)."""
+    write_atomic(path, json.dumps(value, indent=indent, default=default) + "\n")
 
 
 def _fsync_folder(folder: Path) -> None:
@@ -75,17 +92,60 @@ def _line_ranges(numbers: Sequence[int]) -> str:
     return ", ".join(parts)
 
 
-def _json_object(raw: bytes) -> dict[str, Any] | str:
+@dataclass(frozen=True)
+class BadLine:
+    """A non-blank line of a JSONL file that holds no JSON object."""
+
+    number: int
+    kind: Literal["utf-8", "json", "depth", "type"]
+    """What is wrong: not UTF-8, not JSON, nested too deeply to parse, JSON but not an object."""
+    detail: str = ""
+    """The JSON parser's message (``json``), or the type found instead (``type``)."""
+    torn: bool = False
+    """The text after the file's last newline: a line its writer has not finished (a kill
+    mid-write, or a run still writing it)."""
+
+    @property
+    def problem(self) -> str:
+        """What is wrong, in a few words (``bad JSON (Expecting value)``)."""
+        return {
+            "utf-8": "not UTF-8",
+            "json": f"bad JSON ({self.detail})",
+            "depth": "JSON nested too deeply",
+            "type": f"expected a JSON object, got {self.detail}",
+        }[self.kind]
+
+
+def _json_object(number: int, raw: bytes, torn: bool) -> dict[str, Any] | BadLine:
     """The JSON object on one line, or why the line is not one."""
     try:
         value = json.loads(raw.decode("utf-8"))
     except UnicodeDecodeError:
-        return "not UTF-8"
+        return BadLine(number, "utf-8", torn=torn)
     except json.JSONDecodeError as exc:
-        return f"bad JSON ({exc.msg})"
+        return BadLine(number, "json", exc.msg, torn)
     except RecursionError:
-        return "JSON nested too deeply"
-    return value if isinstance(value, dict) else f"expected a JSON object, got {type(value).__name__}"
+        return BadLine(number, "depth", torn=torn)
+    return value if isinstance(value, dict) else BadLine(number, "type", type(value).__name__, torn)
+
+
+def parse_jsonl(data: bytes) -> tuple[list[tuple[int, dict[str, Any]]], list[BadLine]]:
+    """``(line number, object)`` for each JSON-object line of ``data``, and the other non-blank
+    lines as :class:`BadLine`; the one place embodia's JSONL lines are split and parsed. The
+    torn-line rule: a complete line ends with a newline, so an unreadable text after the
+    last one is ``torn`` (its writer was killed mid-write or is still writing it)."""
+    *lines, tail = data.split(b"\n")
+    records: list[tuple[int, dict[str, Any]]] = []
+    bad: list[BadLine] = []
+    for number, raw in enumerate([*lines, tail], start=1):
+        if not raw.strip():
+            continue
+        found = _json_object(number, raw, torn=number == len(lines) + 1)
+        if isinstance(found, BadLine):
+            bad.append(found)
+        else:
+            records.append((number, found))
+    return records, bad
 
 
 def read_jsonl(
@@ -93,7 +153,7 @@ def read_jsonl(
 ) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each JSON-object line of ``path``; blank lines are skipped.
 
-    The one torn-line rule of embodia's JSONL files:
+    The one torn-line rule of embodia's JSONL files (:func:`parse_jsonl`):
 
     - ``strict=False`` (a file a run appended to as it went): a missing file reads as empty; a
       torn last line (a kill mid-write) and any unreadable line elsewhere are dropped, with a
@@ -110,23 +170,14 @@ def read_jsonl(
         data = file.read_bytes()
     except OSError as exc:
         raise error(f"cannot read {file}: {exc.strerror or exc}") from None
-    *lines, tail = data.split(b"\n")  # a complete file ends with a newline
-    records: list[tuple[int, dict[str, Any]]] = []
-    unreadable: list[int] = []
-    for number, raw in enumerate([*lines, tail], start=1):
-        if not raw.strip():
-            continue
-        record = _json_object(raw)
-        if isinstance(record, dict):
-            records.append((number, record))
-        elif strict:
-            raise error(f"{file} line {number}: {record}")
-        elif number == len(lines) + 1:
-            logger.warning(
-                "%s: line %d is incomplete (the run was killed mid-write); dropping it", file, number
-            )
-        else:
-            unreadable.append(number)
+    records, bad = parse_jsonl(data)
+    if strict and bad:
+        raise error(f"{file} line {bad[0].number}: {bad[0].problem}")
+    unreadable = [line.number for line in bad if not line.torn]
+    if len(unreadable) < len(bad):
+        logger.warning(
+            "%s: line %d is incomplete (the run was killed mid-write); dropping it", file, bad[-1].number
+        )
     if unreadable:
         logger.warning(
             "%s: line%s %s cannot be read; dropping %s and keeping the %d readable lines",
@@ -176,11 +227,16 @@ def records_before_gap(
     return kept
 
 
+def jsonl_text(records: Iterable[Mapping[str, Any]]) -> str:
+    """``records`` as JSONL: one JSON line each, every line ended."""
+    return "".join(json.dumps(record) + "\n" for record in records)
+
+
 def continue_records(path: Path, records: Sequence[dict[str, Any]]) -> None:
     """Make ``path`` hold exactly ``records`` (one JSON line each) before a run appends to it
     again: untouched when it already does (the normal resume: append-only), else replaced
     atomically (a torn last line, unreadable lines or records to be made again go)."""
-    text = "".join(json.dumps(record) + "\n" for record in records)
+    text = jsonl_text(records)
     if path.is_file() and path.read_bytes() == text.encode("utf-8"):
         return
     write_atomic(path, text)
@@ -225,17 +281,6 @@ def write_config(out: Path, config: Mapping[str, Any]) -> None:
     if notes:
         record["random_weights"] = notes
     write_atomic(out / CONFIG_FILE, yaml.safe_dump(record, sort_keys=False))
-
-
-def begin_results(out: Path, settings: Mapping[str, Any], done: list[dict[str, Any]]) -> Path:
-    """Start (or continue) a run that appends one JSON line per result: ``config.yaml`` with
-    its settings, and the results file holding exactly the records kept from before. Returns
-    the results file, to be opened for appending."""
-    out.mkdir(parents=True, exist_ok=True)
-    write_config(out, {"settings": dict(settings)})
-    results = out / "results.jsonl"
-    continue_records(results, done)
-    return results
 
 
 def settings_differences(saved: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
@@ -356,3 +401,151 @@ def _remove_created(out: Path, before: set[str] | None, created_below: Path) -> 
                 shutil.rmtree(entry, ignore_errors=True)
             else:
                 entry.unlink(missing_ok=True)
+
+
+class RecordLog:
+    """A run's append-only JSONL file, open for appending: each record is one JSON line,
+    flushed as it is written, so a kill loses at most the line being written. It starts
+    holding exactly ``kept`` (:func:`continue_records`: untouched when it already does)."""
+
+    def __init__(
+        self,
+        path: Path,
+        kept: Sequence[dict[str, Any]] = (),
+        *,
+        default: Callable[[Any], Any] | None = None,
+    ) -> None:
+        """``default`` turns a value JSON has no type for into one (``str``: its text)."""
+        path.parent.mkdir(parents=True, exist_ok=True)
+        continue_records(path, kept)
+        self.path = path
+        self.last: Mapping[str, Any] | None = kept[-1] if kept else None
+        """The record appended last (or kept last, before the first append)."""
+        self._default = default
+        self._file = path.open("a", encoding="utf-8")
+
+    def append(self, record: Mapping[str, Any]) -> None:
+        self._file.write(json.dumps(record, default=self._default) + "\n")
+        self._file.flush()
+        self.last = record
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> RecordLog:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class RunFolder:
+    """The folder of one run, through its life:
+
+    - made (``RunFolder(out, records)``): ``--out`` is checked before anything is computed;
+    - :meth:`begin`: the settings are compared with those saved in ``config.yaml``, and the
+      run is refused or resumed;
+    - :meth:`kept_records`: on resume, the records kept so far (a torn last line dropped);
+    - :meth:`recording`: the folder is created, the config written and the records file
+      opened for appending (:class:`RecordLog`); a new run that fails before its first
+      record leaves nothing behind (:func:`run_folder`);
+    - :meth:`finish`: a JSON file written whole and atomically (the summary, the report).
+    """
+
+    def __init__(self, out: Path | str, records: str, *, settings_file: str = CONFIG_FILE) -> None:
+        self.out = Path(out)
+        check_out_folder(self.out)
+        self.records = records
+        """The name of the JSONL file the run appends its records to."""
+        self.settings_file = settings_file
+        """The file whose presence marks a run begun (``config.yaml``, DSR's ``run.json``)."""
+        self.resuming = False
+        """Whether the folder holds an earlier run that this one continues: set by
+        :meth:`begin`, or by a runner that checks a settings file of its own (DSR's)."""
+
+    @property
+    def log(self) -> Path:
+        """The records file."""
+        return self.out / self.records
+
+    def begin(self, settings: Mapping[str, Any], resume: bool) -> bool:
+        """Whether this run continues one in the folder; an error naming the problem when the
+        folder holds a run that may not be continued (see :func:`check_resumable`)."""
+        self.resuming = check_resumable(self.out, settings, resume)
+        return self.resuming
+
+    def finished(self, name: str = "summary.json") -> dict[str, Any] | None:
+        """The summary a resumed run wrote when it finished (None for a new or unfinished run)."""
+        summary = self.out / name
+        if not (self.resuming and summary.exists()):
+            return None
+        value: dict[str, Any] = json.loads(summary.read_text(encoding="utf-8"))
+        return value
+
+    def read_records(self) -> list[dict[str, Any]]:
+        """Every readable record of the records file (:func:`read_run_records`)."""
+        return read_run_records(self.log)
+
+    def kept_records(
+        self, in_order: str | None = None, first: int = 1, what: str = "records"
+    ) -> list[dict[str, Any]]:
+        """The records a resume keeps (none for a new run): every readable line, and with
+        ``in_order`` (the key that numbers them, from ``first``) only those before a gap
+        (:func:`records_before_gap`; ``what`` names them in its warning)."""
+        if not self.resuming:
+            return []
+        records = self.read_records()
+        return records if in_order is None else records_before_gap(records, in_order, first, self.log, what)
+
+    def creating(self) -> AbstractContextManager[None]:
+        """The folder created for the run's body; removed again when a new run fails before
+        its first record (:func:`run_folder`)."""
+        return run_folder(self.out, self.records, self.settings_file)
+
+    @contextmanager
+    def recording(
+        self,
+        kept: Sequence[dict[str, Any]],
+        config: Mapping[str, Any] | None = None,
+        *,
+        default: Callable[[Any], Any] | None = None,
+    ) -> Iterator[RecordLog]:
+        """The records file holding ``kept``, open for appending, inside :meth:`creating`;
+        ``config`` (``{"settings": ..., ...}``) is written to ``config.yaml`` first."""
+        with self.creating():
+            if config is not None:
+                write_config(self.out, config)
+            with RecordLog(self.log, kept, default=default) as log:
+                yield log
+
+    def finish(
+        self,
+        name: str,
+        value: Mapping[str, Any],
+        *,
+        indent: int = 2,
+        default: Callable[[Any], Any] | None = None,
+    ) -> None:
+        """Write ``value`` as the JSON file ``name`` of the run (its summary, its report)."""
+        write_json(self.out / name, value, indent=indent, default=default)
+
+
+SettingsT_contra = TypeVar("SettingsT_contra", contravariant=True)
+
+
+class Runner(Protocol[SettingsT_contra]):
+    """The shape every runner has: ``runner(settings, out, resume=...) -> summary``. It runs
+    (or, with ``resume``, continues) the run its settings describe in the folder ``out``
+    (a :class:`RunFolder`) and returns what it wrote last (its summary or report). Runners
+    take optional keyword arguments of their own besides: a callback that follows the
+    progress (``on_record``, ``on_step``, ``on_event``) and run options that are not settings."""
+
+    def __call__(self, settings: SettingsT_contra, out: Path, *, resume: bool = False) -> dict[str, Any]: ...
+
+
+RunnerT = TypeVar("RunnerT", bound=Runner[Any])
+
+
+def runner(function: RunnerT) -> RunnerT:
+    """Mark ``function`` as a runner: the type checker holds it to the :class:`Runner` shape."""
+    return function

@@ -13,7 +13,6 @@ mean ROUGE-L F1 as ``rouge_l`` (None for other tasks).
 
 from __future__ import annotations
 
-import json
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -23,14 +22,7 @@ from typing import Any
 from embodia.agents.csmr import CSMRSettings, solve
 from embodia.core.chat import ContextOverflowError, check_output_budget, context_window
 from embodia.core.limits import MAX_SET_SIZE, check_range
-from embodia.core.runs import (
-    begin_results,
-    check_out_folder,
-    check_resumable,
-    read_run_records,
-    run_folder,
-    write_atomic,
-)
+from embodia.core.runs import RecordCallback, RunFolder, runner
 from embodia.envs.puzzles import make_task
 from embodia.errors import EmbodiaError
 from embodia.perception.scheduler import CropPerceiver, OraclePerceiver, Perceiver, VLMPerceiver
@@ -86,16 +78,19 @@ def task_function(task: Any, name: str) -> Callable[..., Any] | None:
     return found if callable(found) else None
 
 
+@runner
 def run_csmr(
     settings: CSMRRunSettings,
     out: Path,
+    *,
     resume: bool = False,
-    on_item: Callable[[dict[str, Any]], None] | None = None,
+    on_record: RecordCallback | None = None,
 ) -> dict[str, Any]:
-
+    """Solve the items without a record yet, one line each in ``results.jsonl``
+    (``on_record`` gets each as it is written), then write the report."""
     from embodia.policies import make_policy
 
-    check_out_folder(out)
+    folder = RunFolder(out, RESULTS)
     check_range("--items", settings.items, 1, MAX_SET_SIZE)
     task = make_task(settings.task)
     csmr = CSMRSettings(
@@ -108,54 +103,59 @@ def run_csmr(
         raise EmbodiaError(
             f"unknown difficulty {settings.difficulty!r}: expected one of {', '.join(task.difficulties)}"
         )
-    recorded = read_run_records(out / RESULTS) if check_resumable(out, asdict(settings), resume) else []
-    done = [r for r in recorded if isinstance(r.get("index"), int)]  # an item without one is redone
+    folder.begin(asdict(settings), resume)
+    # a record without its item's index is made again
+    done = [r for r in folder.kept_records() if isinstance(r.get("index"), int)]
     perceiver = make_perceiver(settings.perceiver, task)
     reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner, connect=True)
     if reasoner is not None:
         check_output_budget(reasoner, csmr.reply_tokens, None, what="--reasoner")
     finished = {int(r["index"]) for r in done}
     rows = list(done)
-    hallucinated = task_function(task, "hallucinated_objects")
-    scores_rouge_l = task.score_name == "rouge_l"
-    with run_folder(out, RESULTS):
-        results = begin_results(out, asdict(settings), done)
-        with results.open("a", encoding="utf-8") as sink:
-            for index in range(settings.items):
-                if index in finished:
-                    continue
-                instance = task.generate(settings.seed + index, settings.difficulty)
-                try:
-                    result = solve(instance, instance.prompt, perceiver, reasoner, csmr)
-                except ContextOverflowError as error:
-                    # the reasoner's prompt grows with each look's evidence; a perceiver's is one image
-                    by_reasoner = reasoner is not None and error.window == context_window(reasoner)
-                    raise error.naming(
-                        f"item {index} ({'--reasoner' if by_reasoner else '--perceiver'})",
-                        output_flag=None,
-                        prompt_advice="lower --max-queries" if by_reasoner else "pass another --perceiver",
-                    ) from error
-                verdict = task.score(result.answer or "", instance)
-                row: dict[str, Any] = {
-                    "index": index,
-                    "instance": instance.to_record(),
-                    "correct": verdict.correct,
-                    "score": verdict.score,
-                    "reason": verdict.reason,
-                    **result.to_record(),
-                }
-                if scores_rouge_l:
-                    row["rouge_l"] = verdict.score
-                if hallucinated is not None and result.answer:
-                    row["hallucinations"] = list(hallucinated(result.answer, instance.facts))
-                sink.write(json.dumps(row, default=str) + "\n")
-                sink.flush()
-                rows.append(row)
-                if on_item is not None:
-                    on_item(row)
+    with folder.recording(done, {"settings": asdict(settings)}, default=str) as log:
+        for index in range(settings.items):
+            if index in finished:
+                continue
+            instance = task.generate(settings.seed + index, settings.difficulty)
+            row = _solve_item(task, instance, index, perceiver, reasoner, csmr)
+            log.append(row)
+            rows.append(row)
+            if on_record is not None:
+                on_record(row)
     report = summarise(rows, settings)
-    write_atomic(out / "report.json", json.dumps(report, indent=2) + "\n")
+    folder.finish("report.json", report)
     return report
+
+
+def _solve_item(
+    task: Any, instance: Any, index: int, perceiver: Perceiver, reasoner: Any, csmr: CSMRSettings
+) -> dict[str, Any]:
+    """Item ``index``'s record: the task's verdict on CSMR's answer and how it was reached."""
+    try:
+        result = solve(instance, instance.prompt, perceiver, reasoner, csmr)
+    except ContextOverflowError as error:
+        # the reasoner's prompt grows with each look's evidence; a perceiver's is one image
+        by_reasoner = reasoner is not None and error.window == context_window(reasoner)
+        raise error.naming(
+            f"item {index} ({'--reasoner' if by_reasoner else '--perceiver'})",
+            output_flag=None,
+            prompt_advice="lower --max-queries" if by_reasoner else "pass another --perceiver",
+        ) from error
+    verdict = task.score(result.answer or "", instance)
+    row: dict[str, Any] = {
+        "index": index,
+        "instance": instance.to_record(),
+        "correct": verdict.correct,
+        "score": verdict.score,
+        "reason": verdict.reason,
+        **result.to_record(),
+    }
+    if task.score_name == "rouge_l":
+        row["rouge_l"] = verdict.score
+    hallucinated = task_function(task, "hallucinated_objects")
+    if hallucinated is not None and result.answer:
+        row["hallucinations"] = list(hallucinated(result.answer, instance.facts))
+    return row
 
 
 def summarise(rows: list[dict[str, Any]], settings: CSMRRunSettings) -> dict[str, Any]:

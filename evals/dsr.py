@@ -26,14 +26,7 @@ from typing import Any
 
 from embodia.core.chat import ContextOverflowError, Policy, check_output_budget, check_temperature
 from embodia.core.limits import MAX_CONCURRENCY, check_range
-from embodia.core.runs import (
-    check_out_folder,
-    continue_records,
-    read_run_records,
-    run_folder,
-    settings_differences,
-    write_atomic,
-)
+from embodia.core.runs import RecordLog, RunFolder, settings_differences, write_json
 from embodia.envs.dsr import prompts, suites
 from embodia.envs.dsr.core import CATEGORIES, DSRError
 from embodia.envs.dsr.env import score_answer
@@ -44,6 +37,8 @@ logger = logging.getLogger(__name__)
 
 RUN_FILE, ANSWERS_FILE, REPORT_FILE, CHART_FILE = "run.json", "answers.jsonl", "report.json", "report.png"
 GROUP_KEYS = ("category", "structure", "operation", "length", "prompt_mode", "suite")
+INSTANCE_KEYS = ("id", "suite", "category", "structure", "operation", "length")
+"""What an answer record says of its instance (then its ``prompt_mode``, the reply, the score)."""
 
 
 @dataclass(frozen=True)
@@ -145,12 +140,7 @@ def answer_one(
         ) from error
     score = score_answer(completion.text, instance, mode, limits, isolated=isolated)
     return {
-        "id": instance.id,
-        "suite": instance.suite,
-        "category": instance.category,
-        "structure": instance.structure,
-        "operation": instance.operation,
-        "length": instance.length,
+        **{key: getattr(instance, key) for key in INSTANCE_KEYS},
         "prompt_mode": mode,
         "reply": completion.text,
         "finish_reason": completion.finish_reason,
@@ -178,7 +168,7 @@ def run_dsr(
     run is refused before anything is asked, unless ``unsafe_no_sandbox``.
     """
     check_range("--concurrency", concurrency, 1, MAX_CONCURRENCY, DSRError)
-    check_out_folder(out)
+    folder = RunFolder(out, ANSWERS_FILE, settings_file=RUN_FILE)
     # --tokens at or over the model's context gets every request refused (vLLM: HTTP 400)
     check_output_budget(policy, settings.tokens, "--tokens")
     instances = select_instances(settings)
@@ -188,24 +178,22 @@ def run_dsr(
     elif runs_code:
         logger.warning("--unsafe-no-sandbox: model-written code runs without operating-system isolation")
     isolated = not unsafe_no_sandbox
-    answers_path = out / ANSWERS_FILE
-    recorded = read_run_records(answers_path) if _check_run(out, settings) else []
+    folder.resuming = _check_run(out, settings)
+    recorded = folder.kept_records()
     answers = {record["id"]: record for record in recorded if "id" in record}
     wanted = {i.id for i in instances}
     todo = [i for i in instances if i.id not in answers]
     done = sum(1 for key in answers if key in wanted)
     lock = threading.Lock()
-    with run_folder(out, ANSWERS_FILE, settings_file=RUN_FILE):
-        write_atomic(out / RUN_FILE, json.dumps(_run_record(settings), indent=1))
+    with folder.creating():
+        write_json(out / RUN_FILE, _run_record(settings), indent=1)
         # A torn last line goes before appending, or the next answer would be glued to it.
-        continue_records(answers_path, recorded)
-        with answers_path.open("a", encoding="utf-8") as log:
+        with RecordLog(folder.log, recorded) as log:
 
             def record(result: dict[str, Any]) -> None:
                 nonlocal done
                 with lock:
-                    log.write(json.dumps(result) + "\n")
-                    log.flush()
+                    log.append(result)
                     answers[result["id"]] = result
                     done += 1
                     if on_answer is not None:
@@ -215,23 +203,37 @@ def run_dsr(
                 for instance in todo:
                     record(answer_one(policy, instance, settings, limits, isolated=isolated))
             else:
-                with ThreadPoolExecutor(max_workers=concurrency) as pool:
-                    futures: set[Future[dict[str, Any]]] = {
-                        pool.submit(answer_one, policy, instance, settings, limits, isolated=isolated)
-                        for instance in todo
-                    }
-                    while futures:
-                        finished, futures = wait(futures, return_when=FIRST_EXCEPTION)
-                        for future in finished:
-                            if future.exception() is not None:
-                                for pending in futures:
-                                    pending.cancel()
-                                raise future.exception()  # type: ignore[misc]
-                            record(future.result())
+                _answer_concurrently(todo, concurrency, record, policy, settings, limits, isolated)
     report = build_report([answers[i.id] for i in instances], settings)
-    write_atomic(out / REPORT_FILE, json.dumps(report, indent=1))
+    folder.finish(REPORT_FILE, report, indent=1)
     write_chart(report, out / CHART_FILE)
     return report
+
+
+def _answer_concurrently(
+    todo: Sequence[Instance],
+    concurrency: int,
+    record: Callable[[dict[str, Any]], None],
+    policy: Policy,
+    settings: DSRSettings,
+    limits: Limits,
+    isolated: bool,
+) -> None:
+    """Ask ``concurrency`` instances at a time, recording each answer as it arrives; the first
+    failure cancels the requests not yet sent and is raised."""
+    with ThreadPoolExecutor(max_workers=concurrency) as pool:
+        futures: set[Future[dict[str, Any]]] = {
+            pool.submit(answer_one, policy, instance, settings, limits, isolated=isolated)
+            for instance in todo
+        }
+        while futures:
+            finished, futures = wait(futures, return_when=FIRST_EXCEPTION)
+            for future in finished:
+                if future.exception() is not None:
+                    for pending in futures:
+                        pending.cancel()
+                    raise future.exception()  # type: ignore[misc]
+                record(future.result())
 
 
 def _mean(values: Iterable[float]) -> float:

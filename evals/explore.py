@@ -13,7 +13,6 @@ scenes are a run per scene plus a summary of means and standard deviations.
 
 from __future__ import annotations
 
-import json
 import logging
 import re
 import time
@@ -25,28 +24,25 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from embodia.core.limits import MAX_SET_SIZE, MAX_STEPS, check_image_size, check_range, check_seed
 from embodia.core.runs import (
+    RecordCallback,
+    RunFolder,
     check_out_folder,
-    check_resumable,
-    continue_records,
     read_config,
-    read_run_records,
-    records_before_gap,
-    run_folder,
+    runner,
     set_aside,
-    write_atomic,
     write_config,
+    write_json,
 )
 from embodia.errors import EmbodiaError
+from embodia.evals.explore_media import VideoWriter, write_pictures, write_tree
 from embodia.sim.loading import UP_AXES, UpAxis
 
 logger = logging.getLogger(__name__)
 
 MEASURES = ("coverage_m2", "coverage_ratio", "coverage_auc", "path_length", "collisions", "steps")
-FRAME_HEIGHT = 256
 ENV_IDS = {"primitive": "embodia/ActiveMapping-v0", "waypoint": "embodia/ActiveMappingWaypoint-v0"}
 EPISODES, CHECKPOINT = "episodes.jsonl", "checkpoint.sqlite"
 _SEEDS = re.compile(r"^procedural:seeds=(\d{1,12})-(\d{1,12})((?:,[a-z_]+=[^,]+)*)$")
@@ -238,13 +234,17 @@ def _reset_env(settings: ExploreSettings) -> tuple[Any, tuple[Any, dict[str, Any
         raise
 
 
+StepCallback = Callable[[int, dict[str, Any]], None]
+
+
+@runner
 def run_exploration(
     settings: ExploreSettings,
     out: Path,
     *,
     resume: bool = False,
-    on_step: Callable[[int, dict[str, Any]], None] | None = None,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_step: StepCallback | None = None,
+    on_event: RecordCallback | None = None,
     max_fallback_share: float = DEFAULT_MAX_FALLBACK_SHARE,
 ) -> dict[str, Any]:
     """Run (or resume) one recorded exploration episode; returns its summary.
@@ -259,66 +259,69 @@ def run_exploration(
     the tenth decision on and at the end; the records written so far stay, and ``--resume``
     continues). The share is not a setting of the run: a resume may change it.
     """
-
-    from embodia.agents.baselines import make_agent
-
     out = Path(out)
     limit = FallbackLimit(max_fallback_share, policy=settings.policy, records=str(out / EPISODES))
-    check_out_folder(out)
+    folder = RunFolder(out, EPISODES)
     # Before anything else, even for a finished run: new arguments are never silently ignored.
-    resuming = check_resumable(out, asdict(settings), resume)
-    if resuming and (out / "summary.json").exists():
-        summary: dict[str, Any] = json.loads((out / "summary.json").read_text())
+    folder.begin(asdict(settings), resume)
+    summary = folder.finished()
+    if summary is not None:
         return summary
     if settings.agent == "dfs":
-        return _run_dfs(settings, out, resuming=resuming, on_step=on_step, on_event=on_event, limit=limit)
-    log_path = out / EPISODES
-    records = records_before_gap(read_run_records(log_path), "step", 1, log_path, "steps") if resuming else []
+        return _run_dfs(settings, folder, on_step=on_step, on_event=on_event, limit=limit)
+    return _run_primitive(settings, folder, on_step)
+
+
+def _run_primitive(
+    settings: ExploreSettings, folder: RunFolder, on_step: StepCallback | None
+) -> dict[str, Any]:
+    """A baseline agent's episode, one record per decision: a primitive step, or in the
+    waypoint env a waypoint and the steps it spent. A resume replays the episode from its
+    seed, checking each replayed step against its record."""
+    from embodia.agents.baselines import make_agent
+
+    records = folder.kept_records("step", 1, "steps")
     agent = make_agent(settings.agent)
     started = time.perf_counter()
     env, (observation, info) = _reset_env(settings)
     try:
-        with run_folder(out, EPISODES):
-            write_config(out, {"command": "explore", "settings": asdict(settings)})
-            continue_records(log_path, records)
+        config = {"command": "explore", "settings": asdict(settings)}
+        with folder.recording(records, config) as log:
             base = env.unwrapped
             agent.reset(_EnvView(base), seed=settings.seed)
-            video = _VideoWriter(out / "episode.mp4") if settings.video else None
+            video = VideoWriter(folder.out / "episode.mp4") if settings.video else None
             curve = [float(info["coverage_ratio"])]
-            with log_path.open("a", encoding="utf-8") as log:
+            if video:
+                video.add(observation["rgb"], base)
+            for t in range(1, settings.steps + 1):
+                action = agent.act(observation, info)
+                observation, reward, terminated, truncated, info = env.step(action)
+                record = _step_record(t, action, observation, float(reward), info)
+                if t <= len(records):
+                    _check_replay(records[t - 1], record, folder.out)
+                else:
+                    log.append(record)
+                curve.append(float(info["coverage_ratio"]))
                 if video:
                     video.add(observation["rgb"], base)
-                # One record per decision: a primitive step, or a waypoint and the steps it spent.
-                for t in range(1, settings.steps + 1):
-                    action = agent.act(observation, info)
-                    observation, reward, terminated, truncated, info = env.step(action)
-                    record = _step_record(t, action, observation, float(reward), info)
-                    if t <= len(records):
-                        _check_replay(records[t - 1], record, out)
-                    else:
-                        log.write(json.dumps(record) + "\n")
-                        log.flush()
-                    curve.append(float(info["coverage_ratio"]))
-                    if video:
-                        video.add(observation["rgb"], base)
-                    if on_step is not None:
-                        on_step(t, record)
-                    if terminated or truncated:
-                        break
+                if on_step is not None:
+                    on_step(t, record)
+                if terminated or truncated:
+                    break
             if video:
                 video.close()
         summary = _summarise(settings, base, info, curve, time.perf_counter() - started)
-        _write_pictures(out, base, _step_curve(base), summary)
-        _write_summary(out, summary)
+        write_pictures(folder.out, base, _step_curve(base), summary)
+        _write_summary(folder, summary)
         return summary
     finally:
         env.close()
 
 
-def _write_summary(out: Path, summary: dict[str, Any]) -> None:
+def _write_summary(folder: RunFolder, summary: dict[str, Any]) -> None:
     """``summary.json``, last and atomically: its presence marks the run finished."""
-    summary["files"] = sorted(p.name for p in out.iterdir() if p.is_file())
-    write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    summary["files"] = sorted(p.name for p in folder.out.iterdir() if p.is_file())
+    folder.finish("summary.json", summary)
 
 
 def _step_record(
@@ -364,11 +367,10 @@ def _step_curve(env: Any) -> list[float]:
 
 def _run_dfs(
     settings: ExploreSettings,
-    out: Path,
+    folder: RunFolder,
     *,
-    resuming: bool,
-    on_step: Callable[[int, dict[str, Any]], None] | None,
-    on_event: Callable[[dict[str, Any]], None] | None,
+    on_step: StepCallback | None,
+    on_event: RecordCallback | None,
     limit: FallbackLimit,
 ) -> dict[str, Any]:
     """The depth-first explorer as a LangGraph run with a SQLite checkpoint per decision.
@@ -380,77 +382,35 @@ def _run_dfs(
     one, means starting over, with the old records set aside too. Each case is a warning
     that names the decisions to be made again.
     """
+    from embodia.agents.explorer import ExplorerContext, build_explorer_graph, replay
+    from embodia.agents.runtime import RunRecorder, new_run_id, run_config, sqlite_checkpointer, stream_run
+    from embodia.core.chat import ContextOverflowError
 
-    from embodia.agents.explorer import ExplorerConfig, ExplorerContext, build_explorer_graph, replay
-    from embodia.agents.runtime import (
-        RunRecorder,
-        checkpoint_problem,
-        new_run_id,
-        run_config,
-        sqlite_checkpointer,
-        stream_run,
-    )
-    from embodia.core.chat import ContextOverflowError, check_output_budget
-
-    log_path, checkpoint = out / EPISODES, out / CHECKPOINT
-    policy = None
-    if settings.policy != "heuristic":
-        from embodia.core.chat import require_images
-        from embodia.policies import make_policy
-
-        policy = make_policy(settings.policy, connect=True)
-        require_images(policy, "the dfs explorer")
-        check_output_budget(policy, ExplorerConfig().max_tokens, None, what="--policy")
-    records = (
-        records_before_gap(read_run_records(log_path), "decision", 1, log_path, "decisions")
-        if resuming
-        else []
-    )
-    run_id = _resumed_run_id(out) if resuming else new_run_id()
+    out, checkpoint = folder.out, folder.out / CHECKPOINT
+    policy = _dfs_policy(settings.policy)
+    records = folder.kept_records("decision", 1, "decisions")
+    run_id = _resumed_run_id(out) if folder.resuming else new_run_id()
     started = time.perf_counter()
     env, _ = _reset_env(settings)
     try:
-        with run_folder(out, EPISODES):
-            restart = None  # why the run starts over, when it must
-            if resuming:
-                problem = checkpoint_problem(checkpoint)
-                if problem is not None:
-                    aside = _set_checkpoint_aside(checkpoint)
-                    restart = f"{checkpoint} is unreadable ({problem}); moved to {aside.name}"
-                elif not checkpoint.exists():
-                    restart = f"{checkpoint} is missing"
+        with folder.creating():
+            restart = _unusable_checkpoint(checkpoint) if folder.resuming else None
             base = env.unwrapped
-            video = _VideoWriter(out / "episode.mp4") if settings.video else None
+            video = VideoWriter(out / "episode.mp4") if settings.video else None
             frame = (lambda e: video.add(e._panorama_picture(), e)) if video else None
             with sqlite_checkpointer(checkpoint) as saver:
                 graph = build_explorer_graph().compile(checkpointer=saver)
                 config = run_config(run_id)
                 saved: dict[str, Any] = {}
-                if resuming and restart is None:
-                    saved = dict(graph.get_state(config).values)  # type: ignore[arg-type]
-                    if not saved:
-                        restart = f"{checkpoint} holds no checkpoint of run {run_id}"
-                    elif int(saved.get("decision", 0)) > len(records):
-                        config, saved, restart = _rewind(graph, config, saved, len(records), log_path)
-                        if restart is not None:
-                            run_id = new_run_id()  # the old thread is kept, untouched
-                            config = run_config(run_id)
-                if restart is not None and records:
-                    kept = set_aside(log_path, "before-restart")
-                    logger.warning(
-                        "%s; decisions 1-%d recorded in %s will be made again (the old records are kept "
-                        "as %s)",
-                        restart,
-                        len(records),
-                        log_path.name,
-                        kept.name,
+                if folder.resuming and restart is None:
+                    run_id, config, saved, restart = _saved_state(
+                        graph, run_id, checkpoint, len(records), folder.log
                     )
-                    records = []
-                elif restart is not None:
-                    logger.info("%s; nothing was recorded, so the run starts from the beginning", restart)
+                if restart is not None:
+                    records = _start_over(folder.log, records, restart)
                 write_config(out, {"command": "explore", "run_id": run_id, "settings": asdict(settings)})
                 done = int(saved.get("decision", 0))
-                recorder = RunRecorder(log_path, keep_decisions=done, records=records)
+                recorder = RunRecorder(folder.log, keep_decisions=done, records=records)
                 for record in records:  # the decisions the resume keeps count towards the share
                     if int(record["decision"]) <= done:
                         limit.count(record)
@@ -467,29 +427,12 @@ def _run_dfs(
                 if saved:
                     replay(context, saved.get("events", []))
                     logger.info("resuming %s at decision %d", out, done)
-
-                def progress(event: dict[str, Any]) -> None:
-                    data = event["data"]
-                    if on_event is not None and event["type"] == "custom":
-                        on_event(data)
-                    if on_step is not None and event["type"] == "custom" and data.get("event") == "navigate":
-                        on_step(
-                            int(data["decision"]),
-                            {"steps": data["steps"], "coverage_ratio": data["coverage_ratio"]},
-                        )
-
-                listening = on_step is not None or on_event is not None
                 try:
-                    state = stream_run(
-                        graph,
-                        None if saved else {"decision": 0, "events": []},
-                        config,
-                        context,
-                        progress if listening else None,
-                    )
+                    start = None if saved else {"decision": 0, "events": []}
+                    state = stream_run(graph, start, config, context, _progress(on_step, on_event))
                 except ContextOverflowError as error:
                     # the prompt is mostly the two images: the panorama's size sets its tokens
-                    decision = max((int(r.get("decision", 0)) for r in read_run_records(log_path)), default=0)
+                    decision = max((int(r.get("decision", 0)) for r in folder.read_records()), default=0)
                     raise error.naming(
                         f"decision {decision + 1}",
                         output_flag=None,
@@ -500,19 +443,110 @@ def _run_dfs(
             if video:
                 video.close()
             limit.check(final=True)  # a short run never reached the in-run check
-        info = base._info()
-        summary = _summarise(settings, base, info, _step_curve(base), time.perf_counter() - started)
-        summary["decisions"] = int(state.get("decision", 0))
-        summary["policy"] = settings.policy
-        summary["instruction"] = settings.instruction
-        if policy is not None:
-            summary["vlm"] = vlm_counts(read_run_records(log_path))
-        _write_pictures(out, base, _step_curve(base), summary)
-        _write_tree(out, base, state)
-        _write_summary(out, summary)
-        return summary
+        return _finish_dfs(settings, folder, base, state, policy is not None, time.perf_counter() - started)
     finally:
         env.close()
+
+
+def _dfs_policy(spec: str) -> Any:
+    """The dfs explorer's chat policy (None: the heuristic), connected and checked to take
+    images and to leave room in its context for a reply."""
+    from embodia.agents.explorer import ExplorerConfig
+    from embodia.core.chat import check_output_budget, require_images
+    from embodia.policies import make_policy
+
+    if spec == "heuristic":
+        return None
+    policy = make_policy(spec, connect=True)
+    require_images(policy, "the dfs explorer")
+    check_output_budget(policy, ExplorerConfig().max_tokens, None, what="--policy")
+    return policy
+
+
+def _unusable_checkpoint(checkpoint: Path) -> str | None:
+    """Why a resumed run cannot continue from ``checkpoint`` (None when it can): an unreadable
+    one is set aside first."""
+    from embodia.agents.runtime import checkpoint_problem
+
+    problem = checkpoint_problem(checkpoint)
+    if problem is not None:
+        aside = _set_checkpoint_aside(checkpoint)
+        return f"{checkpoint} is unreadable ({problem}); moved to {aside.name}"
+    return None if checkpoint.exists() else f"{checkpoint} is missing"
+
+
+def _saved_state(
+    graph: Any, run_id: str, checkpoint: Path, recorded: int, log_path: Path
+) -> tuple[str, dict[str, Any], dict[str, Any], str | None]:
+    """Where a resumed run picks up: ``(run id, graph config, saved state, None)``, or with an
+    empty state and why the run starts over instead (in a new checkpoint thread when the old
+    one cannot serve: it is kept, untouched)."""
+    from embodia.agents.runtime import new_run_id, run_config
+
+    config = run_config(run_id)
+    saved = dict(graph.get_state(config).values)
+    if not saved:
+        return run_id, config, {}, f"{checkpoint} holds no checkpoint of run {run_id}"
+    if int(saved.get("decision", 0)) <= recorded:
+        return run_id, config, saved, None
+    config, saved, restart = _rewind(graph, config, saved, recorded, log_path)
+    if restart is None:
+        return run_id, config, saved, None
+    run_id = new_run_id()
+    return run_id, run_config(run_id), {}, restart
+
+
+def _start_over(log_path: Path, records: list[dict[str, Any]], restart: str) -> list[dict[str, Any]]:
+    """No records kept for a run that starts over (``restart`` says why): those recorded are
+    set aside beside the log, and the warning names them."""
+    if not records:
+        logger.info("%s; nothing was recorded, so the run starts from the beginning", restart)
+        return []
+    kept = set_aside(log_path, "before-restart")
+    logger.warning(
+        "%s; decisions 1-%d recorded in %s will be made again (the old records are kept as %s)",
+        restart,
+        len(records),
+        log_path.name,
+        kept.name,
+    )
+    return []
+
+
+def _progress(
+    on_step: StepCallback | None, on_event: RecordCallback | None
+) -> Callable[[dict[str, Any]], None] | None:
+    """The graph's stream listener: custom events to ``on_event``, and each navigation's
+    decision, steps and coverage to ``on_step``; None when nobody listens."""
+    if on_step is None and on_event is None:
+        return None
+
+    def progress(event: dict[str, Any]) -> None:
+        if event["type"] != "custom":
+            return
+        data = event["data"]
+        if on_event is not None:
+            on_event(data)
+        if on_step is not None and data.get("event") == "navigate":
+            on_step(int(data["decision"]), {"steps": data["steps"], "coverage_ratio": data["coverage_ratio"]})
+
+    return progress
+
+
+def _finish_dfs(
+    settings: ExploreSettings, folder: RunFolder, env: Any, state: dict[str, Any], by_vlm: bool, wall_s: float
+) -> dict[str, Any]:
+    """The summary (with the VLM's counts when a chat policy decided), pictures and tree."""
+    summary = _summarise(settings, env, env._info(), _step_curve(env), wall_s)
+    summary["decisions"] = int(state.get("decision", 0))
+    summary["policy"] = settings.policy
+    summary["instruction"] = settings.instruction
+    if by_vlm:
+        summary["vlm"] = vlm_counts(folder.read_records())
+    write_pictures(folder.out, env, _step_curve(env), summary)
+    write_tree(folder.out, env, state)
+    _write_summary(folder, summary)
+    return summary
 
 
 def _resumed_run_id(out: Path) -> str:
@@ -588,45 +622,6 @@ def vlm_counts(records: Sequence[dict[str, Any]]) -> dict[str, int]:
     }
 
 
-def _write_tree(out: Path, env: Any, state: dict[str, Any]) -> None:
-    """``tree.json`` (networkx node-link) and ``tree.png``: the tree drawn over the BEV."""
-    import imageio.v3 as iio
-    from PIL import Image, ImageDraw
-
-    from embodia.agents.explorer import tree_of
-    from embodia.perception.bev_image import bev_image
-
-    tree = tree_of(state)  # type: ignore[arg-type]
-    write_atomic(out / "tree.json", json.dumps(state.get("tree", {}), indent=1) + "\n")
-    scale = 4
-    bev = env.bev
-    picture = Image.fromarray(bev_image(bev, scale=scale, crop_to_explored=False, trajectory=bev.trajectory))
-    draw = ImageDraw.Draw(picture)
-
-    def pixel(position: list[float]) -> tuple[float, float]:
-        row, col = bev.to_grid(np.asarray(position, dtype=np.float64))
-        return (float(col) + 0.5) * scale, (float(row) + 0.5) * scale
-
-    where = {}
-    for node, data in tree.nodes(data=True):
-        if data.get("kind") == "waypoint":
-            where[node] = pixel(data["position"])
-        elif data.get("kind") == "region":
-            where[node] = pixel(data["centroid"])
-    for a, b in tree.edges():
-        if a in where and b in where:
-            draw.line([where[a], where[b]], fill=(120, 60, 200), width=2)
-    for node, (x, y) in where.items():
-        data = tree.nodes[node]
-        if data.get("kind") == "region":
-            colour = (40, 160, 60) if data.get("status") == "open" else (200, 60, 60)
-            draw.rectangle([x - 6, y - 6, x + 6, y + 6], fill=colour, outline=(0, 0, 0))
-            draw.text((x + 8, y - 6), str(data.get("region")), fill=(0, 0, 0))
-        else:
-            draw.ellipse([x - 4, y - 4, x + 4, y + 4], fill=(250, 200, 0), outline=(0, 0, 0))
-    iio.imwrite(out / "tree.png", np.asarray(picture))
-
-
 def _summarise(
     settings: ExploreSettings, env: Any, info: dict[str, Any], curve: list[float], wall_s: float
 ) -> dict[str, Any]:
@@ -641,78 +636,6 @@ def _summarise(
         **{k: _plain(info[k]) for k in MEASURES if k in info},
         "wall_s": round(wall_s, 2),
     }
-
-
-def _write_pictures(out: Path, env: Any, curve: list[float], summary: dict[str, Any]) -> None:
-    import imageio.v3 as iio
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    iio.imwrite(out / "bev.png", _bev_picture(env, scale=4, with_regions=True))
-    fig, ax = plt.subplots(figsize=(6, 3.5), dpi=110)
-    ax.plot(np.arange(len(curve)), np.asarray(curve) * 100.0, color="#1f77b4")
-    ax.set_xlabel("primitive steps")
-    ax.set_ylabel("coverage (% of explorable)")
-    ax.set_ylim(0, 101)
-    ax.set_xlim(0, max(len(curve) - 1, 1))
-    ax.grid(alpha=0.3)
-    auc = summary.get("coverage_auc")
-    title = f"{summary['agent']} on {summary['scene']}"
-    if auc is not None:
-        title += f"  (AUC {100 * float(auc):.1f}%)"
-    ax.set_title(title, fontsize=9)
-    fig.tight_layout()
-    fig.savefig(out / "coverage.png")
-    plt.close(fig)
-
-
-def _bev_picture(env: Any, scale: int = 2, with_regions: bool = False) -> NDArray[np.uint8]:
-    from embodia.perception.bev_image import bev_image
-    from embodia.perception.regions import RegionTracker
-
-    bev = env.bev
-    frontiers = bev.frontiers()
-    regions = RegionTracker().update(bev, frontiers) if with_regions else None
-    image: NDArray[np.uint8] = bev_image(
-        bev,
-        scale=scale,
-        frontiers=frontiers,
-        regions=regions,
-        agent=env.simulator.pose,
-        trajectory=bev.trajectory,
-    )
-    return image
-
-
-class _VideoWriter:
-    """MP4 of panorama | BEV frames at a fixed size (the BEV is letterboxed as it grows)."""
-
-    def __init__(self, path: Path, fps: int = 10) -> None:
-        import imageio.v2 as imageio
-
-        self._writer = imageio.get_writer(path, fps=fps, codec="libx264", quality=7, macro_block_size=16)
-
-    def add(self, panorama_rgb: NDArray[np.uint8], env: Any) -> None:
-        from PIL import Image
-
-        h = FRAME_HEIGHT
-        resampling = Image.Resampling
-        pano = Image.fromarray(np.ascontiguousarray(panorama_rgb)).resize((2 * h, h), resampling.BILINEAR)
-        bev = Image.fromarray(_bev_picture(env))
-        box = Image.new("RGB", (h, h), (24, 24, 24))
-        ratio = min(h / bev.width, h / bev.height)
-        size = (max(1, int(bev.width * ratio)), max(1, int(bev.height * ratio)))
-        bev = bev.resize(size, resampling.NEAREST)
-        box.paste(bev, ((h - bev.width) // 2, (h - bev.height) // 2))
-        frame = Image.new("RGB", (3 * h, h))
-        frame.paste(pano, (0, 0))
-        frame.paste(box, (2 * h, 0))
-        self._writer.append_data(np.asarray(frame))
-
-    def close(self) -> None:
-        self._writer.close()
 
 
 # ---------------------------------------------------------------------- evaluation
@@ -762,7 +685,7 @@ def evaluate_exploration(
         "scenes": list(scenes),
         "measures": aggregate(summaries),
     }
-    write_atomic(out / "summary.json", json.dumps(result, indent=2) + "\n")
+    write_json(out / "summary.json", result)
     return result
 
 

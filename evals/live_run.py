@@ -14,7 +14,6 @@ decided again.
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
@@ -42,16 +41,7 @@ from embodia.core.chat import (
     count_prompt_tokens,
 )
 from embodia.core.limits import MAX_STREAM_AGENTS, check_range
-from embodia.core.runs import (
-    check_out_folder,
-    check_resumable,
-    continue_records,
-    read_run_records,
-    records_before_gap,
-    run_folder,
-    write_atomic,
-    write_config,
-)
+from embodia.core.runs import RecordCallback, RunFolder, jsonl_text, runner, write_atomic
 from embodia.envs.streams.core import Stream, StreamError
 from embodia.envs.streams.env import DEFAULT_TOKEN_CAP, LiveGamingEnv
 from embodia.envs.streams.sources import check_scenario, open_stream
@@ -135,12 +125,8 @@ class ContextPlan:
     """Tokens the frames of one second add to the speaker's prompt."""
 
     def as_dict(self) -> dict[str, Any]:
-        return {
-            "budget": self.budget,
-            "unit": self.unit,
-            "context": self.context,
-            "frame_tokens": self.frame_tokens,
-        }
+        """The plan's numbers (the measure is a function: left out)."""
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "measure"}
 
 
 def plan_context(
@@ -291,27 +277,25 @@ class _SelfPlayStream(Stream):
         return dataclasses.replace(super().chunk(second), history=())
 
 
+@runner
 def run_live(
     settings: LiveSettings,
     out: Path,
+    *,
     resume: bool = False,
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: RecordCallback | None = None,
 ) -> dict[str, Any]:
-    """Run the stream into ``out`` and return the summary (also written to summary.json)."""
-    check_out_folder(out)
-    resuming = check_resumable(out, asdict(settings), resume)
+    """Run the stream into ``out`` and return the summary (also written to summary.json);
+    ``on_event`` gets each second's decision as it is made (``{"event": "chunk", ...}``)."""
+    folder = RunFolder(out, DECISIONS)
+    folder.begin(asdict(settings), resume)
     stream = open_stream(settings.source, settings.scenario, settings.fps)
     if settings.agents > 1:
         stream = _SelfPlayStream(stream.source, stream.annotation, stream.fps)
     names = agent_names(stream, settings.agents)
     agents = make_agents(settings, names, stream.chunk(stream.begin).frames)
-    decisions = out / DECISIONS
     # The agents' conversations run second by second: a lost second cannot be skipped over.
-    replay = (
-        records_before_gap(read_run_records(decisions), "second", stream.begin, decisions, "seconds")
-        if resuming
-        else []
-    )
+    replay = folder.kept_records("second", stream.begin, "seconds")
     env = LiveGamingEnv(  # built before the folder is: a setting it refuses leaves nothing behind
         stream=stream,
         scenario=settings.scenario,
@@ -319,30 +303,24 @@ def run_live(
         realtime=settings.realtime,
         time_scale=settings.time_scale,
     )
-    with run_folder(out, DECISIONS):
-        budget = agents[0].budget
-        context = {"budget": budget.max_tokens, "unit": budget.unit}
-        write_config(out, {"settings": asdict(settings), "agents": names, "context": context})
-        continue_records(decisions, replay)
-        with decisions.open("a", encoding="utf-8") as sink:
-            last = [max((int(r["second"]) for r in replay), default=None)]
-
-            def record(entry: dict[str, Any]) -> None:
-                sink.write(json.dumps(entry) + "\n")
-                sink.flush()
-                last[0] = entry["second"]
-
-            try:
-                run = run_stream(
-                    env, agents, record=record, replay=replay, on_event=on_event, keep_records=False
-                )
-            except ContextOverflowError as error:
-                second = stream.begin if last[0] is None else int(last[0]) + 1
-                raise error.naming(
-                    f"second {second}", output_flag=None, prompt_advice="lower --budget"
-                ) from error
-    deciders = [_decider_summary(agent) for agent in agents]
-    return write_outputs(out, stream, settings, names, run.predictions, read_run_records(decisions), deciders)
+    budget = agents[0].budget
+    config = {
+        "settings": asdict(settings),
+        "agents": names,
+        "context": {"budget": budget.max_tokens, "unit": budget.unit},
+    }
+    with folder.recording(replay, config) as log:
+        try:
+            run = run_stream(
+                env, agents, record=log.append, replay=replay, on_event=on_event, keep_records=False
+            )
+        except ContextOverflowError as error:
+            second = stream.begin if log.last is None else int(log.last["second"]) + 1
+            raise error.naming(
+                f"second {second}", output_flag=None, prompt_advice="lower --budget"
+            ) from error
+    played = Played(stream, settings, names, run.predictions, folder.read_records())
+    return write_outputs(folder, played, [_decider_summary(agent) for agent in agents])
 
 
 def _decider_summary(agent: ProactiveAgent) -> dict[str, Any]:
@@ -360,22 +338,32 @@ def _decider_summary(agent: ProactiveAgent) -> dict[str, Any]:
     return out
 
 
+@dataclass(frozen=True)
+class Played:
+    """A stream played to its end: what a run's outputs are made of."""
+
+    stream: Stream
+    settings: LiveSettings
+    names: Sequence[str]
+    """The agents, the first one's lines the prediction that is scored."""
+    predictions: dict[str, dict[int, str]]
+    """Each agent's lines by second."""
+    records: Sequence[dict[str, Any]]
+    """The decision records, one per second."""
+
+
 def write_outputs(
-    out: Path,
-    stream: Stream,
-    settings: LiveSettings,
-    names: Sequence[str],
-    predictions: dict[str, dict[int, str]],
-    records: Sequence[dict[str, Any]],
-    deciders: Sequence[dict[str, Any]] = (),
+    folder: RunFolder, played: Played, deciders: Sequence[dict[str, Any]] = ()
 ) -> dict[str, Any]:
+    """Predictions and labels (the reference's record format), the pictures, and last the
+    summary, which marks the run finished."""
     from embodia.evals import live
 
-    annotation = stream.annotation
-    label_record = annotation.label_record()
+    settings, names, records = played.settings, played.names, played.records
+    label_record = played.stream.annotation.label_record()
     base = {k: label_record[k] for k in ("video_id", "begin", "end", "tag", "dataset_name", "idx")}
     pred_records = [
-        {**base, "pred": {str(k): v for k, v in sorted(predictions[name].items())}, "speaker": name}
+        {**base, "pred": {str(k): v for k, v in sorted(played.predictions[name].items())}, "speaker": name}
         for name in names
     ]
     if len(names) > 1:
@@ -386,8 +374,8 @@ def write_outputs(
         {"processing_s": float(r.get("processing_ms", 0.0)) / 1000, "stream_s": chunk_seconds}
         for r in records
     ]
-    write_atomic(out / "predictions.jsonl", "".join(json.dumps(r) + "\n" for r in pred_records))
-    write_atomic(out / "labels.jsonl", json.dumps(label_record) + "\n")
+    write_atomic(folder.out / "predictions.jsonl", jsonl_text(pred_records))
+    write_atomic(folder.out / "labels.jsonl", jsonl_text([label_record]))
     report = live.evaluate([pred_records[0]], [label_record], judge=live.LexicalJudge())
     report.pop("clips", None)
     summary = {
@@ -395,18 +383,17 @@ def write_outputs(
         "scenario": settings.scenario,
         "agent": settings.agent,
         "agents": list(names),
-        "seconds": len(stream),
-        "spoken_seconds": len(predictions[names[0]]),
-        "label_seconds": len(stream.label),
+        "seconds": len(played.stream),
+        "spoken_seconds": len(played.predictions[names[0]]),
+        "label_seconds": len(played.stream.label),
         **report["summary"],
         "metrics": report,
         "latency": latency_summary(records, chunk_seconds),
         "dropped": sum(1 for r in records if r.get("late")),
         "deciders": list(deciders),
     }
-    _write_media(out, stream, settings, names, predictions, records)
-    # Last: a summary marks a finished run.
-    write_atomic(out / "summary.json", json.dumps(summary, indent=2, default=float) + "\n")
+    _write_media(folder.out, played)
+    folder.finish("summary.json", summary, default=float)  # last: a summary marks a finished run
     return summary
 
 
@@ -436,16 +423,11 @@ def latency_summary(records: Sequence[dict[str, Any]], chunk_seconds: float = 1.
     }
 
 
-def _write_media(
-    out: Path,
-    stream: Stream,
-    settings: LiveSettings,
-    names: Sequence[str],
-    predictions: dict[str, dict[int, str]],
-    records: Sequence[dict[str, Any]],
-) -> None:
+def _write_media(out: Path, played: Played) -> None:
+    """``timeline.png`` (predicted vs true speaking seconds) and, with ``video``, ``stream.mp4``."""
     from embodia.envs.streams import media
 
+    stream, settings, names, predictions = played.stream, played.settings, played.names, played.predictions
     main = predictions[names[0]]
     rows: dict[str, set[int]] = {}
     if settings.scenario == "co-commentary":
@@ -454,7 +436,7 @@ def _write_media(
             rows[f"{name} (pred)"] = set(predictions[name])
     if settings.scenario == "guidance":
         rows["queries"] = {q.start for q in stream.annotation.queries()}
-    late = {int(r["second"]) for r in records if r.get("late")}
+    late = {int(r["second"]) for r in played.records if r.get("late")}
     if late:
         rows["dropped (late)"] = late
     media.timeline_png(

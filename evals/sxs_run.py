@@ -27,7 +27,6 @@ those already there. ``report.json`` holds the means per mode; ``pareto_ttfc.png
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
@@ -38,14 +37,7 @@ from embodia.agents.sxs import run_sxs
 from embodia.core.chat import ContextOverflowError, Message, Policy, check_output_budget
 from embodia.core.interleaved import SXS_SYSTEM, Span, parse_deltas, parse_interleaved, timed_blocks
 from embodia.core.limits import MAX_SET_SIZE, check_range
-from embodia.core.runs import (
-    begin_results,
-    check_out_folder,
-    check_resumable,
-    read_run_records,
-    run_folder,
-    write_atomic,
-)
+from embodia.core.runs import RecordCallback, RunFolder, runner
 from embodia.errors import EmbodiaError
 from embodia.evals.content_latency import (
     PROMPTED_INTERLEAVING_SYSTEM,
@@ -201,23 +193,27 @@ def run_mode(
     }
 
 
+@runner
 def run_sxs_eval(
     settings: SxSRunSettings,
     out: Path,
+    *,
     resume: bool = False,
-    on_row: Callable[[dict[str, Any]], None] | None = None,
+    on_record: RecordCallback | None = None,
 ) -> dict[str, Any]:
-
+    """Run every (item, mode) without a record yet, one line each in ``results.jsonl``
+    (``on_record`` gets each as it is written), then write the report and its plots."""
     from embodia.policies import make_policy
 
-    check_out_folder(out)
+    folder = RunFolder(out, RESULTS)
     modes = parse_modes(settings.modes)
     check_range("--items", settings.items, 1, MAX_SET_SIZE)
     if settings.k < 1:
         raise EmbodiaError(f"--k must be at least 1, got {settings.k}")
     items = [make_item(settings.source, i, settings.difficulty, settings.seed) for i in range(settings.items)]
-    recorded = read_run_records(out / RESULTS) if check_resumable(out, asdict(settings), resume) else []
-    done = [r for r in recorded if isinstance(r.get("index"), int) and "mode" in r]  # others are redone
+    folder.begin(asdict(settings), resume)
+    # a record without its item's index and its mode is made again
+    done = [r for r in folder.kept_records() if isinstance(r.get("index"), int) and "mode" in r]
     finished = {(int(r["index"]), str(r["mode"])) for r in done}
     todo = [(i, m) for i in range(settings.items) for m in modes if (i, m) not in finished]
     policy = make_policy(settings.policy, connect=True) if any(m in POLICY_MODES for _, m in todo) else None
@@ -225,27 +221,24 @@ def run_sxs_eval(
         check_output_budget(policy, settings.max_tokens, "--max-tokens")
     support = make_support(settings.support) if "sxs" in modes else None
     rows = list(done)
-    with run_folder(out, RESULTS):
-        results = begin_results(out, asdict(settings), done)
-        with results.open("a", encoding="utf-8") as sink:
-            for index, mode in todo:
-                try:
-                    row = {"index": index, **run_mode(mode, items[index], policy, settings, support)}
-                except ContextOverflowError as error:
-                    # the judge (--support judge:SPEC) asks with a budget of its own
-                    flag = "--max-tokens" if error.max_tokens == settings.max_tokens else None
-                    raise error.naming(
-                        f"item {index} ({mode})",
-                        output_flag=flag,
-                        prompt_advice="choose a lower --difficulty",
-                    ) from error
-                sink.write(json.dumps(row, default=str) + "\n")
-                sink.flush()
-                rows.append(row)
-                if on_row is not None:
-                    on_row(row)
+    with folder.recording(done, {"settings": asdict(settings)}, default=str) as log:
+        for index, mode in todo:
+            try:
+                row = {"index": index, **run_mode(mode, items[index], policy, settings, support)}
+            except ContextOverflowError as error:
+                # the judge (--support judge:SPEC) asks with a budget of its own
+                flag = "--max-tokens" if error.max_tokens == settings.max_tokens else None
+                raise error.naming(
+                    f"item {index} ({mode})",
+                    output_flag=flag,
+                    prompt_advice="choose a lower --difficulty",
+                ) from error
+            log.append(row)
+            rows.append(row)
+            if on_record is not None:
+                on_record(row)
     report = summarise(rows, settings, out)
-    write_atomic(out / "report.json", json.dumps(report, indent=2) + "\n")
+    folder.finish("report.json", report)
     return report
 
 

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from embodia.core.runs import parse_jsonl
 from embodia.errors import EmbodiaError
 
 MARKERS: dict[str, tuple[str, ...]] = {
@@ -233,19 +234,30 @@ def open_regular(path: Path, name: str) -> BinaryIO:
         raise
 
 
-def _text(path: Path, name: str) -> str | None:
-    """The text of run file ``name`` at ``path``, None when there is none; a RunError when it
-    is not a regular file, holds more than :data:`MAX_FILE_BYTES` or is not UTF-8."""
+def _bytes(path: Path, name: str) -> bytes | None:
+    """The bytes of run file ``name`` at ``path``, None when there is none; a RunError when it
+    is not a regular file or holds more than :data:`MAX_FILE_BYTES`."""
     if not os.path.lexists(path):
         return None
     with open_regular(path, name) as handle:
         data = handle.read(MAX_FILE_BYTES + 1)  # bounded even if the file grows meanwhile
     if len(data) > MAX_FILE_BYTES:
         raise RunError(f"{name} holds more than the {MAX_FILE_BYTES >> 20} MiB the viewer reads of a file")
+    return data
+
+
+def _decoded(data: bytes, name: str) -> str:
     try:
         return data.decode()
     except UnicodeDecodeError as error:
         raise RunError(f"{name} is not text ({error})") from None
+
+
+def _text(path: Path, name: str) -> str | None:
+    """The text of run file ``name`` at ``path``, None when there is none; a RunError when it
+    is not a regular file, holds more than :data:`MAX_FILE_BYTES` or is not UTF-8."""
+    data = _bytes(path, name)
+    return None if data is None else _decoded(data, name)
 
 
 def _json(path: Path, name: str) -> Any:
@@ -261,29 +273,29 @@ def _json(path: Path, name: str) -> Any:
         raise RunError(f"{name} is nested too deeply to read") from None
 
 
+_BAD_LINE = {
+    "utf-8": "is not text",
+    "json": "is not valid JSON ({detail})",
+    "depth": "is nested too deeply to read",
+    "type": "is not a JSON object",
+}
+"""How the page names what is wrong with a line (:attr:`embodia.core.runs.BadLine.kind`)."""
+
+
 def _jsonl(path: Path, name: str) -> list[dict[str, Any]]:
-    """Every line of a JSONL file; a torn last line (a run killed mid-write) is dropped, any
-    other bad line is an error naming its line number."""
-    text = _text(path, name)
-    if text is None:
+    """The records of a JSONL file, read by embodia's one JSONL parser: a torn last line is a
+    run still writing it and is left out, any other unreadable line is an error naming its
+    line number (the page shows a broken run as broken, not as a shorter one)."""
+    data = _bytes(path, name)
+    if data is None:
         raise RunError(f"{name} is missing")
-    lines = text.splitlines()
-    out = []
-    for number, line in enumerate(lines, start=1):
-        if not line.strip():
-            continue
-        try:
-            value = json.loads(line)
-        except json.JSONDecodeError as error:
-            if number == len(lines):
-                break
-            raise RunError(f"{name} line {number} is not valid JSON ({error.msg})") from None
-        except RecursionError:
-            raise RunError(f"{name} line {number} is nested too deeply to read") from None
-        if not isinstance(value, dict):
-            raise RunError(f"{name} line {number} is not a JSON object")
-        out.append(value)
-    return out
+    _decoded(data, name)
+    records, bad = parse_jsonl(data)
+    broken = next((line for line in bad if not line.torn), None)
+    if broken is not None:
+        problem = _BAD_LINE[broken.kind].format(detail=broken.detail)
+        raise RunError(f"{name} line {broken.number} {problem}")
+    return [record for _, record in records]
 
 
 def _yaml(path: Path, name: str) -> dict[str, Any]:

@@ -35,7 +35,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib import resources
 from pathlib import Path
 from typing import Any, BinaryIO
-from urllib.parse import parse_qs, unquote, urlsplit
+from urllib.parse import SplitResult, parse_qs, unquote, urlsplit
 
 from embodia.viewer.runs import NoSuchRun, RunError, discover, find, open_regular, view_of
 
@@ -128,133 +128,152 @@ def _range(header: str | None, size: int) -> tuple[int, int] | None:
     return start, end
 
 
-def make_handler(root: Path, request_timeout: float = REQUEST_TIMEOUT) -> type[BaseHTTPRequestHandler]:
-    root = root.resolve()
+class RunsHandler(BaseHTTPRequestHandler):
+    """Answers the viewer's requests for the runs under :attr:`root` (see the module's routes);
+    :func:`make_handler` makes one for a root."""
 
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "embodia-viewer"
-        # the socket timeout of each connection: a stalled client frees its thread
-        timeout = request_timeout
+    root: Path
+    """The runs folder, resolved."""
+    server_version = "embodia-viewer"
+    # the socket timeout of each connection: a stalled client frees its thread
+    timeout = REQUEST_TIMEOUT
+    _head_only = False
 
-        def log_message(self, format: str, *args: Any) -> None:
-            return  # quiet: the CLI prints the address once
+    def log_message(self, format: str, *args: Any) -> None:
+        return  # quiet: the CLI prints the address once
 
-        def do_HEAD(self) -> None:
-            self._head_only = True
-            try:
-                self.do_GET()
-            finally:
-                self._head_only = False  # a kept-alive connection's next request has a body
+    def do_HEAD(self) -> None:
+        self._head_only = True
+        try:
+            self.do_GET()
+        finally:
+            self._head_only = False  # a kept-alive connection's next request has a body
 
-        def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
-            # the base class answers in HTML; the page reads JSON everywhere
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        # the base class answers in HTML; the page reads JSON everywhere
+        self.close_connection = True
+        self._json(HTTPStatus(code), {"error": message or HTTPStatus(code).phrase})
+
+    def _host_ok(self) -> bool:
+        """Only a request with one loopback ``Host`` reaches the runs: a page elsewhere
+        cannot read them by pointing its own host name at 127.0.0.1 (DNS rebinding)."""
+        hosts = self.headers.get_all("Host") or []
+        return len(hosts) == 1 and loopback_host(hosts[0])
+
+    def do_GET(self) -> None:
+        try:
+            if not self._host_ok():
+                raise Refused(
+                    HTTPStatus.MISDIRECTED_REQUEST,
+                    "the viewer answers only to one Host header of localhost, 127.0.0.1 or [::1]",
+                )
+            self._route(urlsplit(self.path))
+        except Refused as refused:
+            self._json(refused.status, {"error": str(refused)})
+        except (BrokenPipeError, ConnectionResetError):
+            pass  # the browser stopped reading (a seek in a video): nothing to answer
+        except TimeoutError:  # the client took nothing for REQUEST_TIMEOUT seconds
             self.close_connection = True
-            self._json(HTTPStatus(code), {"error": message or HTTPStatus(code).phrase})
+        except Exception as error:  # never a dropped connection: say what went wrong
+            logger.exception("viewer request %s failed", self.path[:200])
+            self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}: {error}"})
 
-        def _host_ok(self) -> bool:
-            """Only a request with one loopback ``Host`` reaches the runs: a page elsewhere
-            cannot read them by pointing its own host name at 127.0.0.1 (DNS rebinding)."""
-            hosts = self.headers.get_all("Host") or []
-            return len(hosts) == 1 and loopback_host(hosts[0])
+    def _route(self, url: SplitResult) -> None:
+        """Answer the request for ``url`` from a loopback host; Refused when there is nothing
+        to answer with."""
+        path = unquote(url.path)
+        if path in STATIC:
+            name, kind = STATIC[path]
+            body = resources.files("embodia.viewer").joinpath("static", name).read_bytes()
+            self._send(HTTPStatus.OK, body, f"{kind}; charset=utf-8")
+        elif path == "/favicon.ico":
+            self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")
+        elif path == "/api/runs":
+            self._json(
+                HTTPStatus.OK, {"root": str(self.root), "runs": [r.listing() for r in discover(self.root)]}
+            )
+        elif path == "/api/run":
+            self._run_view(parse_qs(url.query).get("id", [""])[0])
+        elif path.startswith("/files/"):
+            relative = path.removeprefix("/files/")
+            self._file(safe_path(self.root, relative), relative[:80])
+        else:
+            raise Refused(HTTPStatus.NOT_FOUND, f"no page {path}")
 
-        def do_GET(self) -> None:
-            url = urlsplit(self.path)
-            path = unquote(url.path)
-            try:
-                if not self._host_ok():
-                    raise Refused(
-                        HTTPStatus.MISDIRECTED_REQUEST,
-                        "the viewer answers only to one Host header of localhost, 127.0.0.1 or [::1]",
-                    )
-                if path in STATIC:
-                    name, kind = STATIC[path]
-                    body = resources.files("embodia.viewer").joinpath("static", name).read_bytes()
-                    self._send(HTTPStatus.OK, body, f"{kind}; charset=utf-8")
-                elif path == "/favicon.ico":
-                    self._send(HTTPStatus.NO_CONTENT, b"", "image/x-icon")
-                elif path == "/api/runs":
-                    self._json(
-                        HTTPStatus.OK, {"root": str(root), "runs": [r.listing() for r in discover(root)]}
-                    )
-                elif path == "/api/run":
-                    run_id = parse_qs(url.query).get("id", [""])[0]
-                    try:
-                        self._json(HTTPStatus.OK, view_of(find(root, run_id)))
-                    except NoSuchRun as error:
-                        self._json(HTTPStatus.NOT_FOUND, {"error": str(error)})
-                    except RunError as error:
-                        self._json(HTTPStatus.UNPROCESSABLE_ENTITY, {"id": run_id, "error": str(error)})
-                elif path.startswith("/files/"):
-                    relative = path.removeprefix("/files/")
-                    self._file(safe_path(root, relative), relative[:80])
-                else:
-                    raise Refused(HTTPStatus.NOT_FOUND, f"no page {path}")
-            except Refused as refused:
-                self._json(refused.status, {"error": str(refused)})
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the browser stopped reading (a seek in a video): nothing to answer
-            except TimeoutError:  # the client took nothing for REQUEST_TIMEOUT seconds
-                self.close_connection = True
-            except Exception as error:  # never a dropped connection: say what went wrong
-                logger.exception("viewer request %s failed", self.path[:200])
-                self._json(HTTPStatus.INTERNAL_SERVER_ERROR, {"error": f"{type(error).__name__}: {error}"})
+    def _run_view(self, run_id: str) -> None:
+        """The view model of run ``run_id``: 404 for no such run, 422 naming what is wrong
+        with a run whose files cannot be read."""
+        try:
+            self._json(HTTPStatus.OK, view_of(find(self.root, run_id)))
+        except NoSuchRun as error:
+            self._json(HTTPStatus.NOT_FOUND, {"error": str(error)})
+        except RunError as error:
+            self._json(HTTPStatus.UNPROCESSABLE_ENTITY, {"id": run_id, "error": str(error)})
 
-        _head_only = False
+    def _json(self, status: HTTPStatus, value: Any, headers: dict[str, str] | None = None) -> None:
+        body = json.dumps(finite(value), default=str, allow_nan=False).encode()
+        self._send(status, body, "application/json", headers)
 
-        def _json(self, status: HTTPStatus, value: Any, headers: dict[str, str] | None = None) -> None:
-            body = json.dumps(finite(value), default=str, allow_nan=False).encode()
-            self._send(status, body, "application/json", headers)
+    def _send(
+        self, status: HTTPStatus, body: bytes, kind: str, headers: dict[str, str] | None = None
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", kind)
+        self.send_header("Content-Length", str(len(body)))
+        self.send_header("Cache-Control", "no-store")
+        self.send_header("X-Content-Type-Options", "nosniff")
+        for key, value in (headers or {}).items():
+            self.send_header(key, value)
+        self.end_headers()
+        if not self._head_only:
+            self.wfile.write(body)
 
-        def _send(
-            self, status: HTTPStatus, body: bytes, kind: str, headers: dict[str, str] | None = None
-        ) -> None:
-            self.send_response(status)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(body)))
-            self.send_header("Cache-Control", "no-store")
-            self.send_header("X-Content-Type-Options", "nosniff")
-            for key, value in (headers or {}).items():
-                self.send_header(key, value)
-            self.end_headers()
-            if not self._head_only:
-                self.wfile.write(body)
+    def _file(self, target: Path, name: str) -> None:
+        try:
+            handle = open_regular(target, name)
+        except RunError as error:  # replaced by a FIFO or the like since safe_path looked
+            raise Refused(HTTPStatus.NOT_FOUND, str(error)) from None
+        with handle:
+            self._send_file(handle, target.name)
 
-        def _file(self, target: Path, name: str) -> None:
-            try:
-                handle = open_regular(target, name)
-            except RunError as error:  # replaced by a FIFO or the like since safe_path looked
-                raise Refused(HTTPStatus.NOT_FOUND, str(error)) from None
-            with handle:
-                self._send_file(handle, target.name)
+    def _send_file(self, handle: BinaryIO, name: str) -> None:
+        size = os.fstat(handle.fileno()).st_size
+        try:
+            span = _range(self.headers.get("Range"), size)
+        except Refused as refused:
+            self._json(refused.status, {"error": str(refused)}, {"Content-Range": f"bytes */{size}"})
+            return
+        start, end = span if span else (0, size - 1)
+        self.send_response(HTTPStatus.PARTIAL_CONTENT if span else HTTPStatus.OK)
+        self.send_header("Content-Type", mimetypes.guess_type(name)[0] or "application/octet-stream")
+        self.send_header("Accept-Ranges", "bytes")
+        self.send_header("Content-Length", str(max(0, end - start + 1)))
+        # a run's files are data: never run as a page on the viewer's origin
+        self.send_header("X-Content-Type-Options", "nosniff")
+        self.send_header("Content-Security-Policy", "sandbox; default-src 'none'")
+        if span:
+            self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
+        self.end_headers()
+        if self._head_only:
+            return
+        handle.seek(start)
+        left = end - start + 1
+        while left > 0:
+            data = handle.read(min(CHUNK, left))
+            if not data:
+                break
+            self.wfile.write(data)
+            left -= len(data)
 
-        def _send_file(self, handle: BinaryIO, name: str) -> None:
-            size = os.fstat(handle.fileno()).st_size
-            try:
-                span = _range(self.headers.get("Range"), size)
-            except Refused as refused:
-                self._json(refused.status, {"error": str(refused)}, {"Content-Range": f"bytes */{size}"})
-                return
-            start, end = span if span else (0, size - 1)
-            self.send_response(HTTPStatus.PARTIAL_CONTENT if span else HTTPStatus.OK)
-            self.send_header("Content-Type", mimetypes.guess_type(name)[0] or "application/octet-stream")
-            self.send_header("Accept-Ranges", "bytes")
-            self.send_header("Content-Length", str(max(0, end - start + 1)))
-            # a run's files are data: never run as a page on the viewer's origin
-            self.send_header("X-Content-Type-Options", "nosniff")
-            self.send_header("Content-Security-Policy", "sandbox; default-src 'none'")
-            if span:
-                self.send_header("Content-Range", f"bytes {start}-{end}/{size}")
-            self.end_headers()
-            if self._head_only:
-                return
-            handle.seek(start)
-            left = end - start + 1
-            while left > 0:
-                data = handle.read(min(CHUNK, left))
-                if not data:
-                    break
-                self.wfile.write(data)
-                left -= len(data)
+
+def make_handler(root: Path, request_timeout: float = REQUEST_TIMEOUT) -> type[BaseHTTPRequestHandler]:
+    """A :class:`RunsHandler` for the runs under ``root``, whose connections may stall for
+    ``request_timeout`` seconds."""
+    resolved = root.resolve()
+
+    class Handler(RunsHandler):
+        root = resolved
+        timeout = request_timeout
 
     return Handler
 

@@ -28,6 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from embodia.core.limits import MAX_FPS
+from embodia.core.runs import jsonl_text, write_atomic
 from embodia.errors import EmbodiaError, read_text_file
 
 Scenario = Literal["solo", "co-commentary", "guidance"]
@@ -365,9 +366,7 @@ def _jsonl_hint(text: str) -> str:
 def write_annotations(path: Path | str, annotations: Sequence[Annotation]) -> None:
     """Records as JSONL, one a line (what :func:`read_annotations` reads); the old file is
     replaced only once the new one is complete."""
-    from embodia.core.runs import write_atomic
-
-    write_atomic(Path(path), "".join(json.dumps(a.to_record()) + "\n" for a in annotations))
+    write_atomic(Path(path), jsonl_text(a.to_record() for a in annotations))
 
 
 @runtime_checkable

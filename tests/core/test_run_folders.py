@@ -13,6 +13,7 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 import yaml
@@ -112,6 +113,58 @@ def test_every_readable_line_is_recovered_and_the_dropped_ones_named(
     assert [r["index"] for r in resume.read_run_records(log)] == [0, 1, 2, 3, 5, 6, 8, 9]
 
 
+def test_only_the_text_after_the_last_newline_is_a_torn_line() -> None:
+    data = b'{"a": 1}\nnot json\n[1]\n\n{"b": 2}\n{"c": 3, "cut'
+    records, bad = resume.parse_jsonl(data)
+    assert records == [(1, {"a": 1}), (5, {"b": 2})]
+    found = [(b.number, b.kind, b.torn) for b in bad]
+    assert found == [(2, "json", False), (3, "type", False), (6, "json", True)]
+    assert bad[1].problem == "expected a JSON object, got list"
+    # a bad last line that ends with a newline was written whole: it is not torn
+    assert [b.torn for b in resume.parse_jsonl(b'{"a": 1}\n{"b"\n')[1]] == [False]
+
+
+def test_a_run_folder_begins_resumes_appends_and_finishes(tmp_path: Path) -> None:
+    out, settings = tmp_path / "run", {"items": 3, "seed": 0}
+    folder = resume.RunFolder(out, "results.jsonl")
+    assert not folder.begin(settings, resume=False) and folder.kept_records() == []
+    with folder.recording([], {"settings": settings}) as log:
+        log.append({"index": 0})
+        log.append({"index": 1})
+        assert log.last == {"index": 1}
+    folder.log.write_text(folder.log.read_text() + '{"index": 2, "to')  # killed mid-write
+    with pytest.raises(EmbodiaError, match="already holds a run: pass --resume"):
+        resume.RunFolder(out, "results.jsonl").begin(settings, resume=False)
+    with pytest.raises(EmbodiaError, match="items: 3 -> 4"):
+        resume.RunFolder(out, "results.jsonl").begin({**settings, "items": 4}, resume=True)
+    again = resume.RunFolder(out, "results.jsonl")
+    assert again.begin(settings, resume=True) and again.finished() is None
+    kept = again.kept_records()
+    assert kept == [{"index": 0}, {"index": 1}]
+    with again.recording(kept, {"settings": settings}) as log:
+        assert log.last == {"index": 1}
+        log.append({"index": 2})
+    assert [r["index"] for r in again.read_records()] == [0, 1, 2]
+    again.finish("summary.json", {"items": 3})
+    assert again.finished() == {"items": 3}
+    assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "results.jsonl", "summary.json"]
+
+
+def test_every_runner_has_the_runner_shape() -> None:
+    import inspect
+
+    from embodia.evals.csmr import run_csmr
+    from embodia.evals.live_run import run_live
+    from embodia.evals.sxs_run import run_sxs_eval
+
+    for runner in (run_exploration, run_csmr, run_sxs_eval, run_live):
+        parameters = list(inspect.signature(runner).parameters.values())
+        assert [p.name for p in parameters[:2]] == ["settings", "out"], runner.__name__
+        rest = {p.name: p for p in parameters[2:]}
+        assert rest["resume"].kind is inspect.Parameter.KEYWORD_ONLY and rest["resume"].default is False
+        assert all(p.default is not inspect.Parameter.empty for p in rest.values()), runner.__name__
+
+
 def test_records_after_a_gap_are_dropped_and_named(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
     records = [{"second": s} for s in (10, 11, 12, 14, 15)]
     with caplog.at_level(logging.WARNING):
@@ -191,12 +244,20 @@ def _dfs_settings() -> ExploreSettings:
     )
 
 
+class _WholeRun(NamedTuple):
+    out: Path
+    log: str
+    """Its ``episodes.jsonl``."""
+    decisions: int
+
+
 @pytest.fixture(scope="module")
-def whole_dfs_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def whole_dfs_run(tmp_path_factory: pytest.TempPathFactory) -> _WholeRun:
     out = tmp_path_factory.mktemp("dfs") / "whole"
     summary = run_exploration(_dfs_settings(), out)
     assert summary["decisions"] >= 3
-    return out
+    log = (out / "episodes.jsonl").read_text()
+    return _WholeRun(out, log, len(log.splitlines()))
 
 
 def _interrupted_copy(whole: Path, parent: Path, name: str | None = None) -> Path:
@@ -216,12 +277,11 @@ def _resume(out: Path) -> tuple[dict, list[int]]:
 
 @pytest.mark.slow
 def test_lost_records_are_made_again_from_the_checkpoint_before_them(
-    whole_dfs_run: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    whole_dfs_run: _WholeRun, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    whole = (whole_dfs_run / "episodes.jsonl").read_text()
-    total = len(whole.splitlines())
+    whole, total = whole_dfs_run.log, whole_dfs_run.decisions
     # A rewrite killed midway (before the fix) left the file empty while the checkpoint went on.
-    emptied = _interrupted_copy(whole_dfs_run, tmp_path / "emptied")
+    emptied = _interrupted_copy(whole_dfs_run.out, tmp_path / "emptied")
     (emptied / "episodes.jsonl").write_text("")
     with caplog.at_level(logging.WARNING):
         summary, made = _resume(emptied)
@@ -231,7 +291,7 @@ def test_lost_records_are_made_again_from_the_checkpoint_before_them(
     assert f"decisions 1-{total} will be made again" in caplog.text
     # A damaged middle line: decisions from it on are made again, those before it are kept.
     caplog.clear()
-    damaged = _interrupted_copy(whole_dfs_run, tmp_path / "damaged")
+    damaged = _interrupted_copy(whole_dfs_run.out, tmp_path / "damaged")
     lines = whole.splitlines(keepends=True)
     (damaged / "episodes.jsonl").write_text("".join(lines[:1]) + "\x00garbage\n" + "".join(lines[2:]))
     with caplog.at_level(logging.WARNING):
@@ -244,11 +304,10 @@ def test_lost_records_are_made_again_from_the_checkpoint_before_them(
 
 @pytest.mark.slow
 def test_an_unreadable_checkpoint_is_kept_aside_and_the_restart_named(
-    whole_dfs_run: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    whole_dfs_run: _WholeRun, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    whole = (whole_dfs_run / "episodes.jsonl").read_text()
-    total = len(whole.splitlines())
-    out = _interrupted_copy(whole_dfs_run, tmp_path / "run")
+    whole, total = whole_dfs_run.log, whole_dfs_run.decisions
+    out = _interrupted_copy(whole_dfs_run.out, tmp_path / "run")
     garbage = os.urandom(4096)
     (out / "checkpoint.sqlite").write_bytes(garbage)
     args = ["explore", "--agent", "dfs", "--scene", SCENE, "--steps", "30", "--out", str(out)]
@@ -267,10 +326,10 @@ def test_an_unreadable_checkpoint_is_kept_aside_and_the_restart_named(
 
 @pytest.mark.slow
 def test_a_missing_checkpoint_is_a_warning_naming_what_is_made_again(
-    whole_dfs_run: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    whole_dfs_run: _WholeRun, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    total = len((whole_dfs_run / "episodes.jsonl").read_text().splitlines())
-    out = _interrupted_copy(whole_dfs_run, tmp_path / "run")
+    total = whole_dfs_run.decisions
+    out = _interrupted_copy(whole_dfs_run.out, tmp_path / "run")
     (out / "checkpoint.sqlite").unlink()
     with caplog.at_level(logging.WARNING):
         _, made = _resume(out)
@@ -280,19 +339,18 @@ def test_a_missing_checkpoint_is_a_warning_naming_what_is_made_again(
 
 @pytest.mark.slow
 def test_a_moved_run_resumes_its_own_checkpoint(
-    whole_dfs_run: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    whole_dfs_run: _WholeRun, tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    whole = (whole_dfs_run / "episodes.jsonl").read_text()
-    total = len(whole.splitlines())
-    moved = _interrupted_copy(whole_dfs_run, tmp_path / "elsewhere", "renamed")
+    whole, total = whole_dfs_run.log, whole_dfs_run.decisions
+    moved = _interrupted_copy(whole_dfs_run.out, tmp_path / "elsewhere", "renamed")
     with caplog.at_level(logging.WARNING):
         summary, made = _resume(moved)
     assert made == []  # nothing made again: the checkpoint was found under the new name
     assert summary["decisions"] == total and (moved / "episodes.jsonl").read_text() == whole
     assert caplog.text == ""
-    assert resume.read_config(moved)["run_id"] == resume.read_config(whole_dfs_run)["run_id"]
+    assert resume.read_config(moved)["run_id"] == resume.read_config(whole_dfs_run.out)["run_id"]
     # A run started before run ids (thread = its folder's old name) resumes its only thread.
-    old = _interrupted_copy(whole_dfs_run, tmp_path / "old", "old-run")
+    old = _interrupted_copy(whole_dfs_run.out, tmp_path / "old", "old-run")
     config = resume.read_config(old)
     thread = config.pop("run_id")
     (old / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))

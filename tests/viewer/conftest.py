@@ -140,3 +140,15 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (garbled / "episodes.jsonl").write_text('{"decision": 1, "choice": {}}\n')
     (garbled / "summary.json").write_text("{ this is not json")
     return root
+
+
+@pytest.fixture
+def run_beside_a_secret(tmp_path: Path) -> tuple[Path, Path]:
+    """``(run, secret)``: an explore run at ``runs/run`` under ``tmp_path``, and beside the runs
+    folder a secret JSON file shaped like a run's tree (a link to it must never be read)."""
+    secret = tmp_path / "secret.json"
+    secret.write_text('{"nodes": [{"id": "password: hunter2"}], "edges": [], "api_key": "hunter2"}')
+    run = tmp_path / "runs" / "run"
+    run.mkdir(parents=True)
+    (run / "episodes.jsonl").write_text('{"choice": {}}\n')
+    return run, secret

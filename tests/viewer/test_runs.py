@@ -114,6 +114,10 @@ def test_a_torn_last_line_is_a_run_still_going(tmp_path: Path) -> None:
         "steps": 9,
         "finished": False,
     }
+    # a line that ends with a newline was written whole: unreadable, it is a broken run
+    (run / "episodes.jsonl").write_text('{"decision": 1, "choice": {}}\n{"deci\n')
+    (listed,) = discover(tmp_path)
+    assert listed.error == "episodes.jsonl line 2 is not valid JSON (Unterminated string starting at)"
 
 
 def test_links_out_of_the_runs_folder_are_not_followed(tmp_path: Path, runs_root: Path) -> None:
@@ -160,18 +164,16 @@ def test_valid_json_of_the_wrong_shape_is_named_and_never_takes_the_list_down(tm
         view_of(find(tmp_path, "explore-binary"))
 
 
-def test_files_linked_from_outside_the_runs_folder_are_never_read(tmp_path: Path) -> None:
-    secret = tmp_path / "secret.json"
-    secret.write_text('{"nodes": [{"id": "password: hunter2"}], "edges": []}')
-    run = tmp_path / "runs" / "run"
-    run.mkdir(parents=True)
-    (run / "episodes.jsonl").write_text('{"choice": {}}\n')
+def test_files_linked_from_outside_the_runs_folder_are_never_read(
+    run_beside_a_secret: tuple[Path, Path],
+) -> None:
+    run, secret = run_beside_a_secret
     (run / "tree.json").symlink_to(secret)
     with pytest.raises(RunError, match="tree.json links outside the runs folder"):
-        view_of(find(tmp_path / "runs", "run"))
+        view_of(find(run.parent, "run"))
     (run / "tree.json").unlink()
     (run / "summary.json").symlink_to(secret)
-    (listed,) = discover(tmp_path / "runs")
+    (listed,) = discover(run.parent)
     assert listed.error == "summary.json links outside the runs folder"
 
 

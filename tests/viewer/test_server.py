@@ -202,15 +202,13 @@ def headers_of_a_file(base: str) -> dict[str, str]:
     return get(base, "/files/house/long/summary.json")[1]
 
 
-def test_hidden_files_and_files_linked_from_outside_are_refused(tmp_path: Path) -> None:
-    outside = tmp_path / "outside.json"
-    outside.write_text('{"api_key": "hunter2"}')
-    run = tmp_path / "runs" / "run"
-    run.mkdir(parents=True)
-    (run / "episodes.jsonl").write_text('{"choice": {}}\n')
+def test_hidden_files_and_files_linked_from_outside_are_refused(
+    run_beside_a_secret: tuple[Path, Path],
+) -> None:
+    run, secret = run_beside_a_secret
     (run / ".env").write_text("TOKEN=1")
-    (run / "summary.json").symlink_to(outside)
-    with serving(tmp_path / "runs") as url:
+    (run / "summary.json").symlink_to(secret)
+    with serving(run.parent) as url:
         status, _, body = get(url, "/files/run/.env")
         assert status == 403 and b"TOKEN" not in body
         listing = json.loads(get(url, "/api/runs")[2])
