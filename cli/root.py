@@ -1205,6 +1205,3 @@ def view(
 def main() -> None:
     app()
 
-
-if __name__ == "__main__":
-    main()
