@@ -10,7 +10,8 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from embodia.cli.root import bold, console, dsr_app, err_console, eval_app, finite, user_errors, valid_seed
+from embodia.cli.root import bold, console, dsr_app, err_console, eval_app, user_errors, valid_seed
+from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
 from embodia.errors import EmbodiaError
 
 SuiteOption = Annotated[
@@ -91,32 +92,35 @@ def dsr_stats(
     console.print(f"[bold]{counts['instances']}[/] instances")
 
 
-@eval_app.command("dsr")
+def _dsr_settings() -> type[Any]:
+    from embodia.evals.dsr import DSRSettings
+
+    return DSRSettings
+
+
+EVAL_DSR_OPTIONS: OptionTable = {
+    "policy": FieldOption("openai:URL?model=M, hf:DIR, vllm:DIR or scripted:FILE."),
+    "out": OWN,
+    "suite": FieldOption("main, spatial, realistic or code."),
+    "lengths": FieldOption("short, medium or long; repeatable (default: all).", "--length"),
+    "operations": FieldOption("e.g. queue.compound; repeatable (default: all).", "--operation"),
+    "limit": FieldOption("At most N instances, spread over operations."),
+    "concurrency": OWN,
+    "mode": FieldOption("stepwise, 0-CoT, CoT, k-shot, none, CodeOnly, CodeEnforce, CodeMaybe."),
+    "description": FieldOption("full or name."),
+    "tokens": FieldOption("Token budget per answer."),
+    "temperature": FieldOption(),
+    "unsafe_no_sandbox": OWN,
+}
+
+
+@settings_command(eval_app, "dsr", _dsr_settings, EVAL_DSR_OPTIONS, hidden=("seed",))
 def eval_dsr(
-    policy: Annotated[
-        str, typer.Option("--policy", help="openai:URL?model=M, hf:DIR, vllm:DIR or scripted:FILE.")
-    ],
+    options: dict[str, Any],
     out: Annotated[
         Path, typer.Option("--out", help="Run directory (answers.jsonl, report.json, report.png).")
     ],
-    suite: Annotated[str, typer.Option("--suite", help="main, spatial, realistic or code.")] = "main",
-    length: Annotated[
-        list[str] | None, typer.Option("--length", help="short, medium or long; repeatable (default: all).")
-    ] = None,
-    operation: Annotated[
-        list[str] | None, typer.Option("--operation", help="e.g. queue.compound; repeatable (default: all).")
-    ] = None,
-    limit: Annotated[
-        int | None, typer.Option("--limit", help="At most N instances, spread over operations.")
-    ] = None,
     concurrency: Annotated[int, typer.Option("--concurrency", help="Requests in flight at once.")] = 1,
-    mode: Annotated[
-        str,
-        typer.Option("--mode", help="stepwise, 0-CoT, CoT, k-shot, none, CodeOnly, CodeEnforce, CodeMaybe."),
-    ] = "stepwise",
-    description: Annotated[str, typer.Option("--description", help="full or name.")] = "full",
-    tokens: Annotated[int, typer.Option("--tokens", help="Token budget per answer.")] = 1500,
-    temperature: Annotated[float, typer.Option("--temperature", callback=finite)] = 0.0,
     unsafe_no_sandbox: Annotated[
         bool,
         typer.Option(
@@ -134,21 +138,12 @@ def eval_dsr(
 
     with user_errors():
         check_out_folder(out)
-        settings = DSRSettings(
-            policy=policy,
-            suite=_dsr_suites([suite])[0],
-            lengths=tuple(length or ("short", "medium", "long")),
-            operations=tuple(operation) if operation else None,
-            limit=limit,
-            mode=mode,
-            description=description,
-            tokens=tokens,
-            temperature=temperature,
-        )
-        chat = make_policy(policy, connect=True)
+        _dsr_suites([options["suite"]])
+        settings = DSRSettings(**options)
+        chat = make_policy(settings.policy, connect=True)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
         with Progress(*columns, console=err_console, transient=True) as progress:
-            task = progress.add_task(escape(f"DSR {suite}"), total=None)
+            task = progress.add_task(escape(f"DSR {settings.suite}"), total=None)
 
             def advance(result: dict[str, Any], done: int, total: int) -> None:
                 mark = "ok" if result["exact"] == 1.0 else (result["failure"] or "")
@@ -156,7 +151,7 @@ def eval_dsr(
                     task,
                     completed=done,
                     total=total,
-                    description=escape(f"DSR {suite} {result['id']} {mark}"),
+                    description=escape(f"DSR {settings.suite} {result['id']} {mark}"),
                 )
 
             report = run_dsr(
@@ -167,7 +162,7 @@ def eval_dsr(
                 on_answer=advance,
                 unsafe_no_sandbox=unsafe_no_sandbox,
             )
-    table = Table(title=escape(f"DSR-Bench {suite}: {chat.name}"))  # the name says "random weights"
+    table = Table(title=escape(f"DSR-Bench {settings.suite}: {chat.name}"))  # the name says "random weights"
     table.add_column("category")
     table.add_column("n", justify="right")
     table.add_column("exact", justify="right")

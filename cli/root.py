@@ -114,10 +114,11 @@ models_app = typer.Typer(
 )
 app.add_typer(models_app, name="models")
 
-UpOption = Annotated[
-    str,
-    typer.Option("--up", help="Up axis of a mesh file: auto (stage config, else detected), y or z."),
-]
+UP_HELP = "Up axis of a mesh file: auto (stage config, else detected), y or z."
+HEIGHT_HELP = "Panorama height in pixels (at most 4096)."
+WIDTH_HELP = "Panorama width in pixels (at most 4096)."
+ITEMS_HELP = "How many items (seeds seed..seed+N-1; at most 100,000)."
+UpOption = Annotated[str, typer.Option("--up", help=UP_HELP)]
 
 
 @contextmanager

@@ -10,7 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from embodia.cli.root import UpOption, bold, check_up, console, sim_app, user_errors
+from embodia.cli.root import HEIGHT_HELP, WIDTH_HELP, UpOption, bold, check_up, console, sim_app, user_errors
 from embodia.core.limits import check_image_size
 
 SceneOption = Annotated[
@@ -41,8 +41,8 @@ def sim_render(
             help="Agent floor point and heading: x,y,z,yaw_deg (default: most open point).",
         ),
     ] = None,
-    height: Annotated[int, typer.Option(help="Panorama height in pixels (at most 4096).")] = 512,
-    width: Annotated[int, typer.Option(help="Panorama width in pixels (at most 4096).")] = 1024,
+    height: Annotated[int, typer.Option(help=HEIGHT_HELP)] = 512,
+    width: Annotated[int, typer.Option(help=WIDTH_HELP)] = 1024,
     up: UpOption = "auto",
 ) -> None:
     """Render a panorama (RGB, depth, semantics), a pinhole view, a top-down map and the scene .glb."""

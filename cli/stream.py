@@ -12,57 +12,45 @@ from rich.markup import escape
 from rich.table import Table
 
 from embodia.cli.root import bold, console, err_console, eval_app, finite, stream_app, user_errors
+from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
 from embodia.core.limits import MAX_SET_SIZE, check_range, check_seed
 from embodia.errors import EmbodiaError
 
 
-@stream_app.command("run")
+def _live_settings() -> type[Any]:
+    from embodia.evals.live_run import LiveSettings
+
+    return LiveSettings
+
+
+STREAM_RUN_OPTIONS: OptionTable = {
+    "out": OWN,
+    "source": FieldOption(
+        "procedural:arena,seed=3[,duration=120] or video:FILE.mp4,labels=FILE.jsonl.",
+        default="procedural:arena,seed=0",
+    ),
+    "scenario": FieldOption("solo, co-commentary or guidance."),
+    "agent": FieldOption("heuristic, gate:DIR (a trained gate) or a chat policy spec (hf:DIR, openai:URL)."),
+    "speaker": FieldOption("Policy spec that writes the lines (default: the agent's own)."),
+    "agents": FieldOption("Co-commentary self-play: agents sharing the stream."),
+    "threshold": FieldOption("Speak when the score exceeds this."),
+    "token_cap": FieldOption("Words per spoken second."),
+    "budget": FieldOption(
+        "Each agent's conversation in the speaking model's tokens (words without a model; "
+        "default: what its context leaves, else 16,384)."
+    ),
+    "realtime": FieldOption("Chunks arrive on the wall clock; late decisions are dropped."),
+    "time_scale": FieldOption("Wall seconds per stream second."),
+    "fps": FieldOption("Frames per 1-second chunk (the reference: 2; at most 60)."),
+    "video": FieldOption("Write stream.mp4.", "--video/--no-video"),
+    "resume": OWN,
+}
+
+
+@settings_command(stream_app, "run", _live_settings, STREAM_RUN_OPTIONS)
 def stream_run(
+    options: dict[str, Any],
     out: Annotated[Path, typer.Option("--out", help="Run directory, e.g. runs/NAME.")],
-    source: Annotated[
-        str,
-        typer.Option(
-            "--source", help="procedural:arena,seed=3[,duration=120] or video:FILE.mp4,labels=FILE.jsonl."
-        ),
-    ] = "procedural:arena,seed=0",
-    scenario: Annotated[str, typer.Option("--scenario", help="solo, co-commentary or guidance.")] = "solo",
-    agent: Annotated[
-        str,
-        typer.Option(
-            "--agent", help="heuristic, gate:DIR (a trained gate) or a chat policy spec (hf:DIR, openai:URL)."
-        ),
-    ] = "heuristic",
-    speaker: Annotated[
-        str, typer.Option("--speaker", help="Policy spec that writes the lines (default: the agent's own).")
-    ] = "",
-    agents: Annotated[
-        int, typer.Option("--agents", help="Co-commentary self-play: agents sharing the stream.")
-    ] = 1,
-    threshold: Annotated[
-        float | None, typer.Option("--threshold", help="Speak when the score exceeds this.", callback=finite)
-    ] = None,
-    token_cap: Annotated[int, typer.Option("--token-cap", help="Words per spoken second.")] = 12,
-    budget: Annotated[
-        int | None,
-        typer.Option(
-            "--budget",
-            help="Each agent's conversation in the speaking model's tokens (words without a model; "
-            "default: what its context leaves, else 16,384).",
-        ),
-    ] = None,
-    realtime: Annotated[
-        bool, typer.Option("--realtime", help="Chunks arrive on the wall clock; late decisions are dropped.")
-    ] = False,
-    time_scale: Annotated[
-        float, typer.Option("--time-scale", help="Wall seconds per stream second.", callback=finite)
-    ] = 1.0,
-    fps: Annotated[
-        float,
-        typer.Option(
-            "--fps", help="Frames per 1-second chunk (the reference: 2; at most 60).", callback=finite
-        ),
-    ] = 2.0,
-    video: Annotated[bool, typer.Option("--video/--no-video", help="Write stream.mp4.")] = True,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a killed run in --out.")] = False,
 ) -> None:
     """Run proactive agents over a live stream; writes predictions, labels, summary, timeline and video."""
@@ -71,20 +59,7 @@ def stream_run(
     from embodia.evals.live_run import LiveSettings, run_live
 
     with user_errors():
-        settings = LiveSettings(
-            source=source,
-            scenario=scenario,
-            agent=agent,
-            speaker=speaker,
-            agents=agents,
-            threshold=threshold,
-            token_cap=token_cap,
-            budget=budget,
-            realtime=realtime,
-            time_scale=time_scale,
-            fps=fps,
-            video=video,
-        )
+        settings = LiveSettings(**options)
         columns = (
             TextColumn("[bold]{task.description}"),
             BarColumn(),
@@ -92,7 +67,7 @@ def stream_run(
             TextColumn("{task.fields[line]}", markup=False),
         )
         with Progress(*columns, console=err_console, transient=True) as progress:
-            task = progress.add_task(f"{escape(scenario)} stream", total=None, line="")
+            task = progress.add_task(f"{escape(settings.scenario)} stream", total=None, line="")
 
             def show(event: dict[str, Any]) -> None:
                 if event.get("event") == "chunk":

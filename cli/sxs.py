@@ -4,69 +4,66 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.markup import escape
 
-from embodia.cli.root import bold, console, err_console, eval_app, sxs_app, user_errors, valid_seed
+from embodia.cli.root import (
+    ITEMS_HELP,
+    bold,
+    console,
+    err_console,
+    eval_app,
+    sxs_app,
+    user_errors,
+    valid_seed,
+)
+from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
 from embodia.core.limits import MAX_SET_SIZE, check_range
 from embodia.errors import EmbodiaError
 
 SXS_SOURCE_HELP = "maze, sudoku, frozenlake, tsp, or dsr:OPERATION (e.g. dsr:queue.compound)."
+SXS_DIFFICULTY_HELP = "Puzzle difficulty, or DSR length (short, medium, long)."
 
 
-@eval_app.command("sxs")
+def _sxs_settings() -> type[Any]:
+    from embodia.evals.sxs_run import SxSRunSettings
+
+    return SxSRunSettings
+
+
+EVAL_SXS_OPTIONS: OptionTable = {
+    "out": OWN,
+    "policy": FieldOption("Chat policy spec (openai:URL?model=M streams wall-clock latency).", default=""),
+    "source": FieldOption(SXS_SOURCE_HELP, default="maze"),
+    "modes": FieldOption(
+        "Comma-separated: think_then_answer, naive_early_streaming, prompted_interleaving, sxs, sft_target."
+    ),
+    "difficulty": FieldOption(SXS_DIFFICULTY_HELP),
+    "items": FieldOption(ITEMS_HELP),
+    "seed": FieldOption(),
+    "max_tokens": FieldOption(),
+    "k": FieldOption("Tokens per update of naive early streaming."),
+    "support": FieldOption("The SxS guard: exact (step checker), judge:SPEC (chat model) or nli:DIR."),
+    "resume": OWN,
+}
+
+
+@settings_command(eval_app, "sxs", _sxs_settings, EVAL_SXS_OPTIONS)
 def eval_sxs(
+    options: dict[str, Any],
     out: Annotated[Path, typer.Option("--out", help="Run directory (results.jsonl, report.json, plots).")],
-    policy: Annotated[
-        str,
-        typer.Option("--policy", help="Chat policy spec (openai:URL?model=M streams wall-clock latency)."),
-    ] = "",
-    source: Annotated[str, typer.Option("--source", help=SXS_SOURCE_HELP)] = "maze",
-    modes: Annotated[
-        str,
-        typer.Option(
-            "--modes",
-            help="Comma-separated: think_then_answer, naive_early_streaming, prompted_interleaving, sxs, "
-            "sft_target.",
-        ),
-    ] = "think_then_answer,naive_early_streaming,prompted_interleaving,sxs,sft_target",
-    difficulty: Annotated[
-        str, typer.Option("--difficulty", help="Puzzle difficulty, or DSR length (short, medium, long).")
-    ] = "medium",
-    items: Annotated[
-        int, typer.Option("--items", help="How many items (seeds seed..seed+N-1; at most 100,000).")
-    ] = 10,
-    seed: Annotated[int, typer.Option("--seed", callback=valid_seed)] = 0,
-    max_tokens: Annotated[int, typer.Option("--max-tokens")] = 1024,
-    k: Annotated[int, typer.Option("--k", help="Tokens per update of naive early streaming.")] = 16,
-    support: Annotated[
-        str,
-        typer.Option(
-            "--support", help="The SxS guard: exact (step checker), judge:SPEC (chat model) or nli:DIR."
-        ),
-    ] = "exact",
     resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out.")] = False,
 ) -> None:
     """Accuracy against content latency for SxS and its baselines, with Pareto plots."""
     from embodia.evals.sxs_run import POLICY_MODES, SxSRunSettings, parse_modes, run_sxs_eval
 
     with user_errors():
-        if not policy and any(m in POLICY_MODES for m in parse_modes(modes)):
+        if not options["policy"] and any(m in POLICY_MODES for m in parse_modes(options["modes"])):
             raise EmbodiaError("--policy is needed for every mode but sft_target")
-        settings = SxSRunSettings(
-            source=source,
-            policy=policy,
-            modes=modes,
-            difficulty=difficulty,
-            items=items,
-            seed=seed,
-            max_tokens=max_tokens,
-            k=k,
-            support=support,
-        )
-        with err_console.status(f"SxS on {escape(source)}"):
+        settings = SxSRunSettings(**options)
+        with err_console.status(f"SxS on {escape(settings.source)}"):
             report = run_sxs_eval(settings, out, resume=resume)
     for mode, means in report["modes"].items():
         console.print(
@@ -81,12 +78,8 @@ def eval_sxs(
 def sxs_data(
     out: Annotated[Path, typer.Option("--out", help="SFT JSONL file to write.")],
     source: Annotated[str, typer.Option("--source", help=SXS_SOURCE_HELP)] = "maze",
-    difficulty: Annotated[
-        str, typer.Option("--difficulty", help="Puzzle difficulty, or DSR length (short, medium, long).")
-    ] = "medium",
-    items: Annotated[
-        int, typer.Option("--items", help="How many items (seeds seed..seed+N-1; at most 100,000).")
-    ] = 100,
+    difficulty: Annotated[str, typer.Option("--difficulty", help=SXS_DIFFICULTY_HELP)] = "medium",
+    items: Annotated[int, typer.Option("--items", help=ITEMS_HELP)] = 100,
     seed: Annotated[int, typer.Option("--seed", callback=valid_seed)] = 0,
     tokenizer: Annotated[
         Path | None,
