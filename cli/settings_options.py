@@ -153,6 +153,15 @@ class _DeferredCommand(TyperCommand):
 
     real: Callable[[], Any]
 
+    @property
+    def params(self) -> list[Any]:
+        """The real command's options, for whoever looks the command line over (a test, completion)."""
+        return list(type(self).real().params)
+
+    @params.setter
+    def params(self, value: list[Any]) -> None:
+        """Click's constructor sets the stand-in's own options: it has none to keep."""
+
     def make_context(self, info_name: str | None, args: list[str], parent: Any = None, **extra: Any) -> Any:
         return type(self).real().make_context(info_name, args, parent, **extra)
 

@@ -100,6 +100,9 @@ def test_the_settings_load_when_the_command_runs_not_when_its_group_is_listed() 
     group, seen = _trip_app(TABLE)
     listing = runner.invoke(group, ["--help"])
     assert listing.exit_code == 0 and "Plan a trip." in listing.output and seen["loads"] == 0
+    plan = typer.main.get_command(group).commands["plan"]
+    names = ["place", "out", "nights", "rate", "stops", "note", "mode", "dry"]
+    assert [p.name for p in plan.params] == names  # looked over, it shows the real options
     runner.invoke(group, ["plan", "--help"])
     runner.invoke(group, ["plan", "--place", "lake", "--out", "x"])
     assert seen["loads"] == 1  # built once
