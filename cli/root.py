@@ -145,10 +145,12 @@ def _root(
 
 
 def check_up(up: str) -> Any:
+    """A mesh file's ``--up`` axis, checked before it reaches the simulator."""
     if up not in ("auto", "y", "z"):
         raise EmbodiaError(f"invalid --up {up!r}: expected auto, y or z")
     return up
 
 
 def main() -> None:
+    """The ``embodia`` console script (and ``python -m embodia.cli``)."""
     app()
