@@ -1,0 +1,5 @@
+"""``python -m embodia.cli``: the ``embodia`` command."""
+
+from embodia.cli import main
+
+main()

@@ -1,0 +1,138 @@
+"""``embodia sim``: render a scene (panorama, pinhole view, top-down map) and print what it holds."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.markup import escape
+from rich.table import Table
+
+from embodia.cli.root import HEIGHT_HELP, WIDTH_HELP, UpOption, bold, check_up, console, sim_app, user_errors
+from embodia.core.limits import check_image_size
+
+SceneOption = Annotated[
+    str,
+    typer.Option(
+        "--scene",
+        help="A mesh file (.glb .gltf .ply .obj) or procedural:seed=N[,rooms=K].",
+    ),
+]
+
+
+def _write_yaml(path: Path, data: dict[str, Any]) -> None:
+    import yaml
+
+    from embodia.core.runs import write_atomic
+
+    write_atomic(path, yaml.safe_dump(data, sort_keys=False))
+
+
+@sim_app.command("render")
+def sim_render(
+    scene: SceneOption,
+    out: Annotated[Path, typer.Option("--out", help="Run directory to write into.")],
+    pose: Annotated[
+        str | None,
+        typer.Option(
+            "--pose",
+            help="Agent floor point and heading: x,y,z,yaw_deg (default: most open point).",
+        ),
+    ] = None,
+    height: Annotated[int, typer.Option(help=HEIGHT_HELP)] = 512,
+    width: Annotated[int, typer.Option(help=WIDTH_HELP)] = 1024,
+    up: UpOption = "auto",
+) -> None:
+    """Render a panorama (RGB, depth, semantics), a pinhole view, a top-down map and the scene .glb."""
+    import imageio.v3 as iio
+
+    from embodia.core.runs import check_out_folder, write_atomic
+    from embodia.sim import EmbeddedSimulator, Pose
+    from embodia.sim.visualize import colorize_depth, colorize_semantic, topdown_image
+
+    with user_errors():
+        check_out_folder(out)
+        check_image_size("the panorama", height, width)
+        start = Pose.parse(pose) if pose is not None else None
+        sim = EmbeddedSimulator(up=check_up(up))
+        with console.status(f"loading {escape(scene)}"):
+            agent = sim.reset(scene, start)
+        out.mkdir(parents=True, exist_ok=True)
+        pano = sim.panorama(height, width)
+        view = sim.pinhole(256, 256, 90.0)
+        files = {
+            "panorama_rgb.png": pano["rgb"],
+            "panorama_depth.png": colorize_depth(pano["depth"]),
+            "panorama_semantic.png": colorize_semantic(pano["semantic"], sim.categories),
+            "pinhole_rgb.png": view["rgb"],
+            "topdown.png": topdown_image(sim.renderer.raycaster, sim.nav, agent),
+        }
+        for name, image in files.items():
+            iio.imwrite(out / name, image)
+        sim.scene.export(out / "scene.glb")
+        config = {
+            "command": "sim render",
+            "scene": scene,
+            "pose": None if start is None else start.as_dict(),
+            "panorama": {"height": height, "width": width},
+            "up": up,
+            "sim": {f: getattr(sim.config, f) for f in sim.config.__slots__},
+        }
+        _write_yaml(out / "config.yaml", config)
+        summary = {
+            **_scene_summary(sim),
+            "agent_pose": agent.as_dict(),
+            "files": sorted([*files, "scene.glb"]),
+        }
+        write_atomic(out / "summary.json", json.dumps(summary, indent=2) + "\n")
+    console.print(
+        f"wrote {len(files) + 1} files to {bold(out)} (navigable {summary['navigable_area_m2']:.1f} m2)"
+    )
+
+
+def _scene_summary(sim: Any) -> dict[str, Any]:
+    scene = sim.scene
+    lo, hi = scene.bounds
+    return {
+        "scene": scene.name,
+        "source": scene.source,
+        "mesh_sha256": scene.mesh_hash(),
+        "triangles": int(len(scene.faces)),
+        "bounds": {
+            "min": [round(float(v), 4) for v in lo],
+            "max": [round(float(v), 4) for v in hi],
+        },
+        "floor_height": round(sim.nav.floor_height, 4),
+        "navigable_area_m2": round(sim.nav.navigable_area, 4),
+        "categories": {k: round(v, 3) for k, v in sorted(scene.present_categories().items())},
+    }
+
+
+@sim_app.command("info")
+def sim_info(
+    scene: SceneOption,
+    up: UpOption = "auto",
+    as_json: Annotated[bool, typer.Option("--json", help="Print one JSON object instead of tables.")] = False,
+) -> None:
+    """Print a scene's bounds, navigable area and categories."""
+    from embodia.sim import EmbeddedSimulator
+
+    with user_errors():
+        sim = EmbeddedSimulator(up=check_up(up))
+        sim.reset(scene)
+        summary = _scene_summary(sim)
+    if as_json:
+        console.print_json(json.dumps(summary))
+        return
+    table = Table(title=f"{escape(summary['scene'])} ({summary['triangles']} triangles)", show_header=False)
+    table.add_row("bounds min (m)", ", ".join(f"{v:.2f}" for v in summary["bounds"]["min"]))
+    table.add_row("bounds max (m)", ", ".join(f"{v:.2f}" for v in summary["bounds"]["max"]))
+    table.add_row("floor height (m)", f"{summary['floor_height']:.3f}")
+    table.add_row("navigable area (m2)", f"{summary['navigable_area_m2']:.2f}")
+    console.print(table)
+    cats = Table("category", "surface area (m2)", title="categories")
+    for name, area in summary["categories"].items():
+        cats.add_row(escape(name), f"{area:.2f}")
+    console.print(cats)
