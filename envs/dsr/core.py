@@ -13,7 +13,7 @@ removed, as the public benchmark does, with dict keys sorted so key order never 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -155,6 +155,21 @@ STR_LIST = list_schema({"type": "string"})
 def distinct_values(rng: random.Random, count: int, low: int = 0, high: int = 99) -> list[int]:
     """``count`` distinct integers in [low, high] (tree keys, graph labels)."""
     return rng.sample(range(low, high + 1), count)
+
+
+KEY_LOW, KEY_HIGH = 0, 99
+"""The key range of the tree and heap structures."""
+
+
+def fresh_key(rng: random.Random, present: Iterable[int], low: int = KEY_LOW, high: int = KEY_HIGH) -> int:
+    """A key in [low, high] not in ``present``; falls back to [KEY_LOW, KEY_HIGH] when the range is full."""
+    taken = set(present)
+    if sum(1 for key in taken if low <= key <= high) > high - low:
+        low, high = KEY_LOW, KEY_HIGH
+    while True:  # the structures hold at most ~60 keys of 100, so a few draws suffice
+        key = rng.randint(low, high)
+        if key not in taken:
+            return key
 
 
 def steps_from(labels: Sequence[str], states: Sequence[Any]) -> tuple[Step, ...]:

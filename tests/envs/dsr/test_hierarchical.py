@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embodia.envs.dsr.core import LENGTHS, OPERATIONS, get_operation
+from embodia.envs.dsr.structures.b_plus_tree import _BPNode
 from embodia.envs.dsr.structures.hierarchical import (
     BLACK,
     BST,
@@ -21,7 +22,6 @@ from embodia.envs.dsr.structures.hierarchical import (
     BPlusTree,
     MinHeap,
     RedBlackTree,
-    _BPNode,
     bplus_order,
 )
 
