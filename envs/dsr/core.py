@@ -176,3 +176,74 @@ def steps_from(labels: Sequence[str], states: Sequence[Any]) -> tuple[Step, ...]
     if len(labels) != len(states):
         raise ValueError(f"{len(labels)} step labels but {len(states)} states")
     return tuple(Step(label, state) for label, state in zip(labels, states, strict=True))
+
+
+Op = list[Any]
+"""One operation as problems record it: its name, then its arguments (``["insert", 42]``)."""
+
+
+def replay(
+    structure: Any,
+    ops: Iterable[Op],
+    *,
+    apply: Callable[[Op], object] | None = None,
+    label: Callable[[Op], str] | None = None,
+) -> tuple[list[str], tuple[Step, ...]]:
+    """Run ``ops`` on ``structure`` in order: each op's label (:func:`op_label` unless ``label``
+    says otherwise) and the steps, each with ``structure.state()`` right after the op. An op
+    ``[name, *args]`` calls ``structure.name(*args)`` unless ``apply`` is given."""
+    labels, states = [], []
+    for op in ops:
+        if apply is None:
+            getattr(structure, op[0])(*op[1:])
+        else:
+            apply(op)
+        labels.append(op_label(*op) if label is None else label(op))
+        states.append(structure.state())
+    return labels, steps_from(labels, states)
+
+
+def insert_delete_ops(
+    rng: random.Random,
+    count: int,
+    new_item: Callable[[list[Any]], Any],
+    delete_if: Callable[[float], bool],
+    present: Sequence[Any] = (),
+    *,
+    repeats: bool = False,
+) -> list[Op]:
+    """``count`` ops ``["insert", item]`` / ``["delete", item]`` on a collection holding ``present``.
+
+    While an item is present, ``delete_if(rng.random())`` says whether the next op deletes one
+    (drawn with ``rng.choice``); otherwise it inserts ``new_item(items present)``. An inserted
+    item that is present already is held once, unless ``repeats`` (a multiset)."""
+    items = list(present)
+    ops: list[Op] = []
+    for _ in range(count):
+        if items and delete_if(rng.random()):
+            item = rng.choice(items)
+            items.remove(item)
+            ops.append(["delete", item])
+        else:
+            item = new_item(items)
+            if repeats or item not in items:
+                items.append(item)
+            ops.append(["insert", item])
+    return ops
+
+
+def push_pop_ops(
+    rng: random.Random, count: int, push: str, pop: str, pop_if: Callable[[float], bool]
+) -> list[Op]:
+    """``count`` ops ``[push, value]`` (a value in [KEY_LOW, KEY_HIGH]) / ``[pop]`` on a container
+    that starts empty: while it holds anything, ``pop_if(rng.random())`` says whether to pop."""
+    ops: list[Op] = []
+    depth = 0
+    for _ in range(count):
+        if depth and pop_if(rng.random()):
+            ops.append([pop])
+            depth -= 1
+        else:
+            ops.append([push, rng.randint(KEY_LOW, KEY_HIGH)])
+            depth += 1
+    return ops

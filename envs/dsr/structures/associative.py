@@ -13,9 +13,11 @@ from embodia.envs.dsr.core import (
     STR_LIST,
     Operation,
     Problem,
+    insert_delete_ops,
     list_schema,
     op_label,
     register,
+    replay,
     steps_from,
 )
 
@@ -236,29 +238,18 @@ def _trie_word(rng: random.Random, length: int, words: list[str]) -> str:
 
 def _trie_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     low, high = _TRIE_WORD_LENGTHS[size_level(size)]
+    # The words present are kept in a list, in insertion order (a set's order would follow str hashing,
+    # which is randomised per process).
+    ops = insert_delete_ops(
+        rng, size, lambda words: _trie_word(rng, rng.randint(low, high), words), lambda draw: draw < 0.3
+    )
     trie = Trie()
-    words: list[str] = []  # insertion-ordered (never a set: str hashing is randomised per process)
-    ops: list[list[Any]] = []
-    labels, states = [], []
-    for _ in range(size):
-        if words and rng.random() < 0.3:
-            word = rng.choice(words)
-            words.remove(word)
-            trie.delete(word)
-            ops.append(["delete", word])
-        else:
-            word = _trie_word(rng, rng.randint(low, high), words)
-            if word not in words:
-                words.append(word)
-            trie.insert(word)
-            ops.append(["insert", word])
-        labels.append(op_label(*ops[-1]))
-        states.append(trie.state())
+    labels, steps = replay(trie, ops)
     question = (
         "You are given an empty trie initially. Q: What is the final state of the trie after the following "
         f"operations: {', '.join(labels)}?"
     )
-    return Problem(question, trie.state(), {"ops": ops}, steps_from(labels, states), [""])
+    return Problem(question, trie.state(), {"ops": ops}, steps, [""])
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -12,9 +12,9 @@ from embodia.envs.dsr.core import (
     Operation,
     Problem,
     fresh_key,
+    insert_delete_ops,
     list_schema,
-    op_label,
-    steps_from,
+    replay,
 )
 
 
@@ -124,28 +124,14 @@ def bplus_order(size: int) -> int:
 
 def _bplus_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     order = int(variant.get("order", bplus_order(size)))
+    ops = insert_delete_ops(rng, size, lambda present: fresh_key(rng, present), lambda draw: draw < 0.3)
     tree = BPlusTree(order)
-    present: list[int] = []
-    ops: list[list[Any]] = []
-    labels, states = [], []
-    for _ in range(size):
-        if present and rng.random() < 0.3:
-            key = rng.choice(present)
-            present.remove(key)
-            tree.delete(key)
-            ops.append(["delete", key])
-        else:
-            key = fresh_key(rng, present)
-            present.append(key)
-            tree.insert(key)
-            ops.append(["insert", key])
-        labels.append(op_label(*ops[-1]))
-        states.append(tree.state())
+    labels, steps = replay(tree, ops)
     question = (
         f"You are given an empty B+ tree of order {order} initially. Q: What is the state of the B+ tree "
         f"after the following operations: {', '.join(labels)}?"
     )
-    return Problem(question, tree.state(), {"order": order, "ops": ops}, steps_from(labels, states), [[]])
+    return Problem(question, tree.state(), {"order": order, "ops": ops}, steps, [[]])
 
 
 B_PLUS_TREE_OPERATIONS: tuple[Operation, ...] = (

@@ -16,7 +16,9 @@ from embodia.envs.dsr.core import (
     Problem,
     distinct_values,
     fresh_key,
+    insert_delete_ops,
     op_label,
+    replay,
     steps_from,
 )
 
@@ -58,6 +60,10 @@ class BST:
 
     def remove(self, key: int) -> None:
         self.root = self._remove(self.root, key)
+
+    def delete(self, key: int) -> None:
+        """:meth:`remove`, under the name the compound operation gives it."""
+        self.remove(key)
 
     def _remove(self, node: _BSTNode | None, key: int) -> _BSTNode | None:
         if node is None:
@@ -214,28 +220,14 @@ def _bst_traversal(query: str) -> Callable[[random.Random, int, Mapping[str, Any
 
 
 def _bst_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    ops = insert_delete_ops(rng, size, lambda present: fresh_key(rng, present), lambda draw: draw >= 0.7)
     tree = BST()
-    present: list[int] = []
-    ops: list[list[Any]] = []
-    labels, states = [], []
-    for _ in range(size):
-        if not present or rng.random() < 0.7:
-            key = fresh_key(rng, present)
-            tree.insert(key)
-            present.append(key)
-            ops.append(["insert", key])
-        else:
-            key = rng.choice(present)
-            tree.remove(key)
-            present.remove(key)
-            ops.append(["delete", key])
-        labels.append(op_label(*ops[-1]))
-        states.append(tree.state())
+    labels, steps = replay(tree, ops)
     question = (
         "You are given an empty binary search tree initially. Q: What is the pre-order traversal of the "
         f"binary search tree after the following operations: {', '.join(labels)}?"
     )
-    return Problem(question, tree.state(), {"ops": ops}, steps_from(labels, states), [])
+    return Problem(question, tree.state(), {"ops": ops}, steps, [])
 
 
 _BST_BASE = (

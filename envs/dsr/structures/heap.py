@@ -13,8 +13,8 @@ from embodia.envs.dsr.core import (
     KEY_LOW,
     Operation,
     Problem,
-    op_label,
-    steps_from,
+    push_pop_ops,
+    replay,
 )
 
 
@@ -74,37 +74,23 @@ class MinHeap:
 def _heapify(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     array = [rng.randint(KEY_LOW, KEY_HIGH) for _ in range(size)]
     heap = MinHeap(array)
-    labels, states = [], []
-    for index in heap.heapify_indices():
-        heap.sift_down(index)
-        labels.append(op_label("sift_down", index))
-        states.append(heap.state())
+    labels, steps = replay(heap, [["sift_down", index] for index in heap.heapify_indices()])
     question = (
         f"Q: Given the array {array}, turn it into a min-heap with the bottom-up heapify algorithm. "
         "What is the resulting array?"
     )
-    return Problem(question, heap.state(), {"array": array}, steps_from(labels, states), list(array))
+    return Problem(question, heap.state(), {"array": array}, steps, list(array))
 
 
 def _heap_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    ops = push_pop_ops(rng, size, "insert", "delete", lambda draw: draw < 0.3)
     heap = MinHeap()
-    ops: list[list[Any]] = []
-    labels, states = [], []
-    for _ in range(size):
-        if not heap.items or rng.random() >= 0.3:
-            value = rng.randint(KEY_LOW, KEY_HIGH)
-            heap.insert(value)
-            ops.append(["insert", value])
-        else:
-            heap.delete()
-            ops.append(["delete"])
-        labels.append(op_label(*ops[-1]))
-        states.append(heap.state())
+    labels, steps = replay(heap, ops)
     question = (
         "You are given an empty min-heap initially. Q: What is the state of the heap after the following "
         f"operations: {', '.join(labels)}?"
     )
-    return Problem(question, heap.state(), {"ops": ops}, steps_from(labels, states), [])
+    return Problem(question, heap.state(), {"ops": ops}, steps, [])
 
 
 _HEAP_BASE = (

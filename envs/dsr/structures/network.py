@@ -12,9 +12,8 @@ from embodia.envs.dsr.core import (
     Operation,
     Problem,
     distinct_values,
-    op_label,
     register,
-    steps_from,
+    replay,
 )
 
 EDGE_PROBABILITY = 0.3
@@ -145,23 +144,15 @@ class DSU:
 def _dsu_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     # The public generator draws about twice as many elements as unions (10-19 elements for 5-10).
     elements = distinct_values(rng, rng.randint(size + 1, 2 * size))
+    # Both arguments drawn independently, as in the public generator: union(x, x) is a no-op.
+    ops: list[list[Any]] = [["union", rng.choice(elements), rng.choice(elements)] for _ in range(size)]
     dsu = DSU(elements)
-    ops: list[list[Any]] = []
-    labels, states = [], []
-    for _ in range(size):
-        # Both arguments drawn independently, as in the public generator: union(x, x) is a no-op.
-        x, y = rng.choice(elements), rng.choice(elements)
-        dsu.union(x, y)
-        ops.append(["union", x, y])
-        labels.append(op_label("union", x, y))
-        states.append(dsu.state())
+    labels, steps = replay(dsu, ops)
     question = (
         f"The initial list of elements is {elements}; each element starts as its own set with rank 0. "
         f"Q: What is the final state of the DSU after the following operations: {', '.join(labels)}?"
     )
-    return Problem(
-        question, dsu.state(), {"elements": elements, "ops": ops}, steps_from(labels, states), elements
-    )
+    return Problem(question, dsu.state(), {"elements": elements, "ops": ops}, steps, elements)
 
 
 _GRAPH_DESCRIPTION = (

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from embodia.envs.dsr.core import (
     INT,
@@ -15,9 +15,9 @@ from embodia.envs.dsr.core import (
     Problem,
     distinct_values,
     fresh_key,
+    insert_delete_ops,
     list_schema,
-    op_label,
-    steps_from,
+    replay,
 )
 
 RED, BLACK = "r", "b"
@@ -36,6 +36,21 @@ class _RBNode:
         self.parent: _RBNode = nil if nil is not None else self
 
 
+Side = Literal["left", "right"]
+_OTHER: dict[Side, Side] = {"left": "right", "right": "left"}
+
+
+def _child(node: _RBNode, side: Side) -> _RBNode:
+    return node.left if side == "left" else node.right
+
+
+def _set_child(node: _RBNode, side: Side, child: _RBNode) -> None:
+    if side == "left":
+        node.left = child
+    else:
+        node.right = child
+
+
 class RedBlackTree:
     """CLRS red-black tree (sentinel NIL); delete uses RB-TRANSPLANT and the in-order successor."""
 
@@ -45,34 +60,22 @@ class RedBlackTree:
         for key in keys:
             self.insert(key)
 
-    def _rotate_left(self, x: _RBNode) -> None:
-        y = x.right
-        x.right = y.left
-        if y.left is not self.nil:
-            y.left.parent = x
+    def _rotate(self, x: _RBNode, side: Side) -> None:
+        """Rotate ``x`` down to the ``side`` ("left": a left rotation): its child on the other side
+        takes its place and that child's ``side`` subtree becomes ``x``'s other child."""
+        other = _OTHER[side]
+        y = _child(x, other)
+        _set_child(x, other, _child(y, side))
+        if _child(y, side) is not self.nil:
+            _child(y, side).parent = x
         y.parent = x.parent
         if x.parent is self.nil:
             self.root = y
-        elif x is x.parent.left:
-            x.parent.left = y
+        elif x is _child(x.parent, side):
+            _set_child(x.parent, side, y)
         else:
-            x.parent.right = y
-        y.left = x
-        x.parent = y
-
-    def _rotate_right(self, x: _RBNode) -> None:
-        y = x.left
-        x.left = y.right
-        if y.right is not self.nil:
-            y.right.parent = x
-        y.parent = x.parent
-        if x.parent is self.nil:
-            self.root = y
-        elif x is x.parent.right:
-            x.parent.right = y
-        else:
-            x.parent.left = y
-        y.right = x
+            _set_child(x.parent, other, y)
+        _set_child(y, side, x)
         x.parent = y
 
     def insert(self, key: int) -> None:
@@ -93,32 +96,21 @@ class RedBlackTree:
     def _insert_fixup(self, z: _RBNode) -> None:
         while z.parent.color == RED:
             grand = z.parent.parent
-            if z.parent is grand.left:
-                uncle = grand.right
-                if uncle.color == RED:  # case 1: recolor and move up
-                    z.parent.color = uncle.color = BLACK
-                    grand.color = RED
-                    z = grand
-                else:
-                    if z is z.parent.right:  # case 2: rotate into case 3
-                        z = z.parent
-                        self._rotate_left(z)
-                    z.parent.color = BLACK  # case 3
-                    z.parent.parent.color = RED
-                    self._rotate_right(z.parent.parent)
+            # CLRS spells each case out twice, mirrored: ``side`` is the one the parent hangs on.
+            side: Side = "left" if z.parent is grand.left else "right"
+            other = _OTHER[side]
+            uncle = _child(grand, other)
+            if uncle.color == RED:  # case 1: recolor and move up
+                z.parent.color = uncle.color = BLACK
+                grand.color = RED
+                z = grand
             else:
-                uncle = grand.left
-                if uncle.color == RED:
-                    z.parent.color = uncle.color = BLACK
-                    grand.color = RED
-                    z = grand
-                else:
-                    if z is z.parent.left:
-                        z = z.parent
-                        self._rotate_right(z)
-                    z.parent.color = BLACK
-                    z.parent.parent.color = RED
-                    self._rotate_left(z.parent.parent)
+                if z is _child(z.parent, other):  # case 2: rotate into case 3
+                    z = z.parent
+                    self._rotate(z, side)
+                z.parent.color = BLACK  # case 3
+                z.parent.parent.color = RED
+                self._rotate(z.parent.parent, other)
         self.root.color = BLACK
 
     def _find(self, key: int) -> _RBNode:
@@ -168,48 +160,30 @@ class RedBlackTree:
 
     def _delete_fixup(self, x: _RBNode) -> None:
         while x is not self.root and x.color == BLACK:
-            if x is x.parent.left:
-                w = x.parent.right
-                if w.color == RED:  # case 1: make the sibling black
-                    w.color = BLACK
-                    x.parent.color = RED
-                    self._rotate_left(x.parent)
-                    w = x.parent.right
-                if w.left.color == BLACK and w.right.color == BLACK:  # case 2: push the extra black up
-                    w.color = RED
-                    x = x.parent
-                else:
-                    if w.right.color == BLACK:  # case 3: turn into case 4
-                        w.left.color = BLACK
-                        w.color = RED
-                        self._rotate_right(w)
-                        w = x.parent.right
-                    w.color = x.parent.color  # case 4
-                    x.parent.color = BLACK
-                    w.right.color = BLACK
-                    self._rotate_left(x.parent)
-                    x = self.root
+            side: Side = "left" if x is x.parent.left else "right"  # as in the insert fix-up, mirrored
+            other = _OTHER[side]
+            w = _child(x.parent, other)
+            if w.color == RED:  # case 1: make the sibling black
+                w.color = BLACK
+                x.parent.color = RED
+                self._rotate(x.parent, side)
+                w = _child(x.parent, other)
+            if (
+                _child(w, side).color == BLACK and _child(w, other).color == BLACK
+            ):  # case 2: push the extra black up
+                w.color = RED
+                x = x.parent
             else:
-                w = x.parent.left
-                if w.color == RED:
-                    w.color = BLACK
-                    x.parent.color = RED
-                    self._rotate_right(x.parent)
-                    w = x.parent.left
-                if w.right.color == BLACK and w.left.color == BLACK:
+                if _child(w, other).color == BLACK:  # case 3: turn into case 4
+                    _child(w, side).color = BLACK
                     w.color = RED
-                    x = x.parent
-                else:
-                    if w.left.color == BLACK:
-                        w.right.color = BLACK
-                        w.color = RED
-                        self._rotate_left(w)
-                        w = x.parent.left
-                    w.color = x.parent.color
-                    x.parent.color = BLACK
-                    w.left.color = BLACK
-                    self._rotate_right(x.parent)
-                    x = self.root
+                    self._rotate(w, other)
+                    w = _child(x.parent, other)
+                w.color = x.parent.color  # case 4
+                x.parent.color = BLACK
+                _child(w, other).color = BLACK
+                self._rotate(x.parent, side)
+                x = self.root
         x.color = BLACK
 
     def nodes(self) -> list[list[Any]]:
@@ -248,15 +222,6 @@ def describe_rb(nodes: list[list[Any]]) -> str:
     return " ".join(parts)
 
 
-def _rb_run(tree: RedBlackTree, ops: list[list[Any]]) -> tuple[list[str], list[list[list[int]]]]:
-    labels, states = [], []
-    for name, key in ops:
-        getattr(tree, name)(key)
-        labels.append(op_label(name, key))
-        states.append(tree.state())
-    return labels, states
-
-
 def _rb_mixed_ops(
     rng: random.Random,
     count: int,
@@ -266,40 +231,33 @@ def _rb_mixed_ops(
     high: int = KEY_HIGH,
 ) -> list[list[Any]]:
     """``count`` insert/delete ops on distinct keys; deletes w.p. ``p_delete`` when the tree is not empty."""
-    present = list(present)
-    ops: list[list[Any]] = []
-    for _ in range(count):
-        if present and rng.random() < p_delete:
-            key = rng.choice(present)
-            present.remove(key)
-            ops.append(["delete", key])
-        else:
-            key = fresh_key(rng, present, low, high)
-            present.append(key)
-            ops.append(["insert", key])
-    return ops
+
+    def new_key(keys: list[int]) -> int:
+        return fresh_key(rng, keys, low, high)
+
+    return insert_delete_ops(rng, count, new_key, lambda draw: draw < p_delete, present)
 
 
 def _rb_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     keys = distinct_values(rng, size, KEY_LOW, KEY_HIGH)
     tree = RedBlackTree()
-    labels, states = _rb_run(tree, [["insert", key] for key in keys])
+    labels, steps = replay(tree, [["insert", key] for key in keys])
     question = (
         "You are given an empty red-black tree initially. Q: What is the state of the red-black tree after "
         f"inserting the following values in order: {keys}?"
     )
-    return Problem(question, tree.state(), {"keys": keys}, steps_from(labels, states), [])
+    return Problem(question, tree.state(), {"keys": keys}, steps, [])
 
 
 def _rb_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     ops = _rb_mixed_ops(rng, size, [], 0.3)
     tree = RedBlackTree()
-    labels, states = _rb_run(tree, ops)
+    labels, steps = replay(tree, ops)
     question = (
         "You are given an empty red-black tree initially. Q: What is the state of the red-black tree after "
         f"the following operations: {', '.join(labels)}?"
     )
-    return Problem(question, tree.state(), {"ops": ops}, steps_from(labels, states), [])
+    return Problem(question, tree.state(), {"ops": ops}, steps, [])
 
 
 def _rb_construct_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
@@ -309,13 +267,13 @@ def _rb_construct_compound(rng: random.Random, size: int, variant: Mapping[str, 
     before = tree.state()
     # As the reference: new keys come from the gaps of the initial tree's key range.
     ops = _rb_mixed_ops(rng, size, keys, 0.5, min(keys), max(keys))
-    labels, states = _rb_run(tree, ops)
+    labels, steps = replay(tree, ops)
     question = (
         f"You are given the following red-black tree. {describe_rb(nodes)} Q: What is the state of the "
         f"red-black tree after the following operations: {', '.join(labels)}?"
     )
     data = {"keys": keys, "tree": nodes, "ops": ops}
-    return Problem(question, tree.state(), data, steps_from(labels, states), before)
+    return Problem(question, tree.state(), data, steps, before)
 
 
 _RB_BASE = (

@@ -7,7 +7,17 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from embodia.envs.dsr.core import INT_LIST, Operation, Problem, list_schema, op_label, register, steps_from
+from embodia.envs.dsr.core import (
+    INT_LIST,
+    Operation,
+    Problem,
+    list_schema,
+    op_label,
+    push_pop_ops,
+    register,
+    replay,
+    steps_from,
+)
 
 
 class Stack:
@@ -42,34 +52,16 @@ class Queue:
         return list(self.items)
 
 
-def _push_pop_ops(rng: random.Random, size: int, add: str, remove: str) -> list[list[Any]]:
-    """``size`` operations: add a random value w.p. 0.7, else remove; always add when empty."""
-    ops: list[list[Any]] = []
-    depth = 0
-    for _ in range(size):
-        if depth == 0 or rng.random() < 0.7:
-            ops.append([add, rng.randint(0, 99)])
-            depth += 1
-        else:
-            ops.append([remove])
-            depth -= 1
-    return ops
-
-
 def _linear_compound(structure: str, add: str, remove: str, make: type[Stack] | type[Queue]) -> Any:
     def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
-        ops = _push_pop_ops(rng, size, add, remove)
+        ops = push_pop_ops(rng, size, add, remove, lambda draw: draw >= 0.7)
         container = make()
-        labels, states = [], []
-        for op in ops:
-            getattr(container, op[0])(*op[1:])
-            labels.append(op_label(*op))
-            states.append(container.state())
+        labels, steps = replay(container, ops)
         question = (
             f"You are given an empty {structure} initially. Q: What is the state of the {structure} after "
             f"the following operations: {', '.join(labels)}?"
         )
-        return Problem(question, container.state(), {"ops": ops}, steps_from(labels, states), [])
+        return Problem(question, container.state(), {"ops": ops}, steps, [])
 
     return generate
 
@@ -277,16 +269,12 @@ def _pq_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> P
     ops = _pq_ops(rng, size)
     # The public benchmark's heap never consolidates (see FibonacciHeap): its truth is what scores compare on.
     heap = FibonacciHeap(consolidate=False)
-    labels, states = [], []
-    for op in ops:
-        apply_pq_op(heap, op)
-        labels.append(op_label(*op))
-        states.append(heap.state())
+    labels, steps = replay(heap, ops, apply=lambda op: apply_pq_op(heap, op))
     question = (
         "You are given an empty priority queue initially. Q: What is the state of the priority queue after "
         f"the following operations: {', '.join(labels)}?"
     )
-    return Problem(question, heap.state(), {"ops": ops}, steps_from(labels, states), [])
+    return Problem(question, heap.state(), {"ops": ops}, steps, [])
 
 
 _PQ_DESCRIPTION = (
