@@ -247,3 +247,41 @@ def push_pop_ops(
             ops.append([push, rng.randint(KEY_LOW, KEY_HIGH)])
             depth += 1
     return ops
+
+
+def from_empty(
+    structure: Any,
+    ops: list[Op],
+    empty: str,
+    asked: str,
+    initial_state: Any,
+    data: dict[str, Any] | None = None,
+    *,
+    apply: Callable[[Op], object] | None = None,
+) -> Problem:
+    """The problem of running ``ops`` (:func:`replay`) on ``structure``, which starts empty: "You are
+    given an empty <empty> initially. Q: What is <asked> after the following operations: ...?",
+    answered by its final state. ``data`` defaults to ``{"ops": ops}``."""
+    labels, steps = replay(structure, ops, apply=apply)
+    question = (
+        f"You are given an empty {empty} initially. Q: What is {asked} after the following "
+        f"operations: {', '.join(labels)}?"
+    )
+    return Problem(question, structure.state(), {"ops": ops} if data is None else data, steps, initial_state)
+
+
+def operation_maker(structure: str, category: Category, display: str, base: str) -> Callable[..., Operation]:
+    """Makes the :class:`Operation` objects of one structure: they share ``structure``,
+    ``category`` and ``display``, and each one's description follows the structure's ``base``."""
+
+    def make(name: str, description: str, **fields: Any) -> Operation:
+        return Operation(
+            structure=structure,
+            name=name,
+            category=category,
+            display=display,
+            description=(base + description).strip(),
+            **fields,
+        )
+
+    return make

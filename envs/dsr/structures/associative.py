@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 import string
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, Self, TypeVar
 
 from embodia.envs.dsr.core import (
     INT,
@@ -13,11 +13,11 @@ from embodia.envs.dsr.core import (
     STR_LIST,
     Operation,
     Problem,
+    from_empty,
     insert_delete_ops,
     list_schema,
     op_label,
     register,
-    replay,
     steps_from,
 )
 
@@ -157,6 +157,49 @@ class TrieNode:
         self.is_end = False
 
 
+class WordNode(Protocol):
+    """A node of a character trie: its children by character, and whether a stored word ends here."""
+
+    children: dict[str, Self]
+    is_end: bool
+
+
+Node = TypeVar("Node", bound=WordNode)
+
+
+def insert_word(root: Node, word: str, new_node: Callable[[], Node]) -> list[Node]:
+    """Add ``word`` below ``root``, creating the missing nodes, and mark its end; the nodes on its
+    path from the root."""
+    path = [root]
+    for char in word:
+        child = path[-1].children.get(char)
+        if child is None:
+            child = path[-1].children[char] = new_node()
+        path.append(child)
+    path[-1].is_end = True
+    return path
+
+
+def delete_word(root: Node, word: str) -> list[Node] | None:
+    """Unmark ``word``'s end and prune, bottom-up, the nodes no longer on any stored word; the nodes
+    on its path from the root, or None (and nothing changes) when the word is not stored."""
+    path = [root]
+    for char in word:
+        child = path[-1].children.get(char)
+        if child is None:
+            return None
+        path.append(child)
+    if not path[-1].is_end:
+        return None
+    path[-1].is_end = False
+    for depth in range(len(word), 0, -1):
+        node = path[depth]
+        if node.is_end or node.children:
+            break
+        del path[depth - 1].children[word[depth - 1]]
+    return path
+
+
 class Trie:
     """A character trie; deleting a word prunes the nodes that no longer lie on any stored word."""
 
@@ -164,31 +207,11 @@ class Trie:
         self.root = TrieNode()
 
     def insert(self, word: str) -> None:
-        node = self.root
-        for char in word:
-            child = node.children.get(char)
-            if child is None:
-                child = node.children[char] = TrieNode()
-            node = child
-        node.is_end = True
+        insert_word(self.root, word, TrieNode)
 
     def delete(self, word: str) -> bool:
         """Unmark the word's end and prune bottom-up; a word that is not stored is a no-op (False)."""
-        path = [self.root]
-        for char in word:
-            child = path[-1].children.get(char)
-            if child is None:
-                return False
-            path.append(child)
-        if not path[-1].is_end:
-            return False
-        path[-1].is_end = False
-        for depth in range(len(word), 0, -1):
-            node = path[depth]
-            if node.is_end or node.children:
-                break
-            del path[depth - 1].children[word[depth - 1]]
-        return True
+        return delete_word(self.root, word) is not None
 
     def contains(self, word: str) -> bool:
         node = self.root
@@ -244,12 +267,7 @@ def _trie_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) ->
         rng, size, lambda words: _trie_word(rng, rng.randint(low, high), words), lambda draw: draw < 0.3
     )
     trie = Trie()
-    labels, steps = replay(trie, ops)
-    question = (
-        "You are given an empty trie initially. Q: What is the final state of the trie after the following "
-        f"operations: {', '.join(labels)}?"
-    )
-    return Problem(question, trie.state(), {"ops": ops}, steps, [""])
+    return from_empty(trie, ops, "trie", "the final state of the trie", [""])
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -12,9 +12,9 @@ from embodia.envs.dsr.core import (
     Operation,
     Problem,
     fresh_key,
+    from_empty,
     insert_delete_ops,
     list_schema,
-    replay,
 )
 
 
@@ -126,12 +126,9 @@ def _bplus_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -
     order = int(variant.get("order", bplus_order(size)))
     ops = insert_delete_ops(rng, size, lambda present: fresh_key(rng, present), lambda draw: draw < 0.3)
     tree = BPlusTree(order)
-    labels, steps = replay(tree, ops)
-    question = (
-        f"You are given an empty B+ tree of order {order} initially. Q: What is the state of the B+ tree "
-        f"after the following operations: {', '.join(labels)}?"
+    return from_empty(
+        tree, ops, f"B+ tree of order {order}", "the state of the B+ tree", [[]], {"order": order, "ops": ops}
     )
-    return Problem(question, tree.state(), {"order": order, "ops": ops}, steps, [[]])
 
 
 B_PLUS_TREE_OPERATIONS: tuple[Operation, ...] = (

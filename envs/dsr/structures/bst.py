@@ -16,9 +16,10 @@ from embodia.envs.dsr.core import (
     Problem,
     distinct_values,
     fresh_key,
+    from_empty,
     insert_delete_ops,
     op_label,
-    replay,
+    operation_maker,
     steps_from,
 )
 
@@ -222,12 +223,9 @@ def _bst_traversal(query: str) -> Callable[[random.Random, int, Mapping[str, Any
 def _bst_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     ops = insert_delete_ops(rng, size, lambda present: fresh_key(rng, present), lambda draw: draw >= 0.7)
     tree = BST()
-    labels, steps = replay(tree, ops)
-    question = (
-        "You are given an empty binary search tree initially. Q: What is the pre-order traversal of the "
-        f"binary search tree after the following operations: {', '.join(labels)}?"
+    return from_empty(
+        tree, ops, "binary search tree", "the pre-order traversal of the binary search tree", []
     )
-    return Problem(question, tree.state(), {"ops": ops}, steps, [])
 
 
 _BST_BASE = (
@@ -266,17 +264,11 @@ _TRAVERSALS_RULE = (
 )
 
 
+_BST_OPERATION = operation_maker("bst", "hierarchical", "binary search tree", _BST_BASE)
+
+
 def _bst_op(name: str, description: str, rules: str, schema: dict[str, Any], generate: Any) -> Operation:
-    return Operation(
-        structure="bst",
-        name=name,
-        category="hierarchical",
-        display="binary search tree",
-        description=(_BST_BASE + description).strip(),
-        rules=rules,
-        answer_schema=schema,
-        generate=generate,
-    )
+    return _BST_OPERATION(name, description, rules=rules, answer_schema=schema, generate=generate)
 
 
 BST_OPERATIONS: tuple[Operation, ...] = (

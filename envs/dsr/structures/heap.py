@@ -13,6 +13,7 @@ from embodia.envs.dsr.core import (
     KEY_LOW,
     Operation,
     Problem,
+    from_empty,
     push_pop_ops,
     replay,
 )
@@ -85,12 +86,7 @@ def _heapify(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Probl
 def _heap_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     ops = push_pop_ops(rng, size, "insert", "delete", lambda draw: draw < 0.3)
     heap = MinHeap()
-    labels, steps = replay(heap, ops)
-    question = (
-        "You are given an empty min-heap initially. Q: What is the state of the heap after the following "
-        f"operations: {', '.join(labels)}?"
-    )
-    return Problem(question, heap.state(), {"ops": ops}, steps, [])
+    return from_empty(heap, ops, "min-heap", "the state of the heap", [])
 
 
 _HEAP_BASE = (

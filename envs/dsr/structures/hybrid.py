@@ -15,12 +15,13 @@ from embodia.envs.dsr.core import (
     STR_LIST,
     Operation,
     Problem,
+    from_empty,
     insert_delete_ops,
     list_schema,
     register,
     replay,
 )
-from embodia.envs.dsr.structures.associative import size_level
+from embodia.envs.dsr.structures.associative import delete_word, insert_word, size_level
 
 # ---------------------------------------------------------------------------------------------------------
 # LRU cache
@@ -164,35 +165,15 @@ class DAWG:
         self._classes: list[DAWGState] = []
 
     def insert(self, word: str) -> None:
-        node = self.root
-        node.cls = None
-        for char in word:
-            child = node.children.get(char)
-            if child is None:
-                child = node.children[char] = DAWGNode()
-            node = child
+        for node in insert_word(self.root, word, DAWGNode):
             node.cls = None
-        node.is_end = True
 
     def delete(self, word: str) -> bool:
         """Unmark the word's end and prune bottom-up; a word that is not stored is a no-op (False)."""
-        path = [self.root]
-        for char in word:
-            child = path[-1].children.get(char)
-            if child is None:
-                return False
-            path.append(child)
-        if not path[-1].is_end:
-            return False
-        path[-1].is_end = False
-        for node in path:
+        path = delete_word(self.root, word)
+        for node in path or ():
             node.cls = None
-        for depth in range(len(word), 0, -1):
-            node = path[depth]
-            if node.is_end or node.children:
-                break
-            del path[depth - 1].children[word[depth - 1]]
-        return True
+        return path is not None
 
     def _classify(self, node: DAWGNode) -> int:
         if node.cls is not None:
@@ -268,12 +249,7 @@ def _dawg_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) ->
     new_word = functools.partial(_dawg_word, rng, low, high)
     ops = insert_delete_ops(rng, size, new_word, lambda draw: draw < 0.3)
     dawg = DAWG()
-    labels, steps = replay(dawg, ops)
-    question = (
-        "You are given an empty Directed Acyclic Word Graph (DAWG) initially. Q: What is its final state "
-        f"after the following operations: {', '.join(labels)}?"
-    )
-    return Problem(question, dawg.state(), {"ops": ops}, steps, [["", "F"]])
+    return from_empty(dawg, ops, "Directed Acyclic Word Graph (DAWG)", "its final state", [["", "F"]])
 
 
 register(

@@ -15,8 +15,10 @@ from embodia.envs.dsr.core import (
     Problem,
     distinct_values,
     fresh_key,
+    from_empty,
     insert_delete_ops,
     list_schema,
+    operation_maker,
     replay,
 )
 
@@ -252,12 +254,7 @@ def _rb_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> 
 def _rb_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     ops = _rb_mixed_ops(rng, size, [], 0.3)
     tree = RedBlackTree()
-    labels, steps = replay(tree, ops)
-    question = (
-        "You are given an empty red-black tree initially. Q: What is the state of the red-black tree after "
-        f"the following operations: {', '.join(labels)}?"
-    )
-    return Problem(question, tree.state(), {"ops": ops}, steps, [])
+    return from_empty(tree, ops, "red-black tree", "the state of the red-black tree", [])
 
 
 def _rb_construct_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
@@ -316,17 +313,11 @@ _RB_RULES = (
 )
 
 
+_RB_OPERATION = operation_maker("rb_tree", "hierarchical", "red-black tree", _RB_BASE)
+
+
 def _rb_op(name: str, description: str, generate: Any) -> Operation:
-    return Operation(
-        structure="rb_tree",
-        name=name,
-        category="hierarchical",
-        display="red-black tree",
-        description=(_RB_BASE + description).strip(),
-        rules=_RB_RULES,
-        answer_schema=_RB_SCHEMA,
-        generate=generate,
-    )
+    return _RB_OPERATION(name, description, rules=_RB_RULES, answer_schema=_RB_SCHEMA, generate=generate)
 
 
 RED_BLACK_OPERATIONS: tuple[Operation, ...] = (

@@ -11,11 +11,11 @@ from embodia.envs.dsr.core import (
     INT_LIST,
     Operation,
     Problem,
+    from_empty,
     list_schema,
     op_label,
     push_pop_ops,
     register,
-    replay,
     steps_from,
 )
 
@@ -56,12 +56,7 @@ def _linear_compound(structure: str, add: str, remove: str, make: type[Stack] | 
     def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
         ops = push_pop_ops(rng, size, add, remove, lambda draw: draw >= 0.7)
         container = make()
-        labels, steps = replay(container, ops)
-        question = (
-            f"You are given an empty {structure} initially. Q: What is the state of the {structure} after "
-            f"the following operations: {', '.join(labels)}?"
-        )
-        return Problem(question, container.state(), {"ops": ops}, steps, [])
+        return from_empty(container, ops, structure, f"the state of the {structure}", [])
 
     return generate
 
@@ -269,12 +264,14 @@ def _pq_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> P
     ops = _pq_ops(rng, size)
     # The public benchmark's heap never consolidates (see FibonacciHeap): its truth is what scores compare on.
     heap = FibonacciHeap(consolidate=False)
-    labels, steps = replay(heap, ops, apply=lambda op: apply_pq_op(heap, op))
-    question = (
-        "You are given an empty priority queue initially. Q: What is the state of the priority queue after "
-        f"the following operations: {', '.join(labels)}?"
+    return from_empty(
+        heap,
+        ops,
+        "priority queue",
+        "the state of the priority queue",
+        [],
+        apply=lambda op: apply_pq_op(heap, op),
     )
-    return Problem(question, heap.state(), {"ops": ops}, steps, [])
 
 
 _PQ_DESCRIPTION = (
