@@ -85,29 +85,24 @@ class BPlusTree:
         if key in node.keys:
             node.keys.remove(key)
 
-    def preorder(self) -> list[list[int]]:
-        out: list[list[int]] = []
+    def _nodes(self) -> list[_BPNode]:
+        """The nodes in pre-order: a node, then its children's subtrees from left to right."""
+        out: list[_BPNode] = []
 
         def walk(node: _BPNode) -> None:
-            out.append(list(node.keys))
+            out.append(node)
             for child in node.children:
                 walk(child)
 
         walk(self.root)
         return out
+
+    def preorder(self) -> list[list[int]]:
+        return [list(node.keys) for node in self._nodes()]
 
     def leaves(self) -> list[list[int]]:
         """Key lists of the leaves from left to right."""
-        out: list[list[int]] = []
-
-        def walk(node: _BPNode) -> None:
-            if node.leaf:
-                out.append(list(node.keys))
-            for child in node.children:
-                walk(child)
-
-        walk(self.root)
-        return out
+        return [list(node.keys) for node in self._nodes() if node.leaf]
 
     def state(self) -> list[list[int]]:
         return self.preorder()

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import random
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from embodia.envs.dsr.core import (
     INT,
@@ -85,41 +85,32 @@ class BST:
             node.right = self._remove(node.right, successor.key)
         return node
 
-    def preorder(self) -> list[int]:
-        out: list[int] = []
+    def _walk(self, order: Literal["pre", "in", "post"]) -> list[_BSTNode]:
+        """The nodes in pre-, in- or post-order: a node before, between or after its subtrees."""
+        out: list[_BSTNode] = []
 
         def walk(node: _BSTNode | None) -> None:
             if node is not None:
-                out.append(node.key)
+                if order == "pre":
+                    out.append(node)
                 walk(node.left)
+                if order == "in":
+                    out.append(node)
                 walk(node.right)
+                if order == "post":
+                    out.append(node)
 
         walk(self.root)
         return out
+
+    def preorder(self) -> list[int]:
+        return [node.key for node in self._walk("pre")]
 
     def inorder(self) -> list[int]:
-        out: list[int] = []
-
-        def walk(node: _BSTNode | None) -> None:
-            if node is not None:
-                walk(node.left)
-                out.append(node.key)
-                walk(node.right)
-
-        walk(self.root)
-        return out
+        return [node.key for node in self._walk("in")]
 
     def postorder(self) -> list[int]:
-        out: list[int] = []
-
-        def walk(node: _BSTNode | None) -> None:
-            if node is not None:
-                walk(node.left)
-                walk(node.right)
-                out.append(node.key)
-
-        walk(self.root)
-        return out
+        return [node.key for node in self._walk("post")]
 
     def depth(self) -> int:
         """Number of nodes on the longest root-to-leaf path (empty tree 0, single node 1)."""
@@ -131,16 +122,7 @@ class BST:
 
     def nodes(self) -> list[list[int | None]]:
         """``[key, left key, right key]`` per node in pre-order (``None`` for a missing child)."""
-        out: list[list[int | None]] = []
-
-        def walk(node: _BSTNode | None) -> None:
-            if node is not None:
-                out.append([node.key, _key(node.left), _key(node.right)])
-                walk(node.left)
-                walk(node.right)
-
-        walk(self.root)
-        return out
+        return [[node.key, _key(node.left), _key(node.right)] for node in self._walk("pre")]
 
     def traversals(self) -> dict[str, list[int]]:
         return {"pre_order": self.preorder(), "post_order": self.postorder()}

@@ -14,6 +14,7 @@ from embodia.envs.dsr.core import (
     Operation,
     Problem,
     from_empty,
+    operation_maker,
     push_pop_ops,
     replay,
 )
@@ -102,26 +103,20 @@ _HEAP_RULES = (
     "parent. Give the final heap as the list of its array entries from index 0."
 )
 
+_heap_operation = operation_maker("heap", "hierarchical", "min-heap", _HEAP_BASE)
+
 HEAP_OPERATIONS: tuple[Operation, ...] = (
-    Operation(
-        structure="heap",
-        name="heapify",
-        category="hierarchical",
-        display="min-heap",
-        description=_HEAP_BASE
-        + "Bottom-up heapify of an array of n values sifts down the value at each index from n//2 - 1 down "
+    _heap_operation(
+        "heapify",
+        "Bottom-up heapify of an array of n values sifts down the value at each index from n//2 - 1 down "
         "to 0, in decreasing index order, each time on the array as the previous sift-downs left it.",
         rules=_HEAP_RULES,
         answer_schema=INT_LIST,
         generate=_heapify,
     ),
-    Operation(
-        structure="heap",
-        name="compound",
-        category="hierarchical",
-        display="min-heap",
-        description=_HEAP_BASE
-        + "(insert, k) appends k at the end of the array, then sifts it up: while it is strictly smaller "
+    _heap_operation(
+        "compound",
+        "(insert, k) appends k at the end of the array, then sifts it up: while it is strictly smaller "
         "than its parent, swap the two. (delete) removes the root (the minimum): the last entry is taken "
         "off the end of the array and, if any entries remain, placed at index 0 and sifted down.",
         rules=_HEAP_RULES,

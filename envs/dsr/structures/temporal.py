@@ -20,11 +20,18 @@ from embodia.envs.dsr.core import (
 )
 
 
-class Stack:
-    """A LIFO stack; the canonical state is the list bottom to top."""
+class _Line:
+    """Values kept in the order they were added; the canonical state is the list, oldest first."""
 
     def __init__(self) -> None:
-        self.items: list[int] = []
+        self.items: deque[int] = deque()
+
+    def state(self) -> list[int]:
+        return list(self.items)
+
+
+class Stack(_Line):
+    """A LIFO stack; the canonical state is the list bottom to top."""
 
     def push(self, value: int) -> None:
         self.items.append(value)
@@ -32,15 +39,9 @@ class Stack:
     def pop(self) -> int:
         return self.items.pop()
 
-    def state(self) -> list[int]:
-        return list(self.items)
 
-
-class Queue:
+class Queue(_Line):
     """A FIFO queue; the canonical state is the list front to back."""
-
-    def __init__(self) -> None:
-        self.items: deque[int] = deque()
 
     def enqueue(self, value: int) -> None:
         self.items.append(value)
@@ -48,45 +49,43 @@ class Queue:
     def dequeue(self) -> int:
         return self.items.popleft()
 
-    def state(self) -> list[int]:
-        return list(self.items)
 
+def _line_compound(structure: str, add: str, remove: str, make: type[_Line], description: str) -> Operation:
+    """The compound operation of a stack or queue: ``add`` w.p. 0.7 (always when empty), else ``remove``."""
 
-def _linear_compound(structure: str, add: str, remove: str, make: type[Stack] | type[Queue]) -> Any:
     def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
         ops = push_pop_ops(rng, size, add, remove, lambda draw: draw >= 0.7)
-        container = make()
-        return from_empty(container, ops, structure, f"the state of the {structure}", [])
+        return from_empty(make(), ops, structure, f"the state of the {structure}", [])
 
-    return generate
+    order = "from the bottom to the top" if structure == "stack" else "from the front to the back"
+    return Operation(
+        structure=structure,
+        name="compound",
+        category="temporal",
+        display=structure,
+        description=description,
+        rules=f"Give the final {structure} as a list of its elements {order}.",
+        answer_schema=INT_LIST,
+        generate=generate,
+    )
 
 
 register(
-    Operation(
-        structure="stack",
-        name="compound",
-        category="temporal",
-        display="stack",
-        description=(
-            "A stack is a last-in, first-out collection. (push, x) puts x on top of the stack; "
-            "(pop) removes the element on top."
-        ),
-        rules="Give the final stack as a list of its elements from the bottom to the top.",
-        answer_schema=INT_LIST,
-        generate=_linear_compound("stack", "push", "pop", Stack),
+    _line_compound(
+        "stack",
+        "push",
+        "pop",
+        Stack,
+        "A stack is a last-in, first-out collection. (push, x) puts x on top of the stack; "
+        "(pop) removes the element on top.",
     ),
-    Operation(
-        structure="queue",
-        name="compound",
-        category="temporal",
-        display="queue",
-        description=(
-            "A queue is a first-in, first-out collection. (enqueue, x) adds x at the back of the "
-            "queue; (dequeue) removes the element at the front."
-        ),
-        rules="Give the final queue as a list of its elements from the front to the back.",
-        answer_schema=INT_LIST,
-        generate=_linear_compound("queue", "enqueue", "dequeue", Queue),
+    _line_compound(
+        "queue",
+        "enqueue",
+        "dequeue",
+        Queue,
+        "A queue is a first-in, first-out collection. (enqueue, x) adds x at the back of the "
+        "queue; (dequeue) removes the element at the front.",
     ),
 )
 
