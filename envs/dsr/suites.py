@@ -84,6 +84,17 @@ class Instance:
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
 
+    def identity(self) -> dict[str, str]:
+        """The fields that name the instance and where it comes from, as records and infos list them."""
+        return {
+            "id": self.id,
+            "suite": self.suite,
+            "category": self.category,
+            "structure": self.structure,
+            "operation": self.operation,
+            "length": self.length,
+        }
+
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)
         record["steps"] = [{"label": s.label, "state": s.state} for s in self.steps]
