@@ -12,12 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from embodia.envs.puzzles.core import (
-    PuzzleError,
-)
-from embodia.envs.puzzles.scene_questions import (
-    compare_counts,
-)
+from embodia.envs.puzzles.core import PuzzleError
+from embodia.envs.puzzles.scene_questions import compare_counts
 
 SHAPES: tuple[str, ...] = ("cube", "sphere", "cylinder")
 COLOURS: dict[str, tuple[int, int, int]] = {

@@ -7,17 +7,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from embodia.envs.puzzles.clevr_scene import (
-    COLOURS,
-    RELATION_WORDS,
-    oracle,
-    phrase,
-    referents,
-    select,
-)
-from embodia.envs.puzzles.core import (
-    Parsed,
-)
+from embodia.envs.puzzles.clevr_scene import COLOURS, RELATION_WORDS, oracle, phrase, referents, select
+from embodia.envs.puzzles.core import Parsed
 from embodia.envs.puzzles.scene_questions import (
     Reading,
     content_words,

@@ -22,11 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from embodia.envs.puzzles.core import (
-    PuzzleInstance,
-    Verdict,
-    answer_format_note,
-)
+from embodia.envs.puzzles.core import PuzzleInstance, Verdict, answer_format_note
 from embodia.envs.puzzles.grid import (
     MOVES,
     Cell,
