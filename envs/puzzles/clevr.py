@@ -134,10 +134,7 @@ class ClevrTask(PuzzleTask):
     name = "clevr"
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
-        difficulty = self._difficulty(difficulty)
-        seed = self._seed(seed)
-        level = self.difficulties.index(difficulty)
-        rng = np.random.default_rng([int(seed), level, 0xC1E])
+        seed, rng = self._seeded_generator(seed, difficulty, 0xC1E)
         lo, hi = OBJECT_COUNTS[difficulty]
         objects = draw_scene(rng, int(rng.integers(lo, hi + 1)))
         facts: dict[str, Any] = {"width": WIDTH, "height": HEIGHT, "objects": objects}

@@ -200,6 +200,13 @@ class PuzzleTask(ABC):
         self._difficulty(difficulty)
         return seed, random.Random(f"{self.name}/{difficulty}/{seed}")
 
+    def _seeded_generator(self, seed: int, difficulty: str, salt: int) -> tuple[int, np.random.Generator]:
+        """The checked seed and the instance's numpy generator, seeded by the seed, the difficulty's
+        level and the task's own ``salt``."""
+        difficulty = self._difficulty(difficulty)
+        seed = self._seed(seed)
+        return seed, np.random.default_rng([int(seed), self.difficulties.index(difficulty), salt])
+
     def _instance(
         self, seed: int, difficulty: str, prompt: str, answer: Any, facts: Mapping[str, Any]
     ) -> PuzzleInstance:

@@ -459,10 +459,7 @@ class EmbodiedTask(PuzzleTask):
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
         from embodia.sim.protocol import Pose
 
-        difficulty = self._difficulty(difficulty)
-        seed = self._seed(seed)
-        level = self.difficulties.index(difficulty)
-        rng = np.random.default_rng([int(seed), level, 0xE3B])
+        seed, rng = self._seeded_generator(seed, difficulty, 0xE3B)
         spec = f"procedural:seed={int(seed)},rooms={ROOMS[difficulty]}"
         sim = simulator(spec)
         cells = np.argwhere(sim.nav.island)
