@@ -157,14 +157,32 @@ class TrieNode:
         self.is_end = False
 
 
-class WordNode(Protocol):
-    """A node of a character trie: its children by character, and whether a stored word ends here."""
+class TreeNode(Protocol):
+    """A node of a tree whose children are keyed by a character."""
 
     children: dict[str, Self]
+
+
+class WordNode(TreeNode, Protocol):
+    """A node of a character trie: its children by character, and whether a stored word ends here."""
+
     is_end: bool
 
 
 Node = TypeVar("Node", bound=WordNode)
+Tree = TypeVar("Tree", bound=TreeNode)
+
+
+def labelled_preorder(root: Tree, label: Callable[[str, Tree], str]) -> Iterator[tuple[str, Tree]]:
+    """(path from the root, node) in pre-order, children in order of their keys; a child's path is
+    its parent's followed by ``label(key, child)``."""
+    stack: list[tuple[str, Tree]] = [("", root)]
+    while stack:
+        path, node = stack.pop()
+        yield path, node
+        for key in sorted(node.children, reverse=True):
+            child = node.children[key]
+            stack.append((path + label(key, child), child))
 
 
 def insert_word(root: Node, word: str, new_node: Callable[[], Node]) -> list[Node]:
@@ -228,12 +246,7 @@ class Trie:
 
     def nodes(self) -> Iterator[tuple[str, TrieNode]]:
         """(prefix, node) in pre-order, children in lexicographic order."""
-        stack: list[tuple[str, TrieNode]] = [("", self.root)]
-        while stack:
-            prefix, node = stack.pop()
-            yield prefix, node
-            for char in sorted(node.children, reverse=True):
-                stack.append((prefix + char, node.children[char]))
+        return labelled_preorder(self.root, lambda char, _: char)
 
     def state(self) -> list[str]:
         """Pre-order of the node characters, children in lexicographic order, the root as ``""``."""
@@ -320,13 +333,7 @@ class SuffixTree:
 
     def edges(self) -> Iterator[tuple[str, SuffixTreeNode]]:
         """(path label from the root, node) in pre-order, children in order ('$' sorts before letters)."""
-        stack: list[tuple[str, SuffixTreeNode]] = [("", self.root)]
-        while stack:
-            path, node = stack.pop()
-            yield path, node
-            for key in sorted(node.children, reverse=True):
-                child = node.children[key]
-                stack.append((path + child.label, child))
+        return labelled_preorder(self.root, lambda _, child: child.label)
 
     def state(self) -> list[str]:
         """The edge labels in pre-order (the root has none), children by first character, '$' first."""
