@@ -17,15 +17,13 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from embodia.errors import EmbodiaError, PoseError
+from embodia.errors import PoseError
+from embodia.sim.backend import SimulatorBase, check_action, loaded
 from embodia.sim.geometry import forward_vector
 from embodia.sim.loading import UpAxis, load_scene
-from embodia.sim.motion import walk_budget
 from embodia.sim.navigation import NavGrid
 from embodia.sim.protocol import (
-    ACTIONS,
     Action,
-    GotoResult,
     Panorama,
     PinholeFrame,
     Pose,
@@ -42,7 +40,7 @@ from embodia.sim.scene import Scene
 logger = logging.getLogger(__name__)
 
 
-class EmbeddedSimulator:
+class EmbeddedSimulator(SimulatorBase):
     """CPU simulator over a labelled triangle mesh (see the module docstring)."""
 
     def __init__(self, config: SimConfig | None = None, *, up: UpAxis = "auto") -> None:
@@ -59,27 +57,15 @@ class EmbeddedSimulator:
 
     @property
     def scene(self) -> Scene:
-        if self._scene is None:
-            raise EmbodiaError("the simulator has no scene: call reset(scene) first")
-        return self._scene
+        return loaded(self._scene)
 
     @property
     def nav(self) -> NavGrid:
-        if self._nav is None:
-            raise EmbodiaError("the simulator has no scene: call reset(scene) first")
-        return self._nav
+        return loaded(self._nav)
 
     @property
     def renderer(self) -> Renderer:
-        if self._renderer is None:
-            raise EmbodiaError("the simulator has no scene: call reset(scene) first")
-        return self._renderer
-
-    @property
-    def pose(self) -> Pose:
-        if self._pose is None:
-            raise EmbodiaError("the simulator has no scene: call reset(scene) first")
-        return self._pose
+        return loaded(self._renderer)
 
     @property
     def categories(self) -> list[str]:
@@ -134,13 +120,12 @@ class EmbeddedSimulator:
     def step(self, action: Action) -> StepResult:
         """Apply one primitive action; ``move_forward`` stops short at obstacles (no sliding)."""
         pose = self.pose
+        check_action(action)
         if action == "turn_left" or action == "turn_right":
             sign = 1.0 if action == "turn_left" else -1.0
             yaw = math.remainder(pose.yaw + sign * math.radians(self.config.turn_angle_deg), 2 * math.pi)
             self._pose = Pose(pose.position, yaw)
             return StepResult(self._pose, collided=False)
-        if action != "move_forward":
-            raise EmbodiaError(f"unknown action {action!r}: expected one of {', '.join(ACTIONS)}")
         start = pose.array
         target = start + self.config.forward_step * forward_vector(pose.yaw)
         fraction = self.nav.free_fraction(start, target)
@@ -149,20 +134,10 @@ class EmbeddedSimulator:
         self._pose = Pose.from_array(end, pose.yaw)
         return StepResult(self._pose, collided=fraction < 1.0)
 
-    def goto(self, point: ArrayLike, max_steps: int | None = None) -> GotoResult:
-        """Walk the shortest path to ``point`` (snapped), spending at most ``max_steps``."""
-        pose = self.pose
-        path = self.shortest_path(pose.position, point)
-        if not path.found:
-            return GotoResult(pose, steps=0, reached=False, distance=0.0)
-        position, yaw, steps, distance, reached = walk_budget(
-            path.points, pose.yaw, self.config.forward_step, self.config.turn_angle_deg, max_steps
-        )
-        position = np.asarray(position, dtype=np.float64)
+    def _stand(self, position: NDArray[np.float64], yaw: float) -> None:
         if self.nav.on_island(position):
             position[1] = self.nav.floor_at(position)
         self._pose = Pose.from_array(position, yaw)
-        return GotoResult(self._pose, steps=steps, reached=reached, distance=distance)
 
     # ------------------------------------------------------------------ sensors
 
@@ -203,13 +178,8 @@ class EmbeddedSimulator:
     def shortest_path(self, start: ArrayLike, end: ArrayLike) -> ShortestPath:
         return self.nav.shortest_path(start, end)
 
-    def geodesic_distance(self, start: ArrayLike, end: ArrayLike) -> float:
-        return self.nav.shortest_path(start, end).geodesic_distance
-
-    def topdown(self, resolution: float = 0.05) -> TopDownMap:
+    def _topdown_map(self, resolution: float) -> TopDownMap:
         """Ground-truth navigable island at ``resolution`` (explorable area in m2)."""
-        if not (math.isfinite(resolution) and resolution > 0):
-            raise EmbodiaError(f"top-down resolution must be positive, got {resolution}")
         if resolution not in self._topdown:
             nav = self.nav
             if not math.isclose(resolution, nav.resolution):

@@ -25,15 +25,26 @@ def chat_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return tiny_chat(tmp_path_factory.mktemp("chat"), 1024)
 
 
-def test_eval_dsr_default_tokens_past_the_context_is_refused_at_start(chat_dir: Path, tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("command", "option", "default"),
+    [
+        (["eval", "dsr", "--limit", "2"], "--tokens", 1500),
+        (
+            ["eval", "sxs", "--source", "sudoku", "--items", "1", "--modes", "think_then_answer"],
+            "--max-tokens",
+            1024,
+        ),
+    ],
+)
+def test_a_default_reply_budget_past_the_context_is_refused_at_start(
+    command: list[str], option: str, default: int, chat_dir: Path, tmp_path: Path
+) -> None:
     out = tmp_path / "run"
-    result = runner.invoke(
-        app, ["eval", "dsr", "--policy", f"hf:{chat_dir}", "--limit", "2", "--out", str(out)]
-    )
+    result = runner.invoke(app, [*command, "--policy", f"hf:{chat_dir}", "--out", str(out)])
     assert result.exit_code == 2
     assert error_line(result.output) == (
-        f"error: --tokens 1500 leaves no room in {chat_dir}'s context of 1024 tokens: "
-        "lower --tokens or use a model with a longer context"
+        f"error: {option} {default} leaves no room in {chat_dir}'s context of 1024 tokens: "
+        f"lower {option} or use a model with a longer context"
     )
     assert not out.exists()
 
@@ -81,20 +92,6 @@ def test_an_eval_dsr_prompt_past_the_context_fails_the_run_keeping_its_answers(t
     assert answered[:failing] == [i.id for i in instances[:failing]] and sorted(answered) == sorted(
         i.id for i in instances
     )
-
-
-def test_eval_sxs_default_max_tokens_past_the_context_is_refused_at_start(
-    chat_dir: Path, tmp_path: Path
-) -> None:
-    out = tmp_path / "run"
-    args = ["eval", "sxs", "--source", "sudoku", "--items", "1", "--modes", "think_then_answer"]
-    result = runner.invoke(app, [*args, "--policy", f"hf:{chat_dir}", "--out", str(out)])
-    assert result.exit_code == 2
-    assert error_line(result.output) == (
-        f"error: --max-tokens 1024 leaves no room in {chat_dir}'s context of 1024 tokens: "
-        "lower --max-tokens or use a model with a longer context"
-    )
-    assert not out.exists()
 
 
 def test_eval_csmr_names_the_reasoner_and_its_looks(tmp_path: Path) -> None:

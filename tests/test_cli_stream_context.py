@@ -80,21 +80,8 @@ def test_a_models_budget_is_what_its_context_leaves(vlm_dir: Path) -> None:
 
 def test_a_budget_past_the_context_is_one_error_naming_budget(gate_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
-    result = runner.invoke(
-        app,
-        [
-            "stream",
-            "run",
-            "--source",
-            SOURCE,
-            "--agent",
-            f"gate:{gate_dir}",
-            "--budget",
-            "5000",
-            "--out",
-            str(out),
-        ],
-    )
+    args = ["stream", "run", "--source", SOURCE, "--agent", f"gate:{gate_dir}", "--budget", "5000"]
+    result = runner.invoke(app, [*args, "--out", str(out)])
     assert result.exit_code == 2
     line = error_line(result.output)
     assert line.startswith("error: --budget 5000 does not fit ") and "context of 1024 tokens" in line

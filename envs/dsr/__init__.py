@@ -15,15 +15,7 @@ from embodia.envs.dsr.core import (
     Step,
     canonical,
 )
-from embodia.envs.dsr.structures import (
-    associative,
-    hierarchical,
-    hybrid,
-    linear,
-    network,
-    spatial,
-    temporal,
-)
+from embodia.envs.dsr.structures import associative, hierarchical, hybrid, linear, network, spatial, temporal
 
 __all__ = [
     "CATEGORIES",

@@ -13,7 +13,7 @@ removed, as the public benchmark does, with dict keys sorted so key order never 
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -157,7 +157,131 @@ def distinct_values(rng: random.Random, count: int, low: int = 0, high: int = 99
     return rng.sample(range(low, high + 1), count)
 
 
+KEY_LOW, KEY_HIGH = 0, 99
+"""The key range of the tree and heap structures."""
+
+
+def fresh_key(rng: random.Random, present: Iterable[int], low: int = KEY_LOW, high: int = KEY_HIGH) -> int:
+    """A key in [low, high] not in ``present``; falls back to [KEY_LOW, KEY_HIGH] when the range is full."""
+    taken = set(present)
+    if sum(1 for key in taken if low <= key <= high) > high - low:
+        low, high = KEY_LOW, KEY_HIGH
+    while True:  # the structures hold at most ~60 keys of 100, so a few draws suffice
+        key = rng.randint(low, high)
+        if key not in taken:
+            return key
+
+
 def steps_from(labels: Sequence[str], states: Sequence[Any]) -> tuple[Step, ...]:
     if len(labels) != len(states):
         raise ValueError(f"{len(labels)} step labels but {len(states)} states")
     return tuple(Step(label, state) for label, state in zip(labels, states, strict=True))
+
+
+Op = list[Any]
+"""One operation as problems record it: its name, then its arguments (``["insert", 42]``)."""
+
+
+def replay(
+    structure: Any,
+    ops: Iterable[Op],
+    *,
+    apply: Callable[[Op], object] | None = None,
+    label: Callable[[Op], str] | None = None,
+) -> tuple[list[str], tuple[Step, ...]]:
+    """Run ``ops`` on ``structure`` in order: each op's label (:func:`op_label` unless ``label``
+    says otherwise) and the steps, each with ``structure.state()`` right after the op. An op
+    ``[name, *args]`` calls ``structure.name(*args)`` unless ``apply`` is given."""
+    labels, states = [], []
+    for op in ops:
+        if apply is None:
+            getattr(structure, op[0])(*op[1:])
+        else:
+            apply(op)
+        labels.append(op_label(*op) if label is None else label(op))
+        states.append(structure.state())
+    return labels, steps_from(labels, states)
+
+
+def insert_delete_ops(
+    rng: random.Random,
+    count: int,
+    new_item: Callable[[list[Any]], Any],
+    delete_if: Callable[[float], bool],
+    present: Sequence[Any] = (),
+    *,
+    repeats: bool = False,
+) -> list[Op]:
+    """``count`` ops ``["insert", item]`` / ``["delete", item]`` on a collection holding ``present``.
+
+    While an item is present, ``delete_if(rng.random())`` says whether the next op deletes one
+    (drawn with ``rng.choice``); otherwise it inserts ``new_item(items present)``. An inserted
+    item that is present already is held once, unless ``repeats`` (a multiset)."""
+    items = list(present)
+    ops: list[Op] = []
+    for _ in range(count):
+        if items and delete_if(rng.random()):
+            item = rng.choice(items)
+            items.remove(item)
+            ops.append(["delete", item])
+        else:
+            item = new_item(items)
+            if repeats or item not in items:
+                items.append(item)
+            ops.append(["insert", item])
+    return ops
+
+
+def push_pop_ops(
+    rng: random.Random, count: int, push: str, pop: str, pop_if: Callable[[float], bool]
+) -> list[Op]:
+    """``count`` ops ``[push, value]`` (a value in [KEY_LOW, KEY_HIGH]) / ``[pop]`` on a container
+    that starts empty: while it holds anything, ``pop_if(rng.random())`` says whether to pop."""
+    ops: list[Op] = []
+    depth = 0
+    for _ in range(count):
+        if depth and pop_if(rng.random()):
+            ops.append([pop])
+            depth -= 1
+        else:
+            ops.append([push, rng.randint(KEY_LOW, KEY_HIGH)])
+            depth += 1
+    return ops
+
+
+def from_empty(
+    structure: Any,
+    ops: list[Op],
+    empty: str,
+    asked: str,
+    initial_state: Any,
+    data: dict[str, Any] | None = None,
+    *,
+    apply: Callable[[Op], object] | None = None,
+) -> Problem:
+    """The problem of running ``ops`` (:func:`replay`) on ``structure``, which starts empty: "You are
+    given an empty <empty> initially. Q: What is <asked> after the following operations: ...?",
+    answered by its final state. ``data`` defaults to ``{"ops": ops}``."""
+    labels, steps = replay(structure, ops, apply=apply)
+    question = (
+        f"You are given an empty {empty} initially. Q: What is {asked} after the following "
+        f"operations: {', '.join(labels)}?"
+    )
+    return Problem(question, structure.state(), {"ops": ops} if data is None else data, steps, initial_state)
+
+
+def operation_maker(structure: str, category: Category, display: str, base: str) -> Callable[..., Operation]:
+    """Makes the :class:`Operation` objects of one structure: they share ``structure``,
+    ``category`` and ``display``, and each one's description follows the structure's ``base``."""
+
+    def make(name: str, description: str, **fields: Any) -> Operation:
+        return Operation(
+            structure=structure,
+            name=name,
+            category=category,
+            display=display,
+            description=(base + description).strip(),
+            **fields,
+        )
+
+    return make

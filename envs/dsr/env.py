@@ -144,10 +144,7 @@ class DSREnv(_DSRBase):
     def __init__(
         self,
         suite: str = "main",
-        structure: str | None = None,
-        operation: str | None = None,
-        length: str | None = None,
-        *,
+        *args: Any,
         mode: str = "stepwise",
         description: str = "full",
         tokens: int = prompts.DEFAULT_TOKENS,
@@ -158,7 +155,7 @@ class DSREnv(_DSRBase):
         prompts.check_mode(mode, description)
         if not unsafe_no_sandbox and (suite == "code" or mode == "CodeOnly"):
             require_isolation()  # refuse now rather than at the first answer to run
-        super().__init__(suite, structure, operation, length, **kwargs)
+        super().__init__(suite, *args, **kwargs)
         self.mode, self.description, self.tokens = mode, description, tokens
         self.sandbox_limits = sandbox_limits
         self.isolated = not unsafe_no_sandbox
@@ -174,15 +171,7 @@ class DSREnv(_DSRBase):
         return self._last_observation, self._info(self.instance)
 
     def _info(self, instance: Instance) -> dict[str, Any]:
-        return {
-            "id": instance.id,
-            "suite": instance.suite,
-            "category": instance.category,
-            "structure": instance.structure,
-            "operation": instance.operation,
-            "length": instance.length,
-            "prompt_mode": prompts.instance_mode(instance, self.mode),
-        }
+        return {**instance.identity(), "prompt_mode": prompts.instance_mode(instance, self.mode)}
 
     def step(self, action: str) -> tuple[str, float, bool, bool, dict[str, Any]]:
         if self.instance is None:

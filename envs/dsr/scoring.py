@@ -18,7 +18,7 @@ from __future__ import annotations
 import ast
 import json
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Literal
 
 from rapidfuzz.distance import Levenshtein
@@ -53,15 +53,8 @@ class Score:
     steps_given: int = 0
 
     def to_json(self) -> dict[str, Any]:
-        return {
-            "exact": self.exact,
-            "partial": self.partial,
-            "failure": self.failure,
-            "reason": self.reason,
-            "answer": self.answer,
-            "first_wrong_step": self.first_wrong_step,
-            "steps_given": self.steps_given,
-        }
+        """Every field by name, in order (the answer as it was read, not copied)."""
+        return {field.name: getattr(self, field.name) for field in fields(self)}
 
 
 _MISSING = object()

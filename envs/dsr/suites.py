@@ -61,6 +61,10 @@ class Group:
         return f"{self.operation}@{self.tag}" if self.tag else self.operation
 
 
+IDENTITY = ("id", "suite", "category", "structure", "operation", "length")
+"""The :class:`Instance` fields that name it and where it comes from."""
+
+
 @dataclass(frozen=True)
 class Instance:
     """One benchmark question with everything needed to prompt, score and replay it."""
@@ -83,6 +87,11 @@ class Instance:
     """Extra answer-format rules of a narrative (the operation's own rules come from the registry)."""
     schema_version: int = SCHEMA_VERSION
     extra: dict[str, Any] = field(default_factory=dict)
+
+    def identity(self) -> dict[str, Any]:
+        """The fields that name the instance and where it comes from (:data:`IDENTITY`), as records
+        and infos list them."""
+        return {name: getattr(self, name) for name in IDENTITY}
 
     def to_json(self) -> dict[str, Any]:
         record = asdict(self)

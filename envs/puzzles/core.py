@@ -9,6 +9,7 @@ must stay cheap (>= 1,000 instances/s for maze and sudoku) while rendering is no
 from __future__ import annotations
 
 import json
+import random
 import re
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
@@ -192,6 +193,19 @@ class PuzzleTask(ABC):
         if not isinstance(seed, int | np.integer) or isinstance(seed, bool) or seed < 0:
             raise PuzzleError(f"{self.name} seed must be a non-negative integer, got {seed!r}")
         return int(seed)
+
+    def _seeded(self, seed: int, difficulty: str) -> tuple[int, random.Random]:
+        """The checked seed and the instance's random stream, named by task, difficulty and seed."""
+        seed = self._seed(seed)
+        self._difficulty(difficulty)
+        return seed, random.Random(f"{self.name}/{difficulty}/{seed}")
+
+    def _seeded_generator(self, seed: int, difficulty: str, salt: int) -> tuple[int, np.random.Generator]:
+        """The checked seed and the instance's numpy generator, seeded by the seed, the difficulty's
+        level and the task's own ``salt``."""
+        difficulty = self._difficulty(difficulty)
+        seed = self._seed(seed)
+        return seed, np.random.default_rng([int(seed), self.difficulties.index(difficulty), salt])
 
     def _instance(
         self, seed: int, difficulty: str, prompt: str, answer: Any, facts: Mapping[str, Any]
@@ -391,6 +405,11 @@ and Python refuses to convert strings of more than 4,300 digits (a runaway reply
 def digits_int(digits: str) -> int | None:
     """The integer a digit string spells, or None when it has more than :data:`MAX_DIGITS` digits."""
     return int(digits) if len(digits) <= MAX_DIGITS else None
+
+
+def is_permutation(value: Any, n: int) -> bool:
+    """Whether ``value`` is a list of the integers 0..n-1, each once, in any order."""
+    return isinstance(value, list) and all(as_int(v) == v for v in value) and sorted(value) == list(range(n))
 
 
 def int_sequence(value: Any, what: str) -> Parsed:

@@ -30,7 +30,6 @@ from typing import Any
 
 import numpy as np
 
-from embodia.envs.puzzles.clevr import parse_count, parse_yes_no
 from embodia.envs.puzzles.core import (
     Parsed,
     PuzzleError,
@@ -46,13 +45,18 @@ from embodia.envs.puzzles.scene_questions import (
     check_exists_prefix,
     compare_counts,
     content_words,
+    count_answer,
     count_steps,
+    exact_check,
     exists_steps,
     negated,
+    parse_count,
     parse_free,
+    parse_yes_no,
     singular_forms,
     split_relation,
     tokens,
+    yes_no_answer,
 )
 
 PANO_H, PANO_W = 128, 256
@@ -455,10 +459,7 @@ class EmbodiedTask(PuzzleTask):
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
         from embodia.sim.protocol import Pose
 
-        difficulty = self._difficulty(difficulty)
-        seed = self._seed(seed)
-        level = self.difficulties.index(difficulty)
-        rng = np.random.default_rng([int(seed), level, 0xE3B])
+        seed, rng = self._seeded_generator(seed, difficulty, 0xE3B)
         spec = f"procedural:seed={int(seed)},rooms={ROOMS[difficulty]}"
         sim = simulator(spec)
         cells = np.argwhere(sim.nav.island)
@@ -530,23 +531,15 @@ class EmbodiedTask(PuzzleTask):
             return raw
         value, kind = raw.value, instance.facts["answer_type"]
         if kind == "count":
-            if isinstance(value, bool):
-                return Parsed.fail(f"answer {value!r} is not a count")
-            if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
-                return Parsed(int(value))
-            return parse_count(str(value))
+            return count_answer(value)
         if kind == "yesno":
-            if isinstance(value, bool):
-                return Parsed("yes" if value else "no")
-            return parse_yes_no(str(value))
+            return yes_no_answer(value)
         from embodia.sim.scene import CATEGORIES
 
         return _parse_category(str(value), list(CATEGORIES))
 
     def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
-        if value == instance.answer:
-            return Verdict(True, 1.0, "correct")
-        return Verdict(False, 0.0, f"expected {instance.answer!r}, got {value!r}")
+        return exact_check(value, instance.answer)
 
     def steps(self, instance: PuzzleInstance) -> list[Any]:
         """The steps of the true answer, with objects as ``{"instance": id, "category": c}``

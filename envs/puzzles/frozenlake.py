@@ -17,27 +17,20 @@ until it meets its level's guarantees:
 
 from __future__ import annotations
 
-import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from embodia.envs.puzzles.core import (
-    Parsed,
-    PuzzleInstance,
-    PuzzleTask,
-    Verdict,
-    answer_format_note,
-)
+from embodia.envs.puzzles.core import PuzzleInstance, Verdict, answer_format_note
 from embodia.envs.puzzles.grid import (
-    GRID_STEP_FORMAT,
     MOVES,
     Cell,
+    MoveTask,
     bfs,
-    cells_after,
+    cells_to_moves,
     distances,
-    parse_move_reply,
+    grid_neighbours,
     path_to,
     prefix_moves,
 )
@@ -50,27 +43,21 @@ DETOUR: dict[str, int] = {"easy": 0, "medium": 2, "hard": 4}
 """Least excess of the shortest path over the Manhattan distance."""
 
 
-def _neighbours(rows: Sequence[str]) -> Any:
-    n = len(rows)
+def _neighbours(rows: Sequence[str]) -> Callable[[Cell], Iterator[Cell]]:
+    def off_holes(cell: Cell, move: Cell) -> bool:
+        return rows[cell[0] + move[0]][cell[1] + move[1]] != "H"
 
-    def nb(cell: Cell) -> Iterator[Cell]:
-        r, c = cell
-        for dr, dc in MOVES.values():
-            if 0 <= r + dr < n and 0 <= c + dc < n and rows[r + dr][c + dc] != "H":
-                yield (r + dr, c + dc)
-
-    return nb
+    return grid_neighbours(len(rows), len(rows), off_holes)
 
 
-class FrozenLakeTask(PuzzleTask):
+class FrozenLakeTask(MoveTask):
     """Grid of ice ('F'), holes ('H'), start ('S') and goal ('G'); answer = moves U/D/L/R."""
 
     name = "frozenlake"
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
-        seed = self._seed(seed)
-        n = SIZES[self._difficulty(difficulty)]
-        rng = random.Random(f"frozenlake/{difficulty}/{seed}")
+        seed, rng = self._seeded(seed, difficulty)
+        n = SIZES[difficulty]
         while True:  # redraw (deterministically, from the same rng) until the level's promise holds
             start, goal = divmod(rng.randrange(n * n), n), divmod(rng.randrange(n * n), n)
             manhattan = abs(start[0] - goal[0]) + abs(start[1] - goal[1])
@@ -83,9 +70,7 @@ class FrozenLakeTask(PuzzleTask):
             parent = bfs(start, _neighbours(rows))
             if goal in parent and len(path_to(parent, goal)) - 1 >= manhattan + DETOUR[difficulty]:
                 break
-        path = path_to(parent, goal)
-        inv = {v: k for k, v in MOVES.items()}
-        moves = "".join(inv[(b[0] - a[0], b[1] - a[1])] for a, b in zip(path, path[1:], strict=False))
+        moves = cells_to_moves(path_to(parent, goal))
         prompt = (
             f"The image shows a {n}x{n} frozen lake: light blue is ice, dark blue cells are holes, the "
             "green cell is the start and the gold cell is the goal. Give moves U (up), D (down), "
@@ -111,9 +96,6 @@ class FrozenLakeTask(PuzzleTask):
         img[::px, :] = img[:, ::px] = 255  # grid lines so cells can be counted
         return np.ascontiguousarray(img)
 
-    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
-        return parse_move_reply(reply, tuple(instance.facts["start"]), ("moves", "path", "answer"))
-
     def _walk(self, moves: str, instance: PuzzleInstance) -> tuple[Cell, str | None]:
         f = instance.facts
         rows, n = f["rows"], f["size"]
@@ -130,11 +112,9 @@ class FrozenLakeTask(PuzzleTask):
         return (r, c), None
 
     def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
-        if not isinstance(value, str) or set(value) - set(MOVES):
-            return Verdict(False, 0.0, "answer is not a move string")
-        end, error = self._walk(value, instance)
-        if error:
-            return Verdict(False, 0.0, error)
+        end = self._walk_answer(value, instance)
+        if isinstance(end, Verdict):
+            return end
         if list(end) != list(instance.facts["goal"]):
             return Verdict(False, 0.0, f"path ends at {list(end)}, not at the goal")
         best = instance.facts["shortest_length"]
@@ -142,21 +122,12 @@ class FrozenLakeTask(PuzzleTask):
             return Verdict(True, 1.0, f"reaches the goal in {best} moves (optimal)")
         return Verdict(True, 1.0, f"reaches the goal in {len(value)} moves (optimal is {best})")
 
-    step_format = GRID_STEP_FORMAT
-
     def text(self, instance: PuzzleInstance) -> str:
         f = instance.facts
         return (
             f"Frozen lake of {f['size']}x{f['size']} cells, row 0 at the top (S start, G goal, F ice, "
             "H hole):\n" + "\n".join(f["rows"])
         )
-
-    def steps(self, instance: PuzzleInstance) -> list[Any]:
-        """The cell reached after each move of the true path, as [r, c] lists."""
-        return self.answer_steps(instance.answer, instance)
-
-    def answer_steps(self, value: Any, instance: PuzzleInstance) -> list[Any]:
-        return cells_after(str(value), tuple(instance.facts["start"]))
 
     def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
         """A move prefix is consistent iff it stays on ice and the goal is still reachable."""

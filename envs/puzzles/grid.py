@@ -1,13 +1,15 @@
-"""Grid helpers shared by the maze and frozenlake tasks: moves, their parsing, BFS."""
+"""Grid helpers shared by the maze and frozenlake tasks: moves, their parsing, BFS, and the part
+of a task that reads, steps through and walks a move answer (:class:`MoveTask`)."""
 
 from __future__ import annotations
 
 import re
+from abc import abstractmethod
 from collections import deque
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any
 
-from embodia.envs.puzzles.core import Parsed, as_int, find_answer
+from embodia.envs.puzzles.core import Parsed, PuzzleInstance, PuzzleTask, Verdict, as_int, find_answer
 
 Cell = tuple[int, int]
 MOVES: dict[str, Cell] = {"U": (-1, 0), "D": (1, 0), "L": (0, -1), "R": (0, 1)}
@@ -142,15 +144,26 @@ def bfs(start: Cell, neighbours: Callable[[Cell], Iterable[Cell]]) -> dict[Cell,
 
 
 def distances(start: Cell, neighbours: Callable[[Cell], Iterable[Cell]]) -> dict[Cell, int]:
-    dist = {start: 0}
-    queue = deque([start])
-    while queue:
-        cur = queue.popleft()
-        for nxt in neighbours(cur):
-            if nxt not in dist:
-                dist[nxt] = dist[cur] + 1
-                queue.append(nxt)
+    """Path length from ``start`` to every reachable cell, in breadth-first order."""
+    dist: dict[Cell, int] = {}
+    for cell, parent in bfs(start, neighbours).items():  # parents come before their children
+        dist[cell] = 0 if parent is None else dist[parent] + 1
     return dist
+
+
+def grid_neighbours(
+    rows: int, cols: int, passable: Callable[[Cell, Cell], bool]
+) -> Callable[[Cell], Iterator[Cell]]:
+    """The neighbours of a cell on a ``rows`` x ``cols`` grid, in :data:`MOVES` order: the cells
+    one move away that are on the grid and that ``passable(cell, move)`` lets the move reach."""
+
+    def neighbours(cell: Cell) -> Iterator[Cell]:
+        r, c = cell
+        for dr, dc in MOVES.values():
+            if 0 <= r + dr < rows and 0 <= c + dc < cols and passable(cell, (dr, dc)):
+                yield (r + dr, c + dc)
+
+    return neighbours
 
 
 def path_to(parent: dict[Cell, Cell | None], goal: Cell) -> list[Cell]:
@@ -171,3 +184,34 @@ def prefix_moves(prefix: Any, start: Cell) -> Parsed:
     if not all(isinstance(p, list | tuple) for p in prefix):
         return Parsed.fail("a step prefix is moves or [row, col] cells")
     return parse_moves([list(p) for p in prefix], start)
+
+
+class MoveTask(PuzzleTask):
+    """A grid task answered by moves U/D/L/R from ``facts["start"]``: the reply is read by
+    :func:`parse_move_reply` under :attr:`answer_keys`, the steps are the cells reached, and an
+    answer is walked by the task's :meth:`_walk`."""
+
+    answer_keys: tuple[str, ...] = ("moves", "path", "answer")
+    step_format = GRID_STEP_FORMAT
+
+    @abstractmethod
+    def _walk(self, moves: str, instance: PuzzleInstance) -> tuple[Cell, str | None]:
+        """Where ``moves`` lead from the start, and why the walk broke a rule (None if it did not)."""
+
+    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
+        return parse_move_reply(reply, tuple(instance.facts["start"]), self.answer_keys)
+
+    def _walk_answer(self, value: Any, instance: PuzzleInstance) -> Cell | Verdict:
+        """Where a parsed answer leads, or the failing verdict when it is no move string or its walk
+        breaks a rule."""
+        if not isinstance(value, str) or set(value) - set(MOVES):
+            return Verdict(False, 0.0, "answer is not a move string")
+        end, error = self._walk(value, instance)
+        return Verdict(False, 0.0, error) if error else end
+
+    def steps(self, instance: PuzzleInstance) -> list[Any]:
+        """The cell reached after each move of the true path, as [r, c] lists."""
+        return self.answer_steps(instance.answer, instance)
+
+    def answer_steps(self, value: Any, instance: PuzzleInstance) -> list[Any]:
+        return cells_after(str(value), tuple(instance.facts["start"]))

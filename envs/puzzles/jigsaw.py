@@ -11,7 +11,6 @@ the same seeded rng) until every pair of tiles differs clearly (see ``tiles_dist
 from __future__ import annotations
 
 import functools
-import random
 import re
 from collections.abc import Sequence
 from typing import Any
@@ -25,9 +24,9 @@ from embodia.envs.puzzles.core import (
     PuzzleTask,
     Verdict,
     answer_format_note,
-    as_int,
     find_answer,
     int_sequence,
+    is_permutation,
 )
 
 SIZES: dict[str, int] = {"easy": 2, "medium": 3, "hard": 4}
@@ -109,9 +108,8 @@ class JigsawTask(PuzzleTask):
     name = "jigsaw"
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
-        seed = self._seed(seed)
-        k = SIZES[self._difficulty(difficulty)]
-        rng = random.Random(f"jigsaw/{difficulty}/{seed}")
+        seed, rng = self._seeded(seed, difficulty)
+        k = SIZES[difficulty]
         perm = list(range(k * k))
         while perm == sorted(perm):
             rng.shuffle(perm)
@@ -165,11 +163,7 @@ class JigsawTask(PuzzleTask):
 
     def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
         truth = instance.answer
-        if (
-            not isinstance(value, list)
-            or any(as_int(v) != v for v in value)
-            or sorted(value) != list(range(len(truth)))
-        ):
+        if not is_permutation(value, len(truth)):
             return Verdict(False, 0.0, "answer is not a permutation of the tiles")
         wrong = [p for p, (a, b) in enumerate(zip(value, truth, strict=True)) if a != b]
         score = 1 - len(wrong) / len(truth)

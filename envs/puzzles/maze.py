@@ -8,26 +8,20 @@ checker therefore accepts any valid path whose length equals the BFS optimum.
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
 
-from embodia.envs.puzzles.core import (
-    Parsed,
-    PuzzleInstance,
-    PuzzleTask,
-    Verdict,
-    answer_format_note,
-)
+from embodia.envs.puzzles.core import PuzzleInstance, Verdict, answer_format_note
 from embodia.envs.puzzles.grid import (
-    GRID_STEP_FORMAT,
     MOVES,
     Cell,
+    MoveTask,
     bfs,
-    cells_after,
+    cells_to_moves,
     distances,
-    parse_move_reply,
+    grid_neighbours,
     path_to,
     prefix_moves,
 )
@@ -73,32 +67,27 @@ def carve(rows: int, cols: int, rng: random.Random, loop_fraction: float) -> lis
     return [text[i : i + width] for i in range(0, len(text), width)]
 
 
-def _neighbours(grid: Sequence[str], rows: int, cols: int) -> Any:
-    def nb(cell: Cell) -> Iterator[Cell]:
-        r, c = cell
-        for dr, dc in MOVES.values():
-            if 0 <= r + dr < rows and 0 <= c + dc < cols and grid[2 * r + 1 + dr][2 * c + 1 + dc] == ".":
-                yield (r + dr, c + dc)
+def _neighbours(grid: Sequence[str], rows: int, cols: int) -> Callable[[Cell], Iterator[Cell]]:
+    def no_wall(cell: Cell, move: Cell) -> bool:
+        return grid[2 * cell[0] + 1 + move[0]][2 * cell[1] + 1 + move[1]] == "."
 
-    return nb
+    return grid_neighbours(rows, cols, no_wall)
 
 
-class MazeTask(PuzzleTask):
+class MazeTask(MoveTask):
     """Shortest path from the green start cell to the red goal cell; answer = moves U/D/L/R."""
 
     name = "maze"
+    answer_keys = ("path", "moves", "answer")
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
-        seed = self._seed(seed)
-        n = SIZES[self._difficulty(difficulty)]
-        rng = random.Random(f"maze/{difficulty}/{seed}")
+        seed, rng = self._seeded(seed, difficulty)
+        n = SIZES[difficulty]
         grid = carve(n, n, rng, LOOPS[difficulty])
         start = (rng.randrange(n), rng.randrange(n))
         parent = bfs(start, _neighbours(grid, n, n))
         goal = _farthest(parent)
-        cells = path_to(parent, goal)
-        inv = {v: k for k, v in MOVES.items()}
-        moves = "".join(inv[(b[0] - a[0], b[1] - a[1])] for a, b in zip(cells, cells[1:], strict=False))
+        moves = cells_to_moves(path_to(parent, goal))
         prompt = (
             f"The image shows a {n}x{n} maze: dark blocks are walls, the green cell is the start and the "
             "red cell is the goal. Give a shortest path from start to goal as a string of moves "
@@ -125,9 +114,6 @@ class MazeTask(PuzzleTask):
             img[2 * r + 1, 2 * c + 1] = color
         return np.ascontiguousarray(img.repeat(px, axis=0).repeat(px, axis=1))
 
-    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
-        return parse_move_reply(reply, tuple(instance.facts["start"]), ("path", "moves", "answer"))
-
     def _walk(self, moves: str, instance: PuzzleInstance) -> tuple[Cell, str | None]:
         f = instance.facts
         rows, cols, grid = f["rows"], f["cols"], f["grid"]
@@ -142,19 +128,15 @@ class MazeTask(PuzzleTask):
         return (r, c), None
 
     def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
-        if not isinstance(value, str) or set(value) - set(MOVES):
-            return Verdict(False, 0.0, "answer is not a move string")
-        end, error = self._walk(value, instance)
-        if error:
-            return Verdict(False, 0.0, error)
+        end = self._walk_answer(value, instance)
+        if isinstance(end, Verdict):
+            return end
         best = instance.facts["shortest_length"]
         if list(end) != list(instance.facts["goal"]):
             return Verdict(False, 0.0, f"path ends at {list(end)}, not at the goal {instance.facts['goal']}")
         if len(value) > best:
             return Verdict(False, best / len(value), f"path has {len(value)} moves; the shortest has {best}")
         return Verdict(True, 1.0, f"shortest path ({best} moves)")
-
-    step_format = GRID_STEP_FORMAT
 
     def text(self, instance: PuzzleInstance) -> str:
         f = instance.facts
@@ -166,13 +148,6 @@ class MazeTask(PuzzleTask):
             "cell [r, c] is block row 2r+1, block column 2c+1, and a move crosses the block between "
             "two cells:\n" + "\n".join("".join(row) for row in blocks)
         )
-
-    def steps(self, instance: PuzzleInstance) -> list[Any]:
-        """The cells of the true path after each move, as [r, c] lists."""
-        return self.answer_steps(instance.answer, instance)
-
-    def answer_steps(self, value: Any, instance: PuzzleInstance) -> list[Any]:
-        return cells_after(str(value), tuple(instance.facts["start"]))
 
     def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
         """A move or cell prefix lies on SOME shortest path: each cell is at BFS distance k from

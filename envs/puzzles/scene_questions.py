@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from embodia.envs.puzzles.core import PuzzleError
+from embodia.envs.puzzles.core import MAX_DIGITS, Parsed, PuzzleError, Verdict, digits_int
 
 _TOKEN = re.compile(r"[a-z]+(?:'[a-z]+)?|\d+")
 NEGATIONS: frozenset[str] = frozenset(
@@ -429,3 +429,87 @@ def check_exists_prefix(prefix: Sequence[Any], members: Sequence[Any]) -> bool:
     if not members:
         return prefix == [{"answer": "no"}]
     return prefix[0] in members and prefix[1:] in ([], [{"answer": "yes"}])
+
+
+# --------------------------------------------------------------------------- answers
+
+_NUMBER_WORDS: dict[str, int] = {
+    w: i
+    for i, w in enumerate(
+        [
+            "zero",
+            "one",
+            "two",
+            "three",
+            "four",
+            "five",
+            "six",
+            "seven",
+            "eight",
+            "nine",
+            "ten",
+            "eleven",
+            "twelve",
+            "thirteen",
+            "fourteen",
+            "fifteen",
+            "sixteen",
+            "seventeen",
+            "eighteen",
+            "nineteen",
+            "twenty",
+        ]
+    )
+} | {"none": 0, "no": 0}
+_YES = {"yes", "y", "true", "yeah", "yep", "correct", "affirmative"}
+_NO = {"no", "n", "false", "nope", "negative", "incorrect"}
+
+
+def parse_count(text: str) -> Parsed:
+    """An integer count from "3", "three", "3 objects"; fails on none or several numbers."""
+    numbers = {
+        digits_int(t) if t.isdigit() else _NUMBER_WORDS[t]
+        for t in tokens(text)
+        if t.isdigit() or t in _NUMBER_WORDS
+    }
+    if None in numbers:
+        return Parsed.fail(f"answer {text[:60]!r} has a number of more than {MAX_DIGITS} digits")
+    if len(numbers) > 1 and "no" in tokens(text):
+        numbers.discard(0)
+    if not numbers:
+        return Parsed.fail(f"answer {text[:60]!r} has no number")
+    if len(numbers) > 1:
+        return Parsed.fail(f"answer {text[:60]!r} names several numbers")
+    return Parsed(numbers.pop())
+
+
+def parse_yes_no(text: str) -> Parsed:
+    """ "yes"/"no" from yes/no variants (true/false, yeah, nope, ...)."""
+    toks = set(tokens(text))
+    yes, no = bool(toks & _YES), bool(toks & _NO)
+    if yes == no:
+        return Parsed.fail(f"answer {text[:60]!r} is not yes or no")
+    return Parsed("yes" if yes else "no")
+
+
+def count_answer(value: Any) -> Parsed:
+    """A count from an answer value: a whole number as it is, text by :func:`parse_count`."""
+    if isinstance(value, bool):
+        return Parsed.fail(f"answer {value!r} is not a count")
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer()):
+        return Parsed(int(value))
+    return parse_count(str(value))
+
+
+def yes_no_answer(value: Any) -> Parsed:
+    """ "yes"/"no" from an answer value: a JSON boolean as it is, text by :func:`parse_yes_no`."""
+    if isinstance(value, bool):
+        return Parsed("yes" if value else "no")
+    return parse_yes_no(str(value))
+
+
+def exact_check(value: Any, truth: Any) -> Verdict:
+    """The verdict on an answer that is right only when it equals the truth."""
+    if value == truth:
+        return Verdict(True, 1.0, "correct")
+    return Verdict(False, 0.0, f"expected {truth!r}, got {value!r}")

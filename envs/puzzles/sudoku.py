@@ -148,9 +148,7 @@ class SudokuTask(PuzzleTask):
     name = "sudoku"
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
-        seed = self._seed(seed)
-        self._difficulty(difficulty)
-        rng = random.Random(f"sudoku/{difficulty}/{seed}")
+        seed, rng = self._seeded(seed, difficulty)
         givens, solution = base_puzzle(difficulty, rng.randrange(POOL))
         sym = _symmetry(rng)
         puzzle, answer = _apply(givens, sym), _apply(solution, sym)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import functools
 import math
-import random
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,9 +22,9 @@ from embodia.envs.puzzles.core import (
     PuzzleTask,
     Verdict,
     answer_format_note,
-    as_int,
     find_answer,
     int_sequence,
+    is_permutation,
 )
 
 SIZES: dict[str, int] = {"easy": 5, "medium": 7, "hard": 10}
@@ -120,9 +119,8 @@ class TSPTask(PuzzleTask):
     name = "tsp"
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
-        seed = self._seed(seed)
-        n = SIZES[self._difficulty(difficulty)]
-        rng = random.Random(f"tsp/{difficulty}/{seed}")
+        seed, rng = self._seeded(seed, difficulty)
+        n = SIZES[difficulty]
         while True:
             points: list[list[int]] = []
             while len(points) < n:  # keep points apart so labels stay legible
@@ -175,11 +173,7 @@ class TSPTask(PuzzleTask):
 
     def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
         points = instance.facts["points"]
-        if (
-            not isinstance(value, list)
-            or any(as_int(v) != v for v in value)
-            or sorted(value) != list(range(len(points)))
-        ):
+        if not is_permutation(value, len(points)):
             return Verdict(False, 0.0, "answer is not a permutation of the points")
         length, best = tour_length(points, value), instance.facts["optimal_length"]
         if length <= best + TOL:

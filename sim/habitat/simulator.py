@@ -35,12 +35,10 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import ndimage
 
 from embodia.errors import BackendUnavailableError, EmbodiaError, PoseError, SceneError
+from embodia.sim.backend import SimulatorBase, check_action, loaded
 from embodia.sim.geometry import equirect_directions, quaternion_to_yaw, yaw_to_quaternion
-from embodia.sim.motion import walk_budget
 from embodia.sim.protocol import (
-    ACTIONS,
     Action,
-    GotoResult,
     Panorama,
     PinholeFrame,
     Pose,
@@ -205,7 +203,7 @@ def _quaternion_wxyz(rotation: Any) -> NDArray[np.float64]:
 # --------------------------------------------------------------------------- simulator
 
 
-class HabitatSimulator:
+class HabitatSimulator(SimulatorBase):
     """habitat_sim behind the embodia :class:`~embodia.sim.protocol.Simulator` protocol.
 
     One agent carries the sensors of the last observation kind asked for (an equirect or a
@@ -253,20 +251,11 @@ class HabitatSimulator:
     @property
     def sim(self) -> Any:
         """The underlying ``habitat_sim.Simulator`` (after the first reset)."""
-        if self._sim is None:
-            raise EmbodiaError("the simulator has no scene: call reset(scene) first")
-        return self._sim
-
-    @property
-    def pose(self) -> Pose:
-        if self._pose is None:
-            raise EmbodiaError("the simulator has no scene: call reset(scene) first")
-        return self._pose
+        return loaded(self._sim)
 
     @property
     def categories(self) -> list[str]:
-        if self._sim is None:
-            raise EmbodiaError("the simulator has no scene: call reset(scene) first")
+        loaded(self._sim)
         return list(self._categories)
 
     def reset(self, scene: SceneSpec | Scene, start_pose: Pose | None = None) -> Pose:
@@ -308,8 +297,7 @@ class HabitatSimulator:
 
     def step(self, action: Action) -> StepResult:
         """Apply one primitive action; ``move_forward`` stops short at obstacles (no sliding)."""
-        if action not in ACTIONS:
-            raise EmbodiaError(f"unknown action {action!r}: expected one of {', '.join(ACTIONS)}")
+        check_action(action)
         agent = self.sim.get_agent(0)
         collided = bool(agent.act(action))
         state = agent.get_state()
@@ -317,26 +305,13 @@ class HabitatSimulator:
         self._pose = Pose.from_array(_vec3(state.position), yaw)
         return StepResult(self._pose, collided=collided and action == "move_forward")
 
-    def goto(self, point: ArrayLike, max_steps: int | None = None) -> GotoResult:
-        """Follow the shortest path to ``point`` (snapped), spending at most ``max_steps``.
-
-        The agent is placed along the path with ``set_state``; steps are counted with
-        :func:`embodia.sim.motion.walk_budget`, as in every backend.
-        """
-        pose = self.pose
-        path = self.shortest_path(pose.position, point)
-        if not path.found:
-            return GotoResult(pose, steps=0, reached=False, distance=0.0)
-        position, yaw, steps, distance, reached = walk_budget(
-            path.points, pose.yaw, self.config.forward_step, self.config.turn_angle_deg, max_steps
-        )
-        position = np.asarray(position, dtype=np.float64)
+    def _stand(self, position: NDArray[np.float64], yaw: float) -> None:
+        """The agent is placed where a walk ends with ``set_state``, snapped onto the navmesh."""
         if not self.is_navigable(position):
             snapped = self.snap_point(position)
             if np.all(np.isfinite(snapped)):
                 position = snapped
         self._place(position, yaw)
-        return GotoResult(self.pose, steps=steps, reached=reached, distance=distance)
 
     # ------------------------------------------------------------------ sensors
 
@@ -410,17 +385,12 @@ class HabitatSimulator:
             return none
         return ShortestPath(points, distance)
 
-    def geodesic_distance(self, start: ArrayLike, end: ArrayLike) -> float:
-        return self.shortest_path(start, end).geodesic_distance
-
-    def topdown(self, resolution: float = 0.05) -> TopDownMap:
+    def _topdown_map(self, resolution: float) -> TopDownMap:
         """The agent's navmesh island sliced at its floor height, at ``resolution``.
 
         habitat samples cell (r, c) at ``lower_bound + (c, r) * resolution`` in (x, z); the
         origin is shifted by half a cell so those samples are cell centres here.
         """
-        if not (math.isfinite(resolution) and resolution > 0):
-            raise EmbodiaError(f"top-down resolution must be positive, got {resolution}")
         height = self.pose.position[1]
         key = (float(resolution), self._island, round(height, 3))
         if key not in self._topdown:

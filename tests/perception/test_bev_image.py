@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from bev_maps import bev_from_cells
 from scenes import CAT
 
 from embodia.perception.bev import FREE, OCCUPIED, UNKNOWN, BEVMap
@@ -45,18 +46,7 @@ def bev() -> BEVMap:
     semantic[state == OCCUPIED] = CAT["wall"]
     state[bed] = OCCUPIED
     semantic[bed] = CAT["bed"]
-    m = BEVMap(list(CATEGORIES))
-    m.row0, m.col0 = ROW0, COL0
-    m.free_count = (state == FREE).astype(np.float32) * 3
-    m.occupied_count = (state == OCCUPIED).astype(np.float32) * 5
-    m.max_height = np.zeros(state.shape, dtype=np.float32)
-    m.semantic_count = np.zeros((*state.shape, len(CATEGORIES)), dtype=np.uint16)
-    rows, cols = np.nonzero(state != UNKNOWN)
-    m.semantic_count[rows, cols, semantic[rows, cols]] = 4
-    m.obstacle_semantic_count = np.where((state == OCCUPIED)[..., None], m.semantic_count, 0).astype(
-        np.uint16
-    )
-    return m
+    return bev_from_cells(state, ROW0, COL0, semantic, 4)
 
 
 def pixel(image: np.ndarray, row: int, col: int, scale: int, r0: int = 0, c0: int = 0) -> tuple[int, ...]:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from bev_maps import bev_from_cells
 from scenes import CAT, box_room
 from scipy import ndimage
 
@@ -76,18 +77,10 @@ def house() -> tuple[EmbeddedSimulator, BEVMap, list[tuple[float, float, float, 
 
 
 def grid_map(state: np.ndarray, row0: int = -7, col0: int = 11) -> BEVMap:
-    """A BEVMap with the given UNKNOWN / FREE / OCCUPIED cells (5 cm), built directly."""
-    bev = BEVMap(list(CATEGORIES))
-    bev.row0, bev.col0 = row0, col0
-    bev.free_count = (state == FREE).astype(np.float32) * 3
-    bev.occupied_count = (state == OCCUPIED).astype(np.float32) * 5
-    bev.max_height = np.zeros(state.shape, dtype=np.float32)
-    bev.semantic_count = np.zeros((*state.shape, len(CATEGORIES)), dtype=np.uint16)
-    bev.semantic_count[state == FREE, CAT["floor"]] = 3
-    bev.semantic_count[state == OCCUPIED, CAT["wall"]] = 5
-    bev.obstacle_semantic_count = np.zeros_like(bev.semantic_count)
-    bev.obstacle_semantic_count[state == OCCUPIED, CAT["wall"]] = 5
-    return bev
+    """A BEVMap with the given UNKNOWN / FREE / OCCUPIED cells (5 cm): free cells seen as floor
+    (3 votes), occupied ones as wall (5 votes)."""
+    free = state == FREE
+    return bev_from_cells(state, row0, col0, np.where(free, CAT["floor"], CAT["wall"]), np.where(free, 3, 5))
 
 
 def rooms_with_door(door_cells: int) -> np.ndarray:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import time
+from typing import Any
 
 import numpy as np
 import pytest
@@ -28,6 +29,7 @@ from embodia.perception.waypoints import (
 from embodia.sim import EmbeddedSimulator, Pose, Scene
 from embodia.sim.geometry import equirect_pixel_to_direction, yaw_matrix
 from embodia.sim.procedural import box_mesh
+from embodia.sim.protocol import Panorama
 from embodia.sim.scene import concatenate
 
 H, W = 128, 256
@@ -92,6 +94,19 @@ def window_room() -> Scene:
 def _pixel_of(point: list[float], pose: Pose) -> tuple[int, int]:
     row, col = world_to_pixel(point, pose, H, W)
     return round(row), round(col) % W
+
+
+def _panorama_in(scene: Any, pose: Pose | None = None) -> tuple[EmbeddedSimulator, Panorama]:
+    """A simulator placed in ``scene`` (at ``pose``) and its H x W panorama there."""
+    sim = EmbeddedSimulator()
+    sim.reset(scene, pose)
+    return sim, sim.panorama(H, W)
+
+
+def _goal_at(point: list[float], sim: EmbeddedSimulator, pano: Panorama) -> Waypoint | WaypointRejection:
+    """What the pixel showing world ``point`` back-projects to."""
+    row, col = _pixel_of(point, pano["pose"])
+    return back_project(pano, row, col, sim)
 
 
 def _col_gap(a: float, b: float, width: int = W) -> float:
@@ -162,9 +177,7 @@ def test_world_to_pixel_follows_the_panorama_layout() -> None:
 def test_floor_pixels_back_project_to_goto_plans_with_the_same_step_count() -> None:
     scene = box_room(5.0, 4.0, extra=[((3.6, 0.0, 2.8), (4.2, 0.75, 3.4), "table")])
     start = Pose((1.2, 0.0, 1.0), 0.4)
-    sim = EmbeddedSimulator()
-    sim.reset(scene, start)
-    pano = sim.panorama(H, W)
+    sim, pano = _panorama_in(scene, start)
     for goal in ([4.2, 0.0, 1.2], [2.5, 0.0, 3.5], [0.6, 0.0, 3.3], [1.9, 0.0, 2.0], [3.3, 0.0, 3.1]):
         sim.reset(scene, start)
         row, col = _pixel_of(goal, pano["pose"])
@@ -188,9 +201,7 @@ def test_wall_pixel_targets_the_floor_in_front_of_the_wall() -> None:
     wall_x = 5.03
     scene = box_room(wall_x, 4.0)
     start = Pose((1.2, 0.0, 1.0), 0.0)
-    sim = EmbeddedSimulator()
-    sim.reset(scene, start)
-    pano = sim.panorama(H, W)
+    sim, pano = _panorama_in(scene, start)
     row, col = _pixel_of([wall_x, 1.7, 2.0], pano["pose"])  # above the horizon, on the wall
     assert row < H / 2
     waypoint = back_project(pano, row, col, sim)
@@ -213,9 +224,7 @@ def _rejection(result: Waypoint | WaypointRejection) -> WaypointRejection:
 
 
 def test_pixels_outside_the_image_are_rejected() -> None:
-    sim = EmbeddedSimulator()
-    sim.reset(box_room(4.0, 4.0))
-    pano = sim.panorama(H, W)
+    sim, pano = _panorama_in(box_room(4.0, 4.0))
     for row, col in ((-1, 0), (H, 5), (3, W), (3, -1)):
         rejection = _rejection(back_project(pano, row, col, sim))
         assert rejection.reason == "out_of_image"
@@ -226,9 +235,7 @@ def test_pixels_outside_the_image_are_rejected() -> None:
 
 
 def test_pixel_without_range_is_rejected() -> None:
-    sim = EmbeddedSimulator()
-    sim.reset(open_top_room())
-    pano = sim.panorama(H, W)
+    sim, pano = _panorama_in(open_top_room())
     assert pano["depth"][0, 10] == 0
     rejection = _rejection(back_project(pano, 0, 10, sim))
     assert rejection.reason == "no_range" and "(0, 10)" in rejection.message
@@ -237,9 +244,7 @@ def test_pixel_without_range_is_rejected() -> None:
 
 
 def test_ceiling_and_pit_pixels_are_not_floor() -> None:
-    sim = EmbeddedSimulator()
-    sim.reset(box_room(4.0, 4.0, height=2.4), Pose((2.0, 0.0, 2.0)))
-    pano = sim.panorama(H, W)
+    sim, pano = _panorama_in(box_room(4.0, 4.0, height=2.4), Pose((2.0, 0.0, 2.0)))
     rejection = _rejection(back_project(pano, 3, 100, sim))
     assert rejection.reason == "not_floor"
     assert "ceiling" in rejection.message and "2.40 m above the floor" in rejection.message
@@ -254,22 +259,17 @@ def test_ceiling_and_pit_pixels_are_not_floor() -> None:
 
 def test_obstacle_top_far_from_navigable_floor_is_off_map() -> None:
     bed = ((1.5, 0.0, 1.5), (5.5, 0.5, 5.5), "bed")
-    sim = EmbeddedSimulator()
-    sim.reset(box_room(7.0, 7.0, extra=[bed]), Pose((0.7, 0.0, 0.7)))
-    pano = sim.panorama(H, W)
+    sim, pano = _panorama_in(box_room(7.0, 7.0, extra=[bed]), Pose((0.7, 0.0, 0.7)))
     row, col = _pixel_of([3.5, 0.5, 3.5], pano["pose"])
     assert pixel_to_world(pano, row, col)[1] == pytest.approx(0.5, abs=0.01)  # the bed's top
     rejection = _rejection(back_project(pano, row, col, sim))
     assert rejection.reason == "off_map" and "obstacle 0.50 m high" in rejection.message
     # Its edge is a fine goal: the floor in front of it is navigable.
-    row, col = _pixel_of([1.5, 0.5, 3.5], pano["pose"])
-    assert isinstance(back_project(pano, row, col, sim), Waypoint)
+    assert isinstance(_goal_at([1.5, 0.5, 3.5], sim, pano), Waypoint)
 
 
 def test_floor_seen_through_a_window_into_another_room_is_unreachable() -> None:
-    sim = EmbeddedSimulator()
-    sim.reset(window_room(), Pose((2.3, 0.0, 2.0), -math.pi / 2))
-    pano = sim.panorama(H, W)
+    sim, pano = _panorama_in(window_room(), Pose((2.3, 0.0, 2.0), -math.pi / 2))
     row, col = _pixel_of([4.5, 0.0, 2.0], pano["pose"])
     hit = pixel_to_world(pano, row, col)
     assert hit[0] > 4.0 and abs(hit[1]) < 0.02  # the floor behind the wall, through the window
@@ -277,14 +277,11 @@ def test_floor_seen_through_a_window_into_another_room_is_unreachable() -> None:
     rejection = _rejection(back_project(pano, row, col, sim))
     assert rejection.reason == "unreachable" and "cannot reach" in rejection.message
     # The floor on this side of the wall is fine.
-    row, col = _pixel_of([2.6, 0.0, 1.0], pano["pose"])
-    assert isinstance(back_project(pano, row, col, sim), Waypoint)
+    assert isinstance(_goal_at([2.6, 0.0, 1.0], sim, pano), Waypoint)
 
 
 def test_candidate_numbers_not_on_the_image_are_rejected() -> None:
-    sim = EmbeddedSimulator()
-    sim.reset(box_room(5.0, 4.0), Pose((1.0, 0.0, 1.0)))
-    pano = sim.panorama(H, W)
+    sim, pano = _panorama_in(box_room(5.0, 4.0), Pose((1.0, 0.0, 1.0)))
     bev = BEVMap(sim.categories)
     bev.integrate(pano)
     candidates = propose_candidates(pano, bev, simulator=sim)
@@ -299,9 +296,7 @@ def test_candidate_numbers_not_on_the_image_are_rejected() -> None:
 
 
 def test_mismatched_sensor_height_and_bad_config_are_clear_errors() -> None:
-    sim = EmbeddedSimulator()
-    sim.reset(box_room(4.0, 4.0))
-    pano = sim.panorama(H, W)
+    sim, pano = _panorama_in(box_room(4.0, 4.0))
     with pytest.raises(ValueError, match="sensor_height"):
         back_project(pano, 100, 10, sim, WaypointConfig(sensor_height=0.88))
     with pytest.raises(ValueError, match="min_distance"):

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import random
 import string
-from collections.abc import Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterator, Mapping
+from typing import Any, Protocol, Self, TypeVar
 
 from embodia.envs.dsr.core import (
     INT,
@@ -13,6 +13,8 @@ from embodia.envs.dsr.core import (
     STR_LIST,
     Operation,
     Problem,
+    from_empty,
+    insert_delete_ops,
     list_schema,
     op_label,
     register,
@@ -155,6 +157,67 @@ class TrieNode:
         self.is_end = False
 
 
+class TreeNode(Protocol):
+    """A node of a tree whose children are keyed by a character."""
+
+    children: dict[str, Self]
+
+
+class WordNode(TreeNode, Protocol):
+    """A node of a character trie: its children by character, and whether a stored word ends here."""
+
+    is_end: bool
+
+
+Node = TypeVar("Node", bound=WordNode)
+Tree = TypeVar("Tree", bound=TreeNode)
+
+
+def labelled_preorder(root: Tree, label: Callable[[str, Tree], str]) -> Iterator[tuple[str, Tree]]:
+    """(path from the root, node) in pre-order, children in order of their keys; a child's path is
+    its parent's followed by ``label(key, child)``."""
+    stack: list[tuple[str, Tree]] = [("", root)]
+    while stack:
+        path, node = stack.pop()
+        yield path, node
+        for key in sorted(node.children, reverse=True):
+            child = node.children[key]
+            stack.append((path + label(key, child), child))
+
+
+def insert_word(root: Node, word: str, new_node: Callable[[], Node]) -> list[Node]:
+    """Add ``word`` below ``root``, creating the missing nodes, and mark its end; the nodes on its
+    path from the root."""
+    path = [root]
+    for char in word:
+        child = path[-1].children.get(char)
+        if child is None:
+            child = path[-1].children[char] = new_node()
+        path.append(child)
+    path[-1].is_end = True
+    return path
+
+
+def delete_word(root: Node, word: str) -> list[Node] | None:
+    """Unmark ``word``'s end and prune, bottom-up, the nodes no longer on any stored word; the nodes
+    on its path from the root, or None (and nothing changes) when the word is not stored."""
+    path = [root]
+    for char in word:
+        child = path[-1].children.get(char)
+        if child is None:
+            return None
+        path.append(child)
+    if not path[-1].is_end:
+        return None
+    path[-1].is_end = False
+    for depth in range(len(word), 0, -1):
+        node = path[depth]
+        if node.is_end or node.children:
+            break
+        del path[depth - 1].children[word[depth - 1]]
+    return path
+
+
 class Trie:
     """A character trie; deleting a word prunes the nodes that no longer lie on any stored word."""
 
@@ -162,31 +225,11 @@ class Trie:
         self.root = TrieNode()
 
     def insert(self, word: str) -> None:
-        node = self.root
-        for char in word:
-            child = node.children.get(char)
-            if child is None:
-                child = node.children[char] = TrieNode()
-            node = child
-        node.is_end = True
+        insert_word(self.root, word, TrieNode)
 
     def delete(self, word: str) -> bool:
         """Unmark the word's end and prune bottom-up; a word that is not stored is a no-op (False)."""
-        path = [self.root]
-        for char in word:
-            child = path[-1].children.get(char)
-            if child is None:
-                return False
-            path.append(child)
-        if not path[-1].is_end:
-            return False
-        path[-1].is_end = False
-        for depth in range(len(word), 0, -1):
-            node = path[depth]
-            if node.is_end or node.children:
-                break
-            del path[depth - 1].children[word[depth - 1]]
-        return True
+        return delete_word(self.root, word) is not None
 
     def contains(self, word: str) -> bool:
         node = self.root
@@ -203,12 +246,7 @@ class Trie:
 
     def nodes(self) -> Iterator[tuple[str, TrieNode]]:
         """(prefix, node) in pre-order, children in lexicographic order."""
-        stack: list[tuple[str, TrieNode]] = [("", self.root)]
-        while stack:
-            prefix, node = stack.pop()
-            yield prefix, node
-            for char in sorted(node.children, reverse=True):
-                stack.append((prefix + char, node.children[char]))
+        return labelled_preorder(self.root, lambda char, _: char)
 
     def state(self) -> list[str]:
         """Pre-order of the node characters, children in lexicographic order, the root as ``""``."""
@@ -236,29 +274,13 @@ def _trie_word(rng: random.Random, length: int, words: list[str]) -> str:
 
 def _trie_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     low, high = _TRIE_WORD_LENGTHS[size_level(size)]
-    trie = Trie()
-    words: list[str] = []  # insertion-ordered (never a set: str hashing is randomised per process)
-    ops: list[list[Any]] = []
-    labels, states = [], []
-    for _ in range(size):
-        if words and rng.random() < 0.3:
-            word = rng.choice(words)
-            words.remove(word)
-            trie.delete(word)
-            ops.append(["delete", word])
-        else:
-            word = _trie_word(rng, rng.randint(low, high), words)
-            if word not in words:
-                words.append(word)
-            trie.insert(word)
-            ops.append(["insert", word])
-        labels.append(op_label(*ops[-1]))
-        states.append(trie.state())
-    question = (
-        "You are given an empty trie initially. Q: What is the final state of the trie after the following "
-        f"operations: {', '.join(labels)}?"
+    # The words present are kept in a list, in insertion order (a set's order would follow str hashing,
+    # which is randomised per process).
+    ops = insert_delete_ops(
+        rng, size, lambda words: _trie_word(rng, rng.randint(low, high), words), lambda draw: draw < 0.3
     )
-    return Problem(question, trie.state(), {"ops": ops}, steps_from(labels, states), [""])
+    trie = Trie()
+    return from_empty(trie, ops, "trie", "the final state of the trie", [""])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -311,13 +333,7 @@ class SuffixTree:
 
     def edges(self) -> Iterator[tuple[str, SuffixTreeNode]]:
         """(path label from the root, node) in pre-order, children in order ('$' sorts before letters)."""
-        stack: list[tuple[str, SuffixTreeNode]] = [("", self.root)]
-        while stack:
-            path, node = stack.pop()
-            yield path, node
-            for key in sorted(node.children, reverse=True):
-                child = node.children[key]
-                stack.append((path + child.label, child))
+        return labelled_preorder(self.root, lambda _, child: child.label)
 
     def state(self) -> list[str]:
         """The edge labels in pre-order (the root has none), children by first character, '$' first."""

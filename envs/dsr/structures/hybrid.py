@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import random
 import string
 from collections import deque
@@ -14,12 +15,13 @@ from embodia.envs.dsr.core import (
     STR_LIST,
     Operation,
     Problem,
+    from_empty,
+    insert_delete_ops,
     list_schema,
-    op_label,
     register,
-    steps_from,
+    replay,
 )
-from embodia.envs.dsr.structures.associative import size_level
+from embodia.envs.dsr.structures.associative import delete_word, insert_word, size_level
 
 # ---------------------------------------------------------------------------------------------------------
 # LRU cache
@@ -55,23 +57,15 @@ _LRU_PARAMETERS = {"short": ((2, 5), 10), "medium": ((3, 7), 20), "long": ((4, 1
 def _lru_cache(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     (low, high), pages = _LRU_PARAMETERS[size_level(size)]
     capacity = rng.randint(low, high)
+    ops: list[list[Any]] = [["access", rng.randrange(pages)] for _ in range(size)]
     cache = LRUCache(capacity)
-    ops: list[list[Any]] = []
-    labels, states = [], []
-    for _ in range(size):
-        page = rng.randrange(pages)
-        cache.access(page)
-        ops.append(["access", page])
-        labels.append(op_label("access", page))
-        states.append(cache.state())
+    labels, steps = replay(cache, ops)
     question = (
         f"You should create an LRU cache with cache size (max number of different pages stored in cache) "
         f"{capacity}. Q: Initially, the cache is empty. What is the state of the LRU cache after the "
         f"following sequence of operations: {', '.join(labels)}?"
     )
-    return Problem(
-        question, cache.state(), {"capacity": capacity, "ops": ops}, steps_from(labels, states), []
-    )
+    return Problem(question, cache.state(), {"capacity": capacity, "ops": ops}, steps, [])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -121,29 +115,17 @@ _BLOOM_PARAMETERS = {"short": (20, 3), "medium": (50, 4), "long": (100, 5)}
 
 def _bloom_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     m, k = _BLOOM_PARAMETERS[size_level(size)]
+    # The reference's item range is 0..100, 100 included; the items are a multiset: an item inserted
+    # twice needs two deletes.
+    ops = insert_delete_ops(rng, size, lambda _: rng.randint(0, 100), lambda draw: draw >= 0.7, repeats=True)
     bloom = CountingBloomFilter(m, k)
-    inserted: list[int] = []  # a multiset: an item inserted twice needs two deletes
-    ops: list[list[Any]] = []
-    labels, states = [], []
-    for _ in range(size):
-        if inserted and rng.random() >= 0.7:
-            item = rng.choice(inserted)
-            inserted.remove(item)
-            bloom.delete(item)
-            ops.append(["delete", item])
-        else:
-            item = rng.randint(0, 100)  # the reference's item range, 100 included
-            inserted.append(item)
-            bloom.insert(item)
-            ops.append(["insert", item])
-        labels.append(op_label(*ops[-1]))
-        states.append(bloom.state())
+    labels, steps = replay(bloom, ops)
     question = (
         f"You are given an empty Counting Bloom Filter with m = {m} and k = {k}. Q: What is the final state "
         "of the Counting Bloom Filter, represented as its count array (a list of integer counts), after the "
         f"following operations: {', '.join(labels)}?"
     )
-    return Problem(question, bloom.state(), {"m": m, "k": k, "ops": ops}, steps_from(labels, states), [0] * m)
+    return Problem(question, bloom.state(), {"m": m, "k": k, "ops": ops}, steps, [0] * m)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -183,35 +165,15 @@ class DAWG:
         self._classes: list[DAWGState] = []
 
     def insert(self, word: str) -> None:
-        node = self.root
-        node.cls = None
-        for char in word:
-            child = node.children.get(char)
-            if child is None:
-                child = node.children[char] = DAWGNode()
-            node = child
+        for node in insert_word(self.root, word, DAWGNode):
             node.cls = None
-        node.is_end = True
 
     def delete(self, word: str) -> bool:
         """Unmark the word's end and prune bottom-up; a word that is not stored is a no-op (False)."""
-        path = [self.root]
-        for char in word:
-            child = path[-1].children.get(char)
-            if child is None:
-                return False
-            path.append(child)
-        if not path[-1].is_end:
-            return False
-        path[-1].is_end = False
-        for node in path:
+        path = delete_word(self.root, word)
+        for node in path or ():
             node.cls = None
-        for depth in range(len(word), 0, -1):
-            node = path[depth]
-            if node.is_end or node.children:
-                break
-            del path[depth - 1].children[word[depth - 1]]
-        return True
+        return path is not None
 
     def _classify(self, node: DAWGNode) -> int:
         if node.cls is not None:
@@ -282,29 +244,12 @@ def _dawg_word(rng: random.Random, low: int, high: int, words: list[str]) -> str
 
 def _dawg_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     low, high = _DAWG_WORD_LENGTHS[size_level(size)]
+    # The words present are kept in a list, in insertion order (a set's order would follow str hashing,
+    # which is randomised per process).
+    new_word = functools.partial(_dawg_word, rng, low, high)
+    ops = insert_delete_ops(rng, size, new_word, lambda draw: draw < 0.3)
     dawg = DAWG()
-    words: list[str] = []  # insertion-ordered (never a set: str hashing is randomised per process)
-    ops: list[list[Any]] = []
-    labels, states = [], []
-    for _ in range(size):
-        if words and rng.random() < 0.3:
-            word = rng.choice(words)
-            words.remove(word)
-            dawg.delete(word)
-            ops.append(["delete", word])
-        else:
-            word = _dawg_word(rng, low, high, words)
-            if word not in words:
-                words.append(word)
-            dawg.insert(word)
-            ops.append(["insert", word])
-        labels.append(op_label(*ops[-1]))
-        states.append(dawg.state())
-    question = (
-        "You are given an empty Directed Acyclic Word Graph (DAWG) initially. Q: What is its final state "
-        f"after the following operations: {', '.join(labels)}?"
-    )
-    return Problem(question, dawg.state(), {"ops": ops}, steps_from(labels, states), [["", "F"]])
+    return from_empty(dawg, ops, "Directed Acyclic Word Graph (DAWG)", "its final state", [["", "F"]])
 
 
 register(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import random
 from collections import deque
-from collections.abc import Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from embodia.envs.dsr.core import (
@@ -12,13 +12,29 @@ from embodia.envs.dsr.core import (
     Operation,
     Problem,
     distinct_values,
-    op_label,
+    operation_maker,
     register,
-    steps_from,
+    replay,
 )
 
 EDGE_PROBABILITY = 0.3
 """Erdős–Rényi edge probability of the graph problems, as in the public benchmark."""
+
+
+def breadth_first(source: int, neighbours: Callable[[int], Iterable[int]]) -> list[int]:
+    """Visit order of breadth-first search from ``source``, each node's ``neighbours`` taken in the
+    order given; a node is visited when it is first discovered."""
+    order = [source]
+    seen = {source}
+    frontier = deque([source])
+    while frontier:
+        node = frontier.popleft()
+        for other in neighbours(node):
+            if other not in seen:
+                seen.add(other)
+                order.append(other)
+                frontier.append(other)
+    return order
 
 
 class Graph:
@@ -43,17 +59,7 @@ class Graph:
 
     def bfs(self, source: int) -> list[int]:
         """Visit order of breadth-first search; a node is visited when it is first discovered."""
-        order = [source]
-        seen = {source}
-        frontier = deque([source])
-        while frontier:
-            node = frontier.popleft()
-            for other in self.neighbours(node):
-                if other not in seen:
-                    seen.add(other)
-                    order.append(other)
-                    frontier.append(other)
-        return order
+        return breadth_first(source, self.neighbours)
 
     def dfs(self, source: int) -> list[int]:
         """Pre-order of recursive depth-first search (an explicit stack of neighbour iterators)."""
@@ -145,23 +151,15 @@ class DSU:
 def _dsu_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     # The public generator draws about twice as many elements as unions (10-19 elements for 5-10).
     elements = distinct_values(rng, rng.randint(size + 1, 2 * size))
+    # Both arguments drawn independently, as in the public generator: union(x, x) is a no-op.
+    ops: list[list[Any]] = [["union", rng.choice(elements), rng.choice(elements)] for _ in range(size)]
     dsu = DSU(elements)
-    ops: list[list[Any]] = []
-    labels, states = [], []
-    for _ in range(size):
-        # Both arguments drawn independently, as in the public generator: union(x, x) is a no-op.
-        x, y = rng.choice(elements), rng.choice(elements)
-        dsu.union(x, y)
-        ops.append(["union", x, y])
-        labels.append(op_label("union", x, y))
-        states.append(dsu.state())
+    labels, steps = replay(dsu, ops)
     question = (
         f"The initial list of elements is {elements}; each element starts as its own set with rank 0. "
         f"Q: What is the final state of the DSU after the following operations: {', '.join(labels)}?"
     )
-    return Problem(
-        question, dsu.state(), {"elements": elements, "ops": ops}, steps_from(labels, states), elements
-    )
+    return Problem(question, dsu.state(), {"elements": elements, "ops": ops}, steps, elements)
 
 
 _GRAPH_DESCRIPTION = (
@@ -173,14 +171,12 @@ _TRAVERSAL_RULES = (
     "list of nodes in the order they are visited, starting with the source."
 )
 
+_graph_operation = operation_maker("graph", "network", "graph", _GRAPH_DESCRIPTION)
+
 register(
-    Operation(
-        structure="graph",
-        name="bfs",
-        category="network",
-        display="graph",
-        description=_GRAPH_DESCRIPTION
-        + (
+    _graph_operation(
+        "bfs",
+        (
             "Breadth-first search starts at the source: mark it visited and put it in a first-in "
             "first-out queue. Repeatedly take the node at the front of the queue and, for each of its "
             "neighbours not yet visited, mark it visited (this is when it is visited) and add it to the "
@@ -191,13 +187,9 @@ register(
         answer_schema=INT_LIST,
         generate=_traversal("bfs"),
     ),
-    Operation(
-        structure="graph",
-        name="dfs",
-        category="network",
-        display="graph",
-        description=_GRAPH_DESCRIPTION
-        + (
+    _graph_operation(
+        "dfs",
+        (
             "Depth-first search is recursive: visiting a node marks it visited and then, for each of "
             "its neighbours in turn, visits that neighbour if it is not yet visited (going as deep as "
             "possible before moving on to the next neighbour). The search starts by visiting the source; "

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import math
 import random
-from collections import deque
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -24,6 +23,7 @@ from embodia.envs.dsr.core import (
     register,
     steps_from,
 )
+from embodia.envs.dsr.structures.network import breadth_first
 
 DIMS = (1, 2, 3, 5)
 DISTRIBUTIONS = ("moons", "circles", "blobs")
@@ -328,17 +328,9 @@ class GeometricGraph:
 
     def bfs(self, source: int) -> list[int]:
         """Node indices in BFS visit order, each node's neighbours by (distance, index)."""
-        order = [source]
-        seen = {source}
-        frontier = deque([source])
-        while frontier:
-            node = frontier.popleft()
-            for other in sorted(self.adjacency[node], key=lambda j: (self._w2(node, j), j)):
-                if other not in seen:
-                    seen.add(other)
-                    order.append(other)
-                    frontier.append(other)
-        return order
+        return breadth_first(
+            source, lambda node: sorted(self.adjacency[node], key=lambda j: (self._w2(node, j), j))
+        )
 
     def state(self) -> list[list[int]]:
         return self.edges()

@@ -7,14 +7,31 @@ from collections import deque
 from collections.abc import Mapping
 from typing import Any
 
-from embodia.envs.dsr.core import INT_LIST, Operation, Problem, list_schema, op_label, register, steps_from
+from embodia.envs.dsr.core import (
+    INT_LIST,
+    Operation,
+    Problem,
+    from_empty,
+    list_schema,
+    op_label,
+    push_pop_ops,
+    register,
+    steps_from,
+)
 
 
-class Stack:
-    """A LIFO stack; the canonical state is the list bottom to top."""
+class _Line:
+    """Values kept in the order they were added; the canonical state is the list, oldest first."""
 
     def __init__(self) -> None:
-        self.items: list[int] = []
+        self.items: deque[int] = deque()
+
+    def state(self) -> list[int]:
+        return list(self.items)
+
+
+class Stack(_Line):
+    """A LIFO stack; the canonical state is the list bottom to top."""
 
     def push(self, value: int) -> None:
         self.items.append(value)
@@ -22,15 +39,9 @@ class Stack:
     def pop(self) -> int:
         return self.items.pop()
 
-    def state(self) -> list[int]:
-        return list(self.items)
 
-
-class Queue:
+class Queue(_Line):
     """A FIFO queue; the canonical state is the list front to back."""
-
-    def __init__(self) -> None:
-        self.items: deque[int] = deque()
 
     def enqueue(self, value: int) -> None:
         self.items.append(value)
@@ -38,68 +49,43 @@ class Queue:
     def dequeue(self) -> int:
         return self.items.popleft()
 
-    def state(self) -> list[int]:
-        return list(self.items)
 
+def _line_compound(structure: str, add: str, remove: str, make: type[_Line], description: str) -> Operation:
+    """The compound operation of a stack or queue: ``add`` w.p. 0.7 (always when empty), else ``remove``."""
 
-def _push_pop_ops(rng: random.Random, size: int, add: str, remove: str) -> list[list[Any]]:
-    """``size`` operations: add a random value w.p. 0.7, else remove; always add when empty."""
-    ops: list[list[Any]] = []
-    depth = 0
-    for _ in range(size):
-        if depth == 0 or rng.random() < 0.7:
-            ops.append([add, rng.randint(0, 99)])
-            depth += 1
-        else:
-            ops.append([remove])
-            depth -= 1
-    return ops
-
-
-def _linear_compound(structure: str, add: str, remove: str, make: type[Stack] | type[Queue]) -> Any:
     def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
-        ops = _push_pop_ops(rng, size, add, remove)
-        container = make()
-        labels, states = [], []
-        for op in ops:
-            getattr(container, op[0])(*op[1:])
-            labels.append(op_label(*op))
-            states.append(container.state())
-        question = (
-            f"You are given an empty {structure} initially. Q: What is the state of the {structure} after "
-            f"the following operations: {', '.join(labels)}?"
-        )
-        return Problem(question, container.state(), {"ops": ops}, steps_from(labels, states), [])
+        ops = push_pop_ops(rng, size, add, remove, lambda draw: draw >= 0.7)
+        return from_empty(make(), ops, structure, f"the state of the {structure}", [])
 
-    return generate
+    order = "from the bottom to the top" if structure == "stack" else "from the front to the back"
+    return Operation(
+        structure=structure,
+        name="compound",
+        category="temporal",
+        display=structure,
+        description=description,
+        rules=f"Give the final {structure} as a list of its elements {order}.",
+        answer_schema=INT_LIST,
+        generate=generate,
+    )
 
 
 register(
-    Operation(
-        structure="stack",
-        name="compound",
-        category="temporal",
-        display="stack",
-        description=(
-            "A stack is a last-in, first-out collection. (push, x) puts x on top of the stack; "
-            "(pop) removes the element on top."
-        ),
-        rules="Give the final stack as a list of its elements from the bottom to the top.",
-        answer_schema=INT_LIST,
-        generate=_linear_compound("stack", "push", "pop", Stack),
+    _line_compound(
+        "stack",
+        "push",
+        "pop",
+        Stack,
+        "A stack is a last-in, first-out collection. (push, x) puts x on top of the stack; "
+        "(pop) removes the element on top.",
     ),
-    Operation(
-        structure="queue",
-        name="compound",
-        category="temporal",
-        display="queue",
-        description=(
-            "A queue is a first-in, first-out collection. (enqueue, x) adds x at the back of the "
-            "queue; (dequeue) removes the element at the front."
-        ),
-        rules="Give the final queue as a list of its elements from the front to the back.",
-        answer_schema=INT_LIST,
-        generate=_linear_compound("queue", "enqueue", "dequeue", Queue),
+    _line_compound(
+        "queue",
+        "enqueue",
+        "dequeue",
+        Queue,
+        "A queue is a first-in, first-out collection. (enqueue, x) adds x at the back of the "
+        "queue; (dequeue) removes the element at the front.",
     ),
 )
 
@@ -277,16 +263,14 @@ def _pq_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> P
     ops = _pq_ops(rng, size)
     # The public benchmark's heap never consolidates (see FibonacciHeap): its truth is what scores compare on.
     heap = FibonacciHeap(consolidate=False)
-    labels, states = [], []
-    for op in ops:
-        apply_pq_op(heap, op)
-        labels.append(op_label(*op))
-        states.append(heap.state())
-    question = (
-        "You are given an empty priority queue initially. Q: What is the state of the priority queue after "
-        f"the following operations: {', '.join(labels)}?"
+    return from_empty(
+        heap,
+        ops,
+        "priority queue",
+        "the state of the priority queue",
+        [],
+        apply=lambda op: apply_pq_op(heap, op),
     )
-    return Problem(question, heap.state(), {"ops": ops}, steps_from(labels, states), [])
 
 
 _PQ_DESCRIPTION = (

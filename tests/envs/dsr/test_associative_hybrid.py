@@ -6,6 +6,7 @@ import json
 import random
 import time
 from collections import OrderedDict
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
@@ -164,17 +165,25 @@ def _no_dead_branches(node: TrieNode) -> bool:
 _WORD = st.text("abc", min_size=1, max_size=5)
 
 
+def _against_set(words: Trie | DAWG, ops: list[tuple[str, str]]) -> Iterator[set[str]]:
+    """Apply ``ops`` to ``words`` and to a set (a delete reports whether the word was stored);
+    the set after each operation."""
+    model: set[str] = set()
+    for name, word in ops:
+        if name == "insert":
+            words.insert(word)
+            model.add(word)
+        else:
+            assert words.delete(word) == (word in model)
+            model.discard(word)
+        yield model
+
+
 @SETTINGS
 @given(st.lists(st.tuples(st.sampled_from(["insert", "delete"]), _WORD), max_size=40))
 def test_trie_matches_set(ops: list[tuple[str, str]]) -> None:
-    trie, model = Trie(), set[str]()
-    for name, word in ops:
-        if name == "insert":
-            trie.insert(word)
-            model.add(word)
-        else:
-            assert trie.delete(word) == (word in model)
-            model.discard(word)
+    trie = Trie()
+    for model in _against_set(trie, ops):
         assert trie.words() == sorted(model)
         assert all(trie.contains(word) for word in model)
         assert _no_dead_branches(trie.root)
@@ -395,14 +404,8 @@ def _trie_size(words: set[str]) -> int:
 @SETTINGS
 @given(st.lists(st.tuples(st.sampled_from(["insert", "insert", "delete"]), _AB_WORD), max_size=30))
 def test_dawg_is_the_minimal_automaton_of_the_words(ops: list[tuple[str, str]]) -> None:
-    dawg, model = DAWG(), set[str]()
-    for name, word in ops:
-        if name == "insert":
-            dawg.insert(word)
-            model.add(word)
-        else:
-            assert dawg.delete(word) == (word in model)
-            model.discard(word)
+    dawg = DAWG()
+    for model in _against_set(dawg, ops):
         root, nodes = dawg.minimize()
         languages = _language(root, nodes)
         assert languages[root] == frozenset(model)  # accepts exactly the stored words

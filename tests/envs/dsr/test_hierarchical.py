@@ -6,6 +6,7 @@ import heapq
 import json
 import random
 from collections import Counter
+from collections.abc import Iterator
 from typing import Any
 
 import jsonschema
@@ -14,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from embodia.envs.dsr.core import LENGTHS, OPERATIONS, get_operation
+from embodia.envs.dsr.structures.b_plus_tree import _BPNode
 from embodia.envs.dsr.structures.hierarchical import (
     BLACK,
     BST,
@@ -21,7 +23,6 @@ from embodia.envs.dsr.structures.hierarchical import (
     BPlusTree,
     MinHeap,
     RedBlackTree,
-    _BPNode,
     bplus_order,
 )
 
@@ -59,6 +60,19 @@ def _replay_distinct(ops: list[tuple[bool, int]]) -> list[tuple[str, int]]:
             victim = present.pop(key % len(present))
             out.append(("delete", victim))
     return out
+
+
+def _against_set(tree: Any, raw: list[tuple[bool, int]]) -> Iterator[set[int]]:
+    """Apply the operations :func:`_replay_distinct` makes of ``raw`` to ``tree`` and to a set;
+    the set after each operation."""
+    model: set[int] = set()
+    for name, key in _replay_distinct(raw):
+        getattr(tree, name)(key)
+        if name == "insert":
+            model.add(key)
+        else:
+            model.remove(key)
+        yield model
 
 
 # --------------------------------------------------------------------------------- BST
@@ -100,14 +114,8 @@ def _height(key: int | None, kids: dict[int, tuple[int | None, int | None]]) -> 
 @settings(max_examples=100, deadline=None)
 @given(OPS)
 def test_bst_invariants_against_set(raw: list[tuple[bool, int]]) -> None:
-    tree, model = BST(), set()
-    for name, key in _replay_distinct(raw):
-        if name == "insert":
-            tree.insert(key)
-            model.add(key)
-        else:
-            tree.remove(key)
-            model.remove(key)
+    tree = BST()
+    for model in _against_set(tree, raw):
         root, kids = _children(tree)
         _check_bst_order(root, kids)
         assert tree.inorder() == sorted(model)
@@ -254,13 +262,8 @@ def _check_rb(tree: RedBlackTree) -> None:
 @settings(max_examples=100, deadline=None)
 @given(OPS)
 def test_rb_properties_against_set(raw: list[tuple[bool, int]]) -> None:
-    tree, model = RedBlackTree(), set()
-    for name, key in _replay_distinct(raw):
-        getattr(tree, name)(key)
-        if name == "insert":
-            model.add(key)
-        else:
-            model.remove(key)
+    tree = RedBlackTree()
+    for model in _against_set(tree, raw):
         _check_rb(tree)
         assert tree.keys() == sorted(model)
     assert [pair[0] for pair in tree.state()] == [node[0] for node in tree.nodes()]
@@ -353,13 +356,8 @@ def _check_bplus(tree: BPlusTree, model: set[int]) -> None:
 @settings(max_examples=100, deadline=None)
 @given(st.sampled_from([3, 4, 5, 6, 8]), OPS)
 def test_bplus_invariants_against_set(order: int, raw: list[tuple[bool, int]]) -> None:
-    tree, model = BPlusTree(order), set()
-    for name, key in _replay_distinct(raw):
-        getattr(tree, name)(key)
-        if name == "insert":
-            model.add(key)
-        else:
-            model.remove(key)
+    tree = BPlusTree(order)
+    for model in _against_set(tree, raw):
         _check_bplus(tree, model)
 
 

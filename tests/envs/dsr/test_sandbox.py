@@ -91,17 +91,23 @@ def test_fork_bomb_is_refused() -> None:
 
 
 @pytest.mark.parametrize(
-    ("call", "event"),
+    ("call", "refusal"),
     [
+        # processes and sockets
         ("_os()['system']('echo hacked')", "os.system"),
         ("_os()['posix_spawn']('/bin/ls', ['ls'], {})", "os.posix_spawn"),
         ("_os()['execv']('/bin/ls', ['ls'])", "os.exec"),
         ("_os()['__builtins__']['__import__']('socket')", "import of 'socket'"),
+        # special files, links and times
+        ("_os()['mkfifo']('fifo')", "forbidden system call"),
+        ("_os()['mknod']('node')", "forbidden system call"),
+        ("_os()['utime']('.', (0, 0))", "os.utime"),
+        ("_os()['link']('a', 'b')", "os.link"),
     ],
 )
-def test_processes_and_sockets_through_an_escape_are_refused(call: str, event: str) -> None:
+def test_calls_through_an_escape_are_refused(call: str, refusal: str) -> None:
     result = run_solution(ESCAPE + f"def solution():\n    return {call}", LIMITS)
-    assert not result.ok and event in result.reason
+    assert not result.ok and refusal in result.reason
 
 
 def test_file_writes_outside_its_directory_are_refused(tmp_path: Path) -> None:
@@ -211,20 +217,6 @@ def test_a_rename_out_of_the_working_directory_is_refused(tmp_path: Path) -> Non
     result = run_solution(code, LIMITS)
     assert not result.ok and "os.rename" in result.reason and "outside" in result.reason
     assert not target.exists()
-
-
-@pytest.mark.parametrize(
-    ("call", "stopped"),
-    [
-        ("_os()['mkfifo']('fifo')", "forbidden system call"),
-        ("_os()['mknod']('node')", "forbidden system call"),
-        ("_os()['utime']('.', (0, 0))", "os.utime"),
-        ("_os()['link']('a', 'b')", "os.link"),
-    ],
-)
-def test_special_files_links_and_times_are_refused(call: str, stopped: str) -> None:
-    result = run_solution(ESCAPE + f"def solution():\n    {call}\n    return 1", LIMITS)
-    assert not result.ok and stopped in result.reason
 
 
 def test_nothing_outside_is_even_visible(tmp_path: Path) -> None:

@@ -93,3 +93,41 @@ def test_numpy_integer_seed_is_the_same_instance(name: str) -> None:
     task = make_task(name)
     a, b = task.generate(np.int64(7), "easy"), task.generate(7, "easy")  # type: ignore[arg-type]
     assert a.to_record() == b.to_record() and type(a.seed) is int
+
+
+# What a reply that cannot be read fails with, per task; the instance is seed 0 at medium
+# difficulty, or the one named in PARSE_INSTANCES.
+PARSE_INSTANCES = {"maze": (1, "easy")}
+
+
+@pytest.mark.parametrize(
+    ("task", "reply", "reason"),
+    [
+        ("frozenlake", "", "empty reply"),
+        ("frozenlake", "Walk carefully on the ice.", "no answer found"),
+        ("frozenlake", '{"moves": "DD', "truncated"),
+        ("jigsaw", "", "empty reply"),
+        ("jigsaw", "The picture shows a sunset.", "no answer found"),
+        ("jigsaw", '{"permutation": [1, 2', "truncated or malformed JSON"),
+        ("jigsaw", '{"permutation": [0, 0, 1, 2, 3, 4, 5, 6, 7]}', "appears more than once"),
+        ("jigsaw", '{"permutation": [0, 1, 2, 3, 4, 5, 6, 7, 9]}', "tile 9 does not exist"),
+        ("maze", "", "empty reply"),
+        ("maze", "I am not sure where to go.", "no answer found"),
+        ("maze", '{"path": "RRD', "truncated or malformed JSON"),
+        ("maze", '{"path": "RRX"}', "no answer found"),
+        ("maze", '{"path": [[0, 0], [2, 0]]}', "jumps"),
+        ("sudoku", "", "empty reply"),
+        ("sudoku", "This sudoku looks hard.", "expected 81 digits"),
+        ("sudoku", '{"solution": "1234', "truncated or malformed JSON"),
+        ("tsp", "", "empty reply"),
+        ("tsp", "Visit the nearest point first.", "no answer found"),
+        ("tsp", '{"tour": [0, 1', "truncated"),
+        ("tsp", '{"tour": [0, 1, 1, 2, 3, 4, 5]}', "point 1 is visited more than once"),
+        ("tsp", '{"tour": [0, 1, 2, 3, 4, 5]}', "tour misses point 6"),
+        ("tsp", '{"tour": [0, 1, 2, 3, 4, 5, 9]}', "point 9 does not exist"),
+    ],
+)
+def test_parser_failures(task: str, reply: str, reason: str) -> None:
+    puzzle = make_task(task)
+    parsed = puzzle.parse(reply, puzzle.generate(*PARSE_INSTANCES.get(task, (0, "medium"))))
+    assert not parsed.ok and reason in parsed.error

@@ -1,0 +1,327 @@
+"""Red-black tree (CLRS): the reference structure and its three operations (:mod:`.hierarchical`
+registers them)."""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Iterable, Mapping
+from typing import Any, Literal
+
+from embodia.envs.dsr.core import (
+    INT,
+    KEY_HIGH,
+    KEY_LOW,
+    Operation,
+    Problem,
+    distinct_values,
+    fresh_key,
+    from_empty,
+    insert_delete_ops,
+    list_schema,
+    operation_maker,
+    replay,
+)
+
+RED, BLACK = "r", "b"
+COLOR_CODE = {RED: 0, BLACK: 1}
+"""Answers give colors as the reference's evaluator scores them: 0 = red, 1 = black."""
+
+
+class _RBNode:
+    __slots__ = ("key", "color", "left", "right", "parent")
+
+    def __init__(self, key: int, color: str, nil: _RBNode | None = None) -> None:
+        self.key = key
+        self.color = color
+        self.left: _RBNode = nil if nil is not None else self
+        self.right: _RBNode = nil if nil is not None else self
+        self.parent: _RBNode = nil if nil is not None else self
+
+
+Side = Literal["left", "right"]
+_OTHER: dict[Side, Side] = {"left": "right", "right": "left"}
+
+
+def _child(node: _RBNode, side: Side) -> _RBNode:
+    return node.left if side == "left" else node.right
+
+
+def _set_child(node: _RBNode, side: Side, child: _RBNode) -> None:
+    if side == "left":
+        node.left = child
+    else:
+        node.right = child
+
+
+class RedBlackTree:
+    """CLRS red-black tree (sentinel NIL); delete uses RB-TRANSPLANT and the in-order successor."""
+
+    def __init__(self, keys: Iterable[int] = ()) -> None:
+        self.nil = _RBNode(-1, BLACK)
+        self.root = self.nil
+        for key in keys:
+            self.insert(key)
+
+    def _rotate(self, x: _RBNode, side: Side) -> None:
+        """Rotate ``x`` down to the ``side`` ("left": a left rotation): its child on the other side
+        takes its place and that child's ``side`` subtree becomes ``x``'s other child."""
+        other = _OTHER[side]
+        y = _child(x, other)
+        _set_child(x, other, _child(y, side))
+        if _child(y, side) is not self.nil:
+            _child(y, side).parent = x
+        y.parent = x.parent
+        if x.parent is self.nil:
+            self.root = y
+        elif x is _child(x.parent, side):
+            _set_child(x.parent, side, y)
+        else:
+            _set_child(x.parent, other, y)
+        _set_child(y, side, x)
+        x.parent = y
+
+    def insert(self, key: int) -> None:
+        z = _RBNode(key, RED, self.nil)
+        parent, current = self.nil, self.root
+        while current is not self.nil:
+            parent = current
+            current = current.left if key < current.key else current.right
+        z.parent = parent
+        if parent is self.nil:
+            self.root = z
+        elif key < parent.key:
+            parent.left = z
+        else:
+            parent.right = z
+        self._insert_fixup(z)
+
+    def _insert_fixup(self, z: _RBNode) -> None:
+        while z.parent.color == RED:
+            grand = z.parent.parent
+            # CLRS spells each case out twice, mirrored: ``side`` is the one the parent hangs on.
+            side: Side = "left" if z.parent is grand.left else "right"
+            other = _OTHER[side]
+            uncle = _child(grand, other)
+            if uncle.color == RED:  # case 1: recolor and move up
+                z.parent.color = uncle.color = BLACK
+                grand.color = RED
+                z = grand
+            else:
+                if z is _child(z.parent, other):  # case 2: rotate into case 3
+                    z = z.parent
+                    self._rotate(z, side)
+                z.parent.color = BLACK  # case 3
+                z.parent.parent.color = RED
+                self._rotate(z.parent.parent, other)
+        self.root.color = BLACK
+
+    def _find(self, key: int) -> _RBNode:
+        node = self.root
+        while node is not self.nil and key != node.key:
+            node = node.left if key < node.key else node.right
+        return node
+
+    def _transplant(self, u: _RBNode, v: _RBNode) -> None:
+        if u.parent is self.nil:
+            self.root = v
+        elif u is u.parent.left:
+            u.parent.left = v
+        else:
+            u.parent.right = v
+        v.parent = u.parent  # also on the sentinel: the fix-up climbs from a NIL x through it
+
+    def delete(self, key: int) -> None:
+        z = self._find(key)
+        if z is self.nil:
+            raise KeyError(key)
+        y, y_color = z, z.color
+        if z.left is self.nil:
+            x = z.right
+            self._transplant(z, z.right)
+        elif z.right is self.nil:
+            x = z.left
+            self._transplant(z, z.left)
+        else:
+            y = z.right
+            while y.left is not self.nil:
+                y = y.left
+            y_color = y.color
+            x = y.right
+            if y.parent is z:
+                x.parent = y
+            else:
+                self._transplant(y, y.right)
+                y.right = z.right
+                y.right.parent = y
+            self._transplant(z, y)
+            y.left = z.left
+            y.left.parent = y
+            y.color = z.color
+        if y_color == BLACK:
+            self._delete_fixup(x)
+
+    def _delete_fixup(self, x: _RBNode) -> None:
+        while x is not self.root and x.color == BLACK:
+            side: Side = "left" if x is x.parent.left else "right"  # as in the insert fix-up, mirrored
+            other = _OTHER[side]
+            w = _child(x.parent, other)
+            if w.color == RED:  # case 1: make the sibling black
+                w.color = BLACK
+                x.parent.color = RED
+                self._rotate(x.parent, side)
+                w = _child(x.parent, other)
+            if (
+                _child(w, side).color == BLACK and _child(w, other).color == BLACK
+            ):  # case 2: push the extra black up
+                w.color = RED
+                x = x.parent
+            else:
+                if _child(w, other).color == BLACK:  # case 3: turn into case 4
+                    _child(w, side).color = BLACK
+                    w.color = RED
+                    self._rotate(w, other)
+                    w = _child(x.parent, other)
+                w.color = x.parent.color  # case 4
+                x.parent.color = BLACK
+                _child(w, other).color = BLACK
+                self._rotate(x.parent, side)
+                x = self.root
+        x.color = BLACK
+
+    def nodes(self) -> list[list[Any]]:
+        """``[key, color, left key, right key]`` per node in pre-order; colors ``'r'``/``'b'``."""
+        out: list[list[Any]] = []
+        nil = self.nil
+
+        def walk(node: _RBNode) -> None:
+            if node is not nil:
+                left = None if node.left is nil else node.left.key
+                right = None if node.right is nil else node.right.key
+                out.append([node.key, node.color, left, right])
+                walk(node.left)
+                walk(node.right)
+
+        walk(self.root)
+        return out
+
+    def keys(self) -> list[int]:
+        return sorted(node[0] for node in self.nodes())
+
+    def state(self) -> list[list[int]]:
+        """Pre-order ``[key, color]`` pairs with color 0 = red, 1 = black."""
+        return [[key, COLOR_CODE[color]] for key, color, _, _ in self.nodes()]
+
+
+def describe_rb(nodes: list[list[Any]]) -> str:
+    if not nodes:
+        return "The tree is empty."
+    color = {key: ("red" if c == RED else "black") for key, c, _, _ in nodes}
+    parts = [f"The root is {nodes[0][0]} ({color[nodes[0][0]]})."]
+    for key, _, left, right in nodes:
+        left_text = "none" if left is None else f"{left} ({color[left]})"
+        right_text = "none" if right is None else f"{right} ({color[right]})"
+        parts.append(f"{key}'s left child is {left_text}, and its right child is {right_text}.")
+    return " ".join(parts)
+
+
+def _rb_mixed_ops(
+    rng: random.Random,
+    count: int,
+    present: list[int],
+    p_delete: float,
+    low: int = KEY_LOW,
+    high: int = KEY_HIGH,
+) -> list[list[Any]]:
+    """``count`` insert/delete ops on distinct keys; deletes w.p. ``p_delete`` when the tree is not empty."""
+
+    def new_key(keys: list[int]) -> int:
+        return fresh_key(rng, keys, low, high)
+
+    return insert_delete_ops(rng, count, new_key, lambda draw: draw < p_delete, present)
+
+
+def _rb_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    keys = distinct_values(rng, size, KEY_LOW, KEY_HIGH)
+    tree = RedBlackTree()
+    labels, steps = replay(tree, [["insert", key] for key in keys])
+    question = (
+        "You are given an empty red-black tree initially. Q: What is the state of the red-black tree after "
+        f"inserting the following values in order: {keys}?"
+    )
+    return Problem(question, tree.state(), {"keys": keys}, steps, [])
+
+
+def _rb_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    ops = _rb_mixed_ops(rng, size, [], 0.3)
+    tree = RedBlackTree()
+    return from_empty(tree, ops, "red-black tree", "the state of the red-black tree", [])
+
+
+def _rb_construct_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    keys = distinct_values(rng, size, KEY_LOW, KEY_HIGH)
+    tree = RedBlackTree(keys)
+    nodes = tree.nodes()
+    before = tree.state()
+    # As the reference: new keys come from the gaps of the initial tree's key range.
+    ops = _rb_mixed_ops(rng, size, keys, 0.5, min(keys), max(keys))
+    labels, steps = replay(tree, ops)
+    question = (
+        f"You are given the following red-black tree. {describe_rb(nodes)} Q: What is the state of the "
+        f"red-black tree after the following operations: {', '.join(labels)}?"
+    )
+    data = {"keys": keys, "tree": nodes, "ops": ops}
+    return Problem(question, tree.state(), data, steps, before)
+
+
+_RB_BASE = (
+    "A red-black tree is a binary search tree (smaller keys to the left, larger to the right; keys are "
+    "distinct) whose nodes are red or black, with: the root black; every missing child (NIL leaf) black; no "
+    "red node with a red child; and the same number of black nodes on every path from a node down to a NIL "
+    "leaf. It follows the standard CLRS algorithms. Left-rotating node x with right child y makes y take "
+    "x's place, x becomes y's left child and y's old left subtree becomes x's right subtree; a right "
+    "rotation is the mirror image. "
+)
+_RB_INSERT = (
+    "(insert, k): insert k as a new red leaf as in a plain binary search tree, then fix up from the new "
+    "node z while z's parent is red. If the parent is a left child of the grandparent, let the uncle be the "
+    "grandparent's right child: case 1, the uncle is red: color the parent and the uncle black and the "
+    "grandparent red, and continue with z = the grandparent; case 2, the uncle is black and z is a right "
+    "child: set z = the parent and left-rotate z, which leads to case 3; case 3, the uncle is black and z "
+    "is a left child: color the parent black and the grandparent red, and right-rotate the grandparent. If "
+    "the parent is a right child, do the same with left and right exchanged. Finally color the root black. "
+)
+_RB_DELETE = (
+    "(delete, k): let z be the node with key k. If z has at most one child, that child (or a NIL leaf) x "
+    "takes z's place, and the removed color is z's. If z has two children, let y be its in-order successor "
+    "(the minimum of z's right subtree) and x be y's right child (possibly NIL): x takes y's place, then y "
+    "takes z's place with z's children and z's color, and the removed color is y's original color. If the "
+    "removed color was black, fix up from x (whose parent is the node it was attached to) while x is not "
+    "the root and x is black. If x is a left child, let w be its sibling: case 1, w is red: color w black "
+    "and x's parent red, left-rotate the parent, and let w be x's new sibling; case 2, both of w's children "
+    "are black: color w red and continue with x = x's parent; case 3, w's right child is black (its left "
+    "child red): color w's left child black and w red, right-rotate w, and let w be x's new sibling; case "
+    "4, w's right child is red: give w the parent's color, color the parent and w's right child black, "
+    "left-rotate the parent, and stop. If x is a right child, do the same with left and right exchanged. "
+    "Finally color x black. NIL leaves count as black. "
+)
+_RB_SCHEMA = list_schema({"type": "array", "items": INT, "minItems": 2, "maxItems": 2})
+_RB_RULES = (
+    "Use the CLRS fix-ups exactly as described; a deleted node with two children is replaced by its in-order "
+    "successor. Give the final tree as its pre-order traversal (node, left subtree, right subtree) listing "
+    "each node as a pair [key, color] with color 0 for red and 1 for black, e.g. [[36, 1], [21, 1], "
+    "[66, 0]]; NIL leaves are not listed, and an empty tree is []."
+)
+
+
+_RB_OPERATION = operation_maker("rb_tree", "hierarchical", "red-black tree", _RB_BASE)
+
+
+def _rb_op(name: str, description: str, generate: Any) -> Operation:
+    return _RB_OPERATION(name, description, rules=_RB_RULES, answer_schema=_RB_SCHEMA, generate=generate)
+
+
+RED_BLACK_OPERATIONS: tuple[Operation, ...] = (
+    _rb_op("construct", _RB_INSERT, _rb_construct),
+    _rb_op("compound", _RB_INSERT + _RB_DELETE, _rb_compound),
+    _rb_op("construct_compound", _RB_INSERT + _RB_DELETE, _rb_construct_compound),
+)
