@@ -109,7 +109,7 @@ class BadLine:
     def problem(self) -> str:
         """What is wrong, in a few words (``bad JSON (Expecting value)``)."""
         return {
-            "utf-8": "not UTF-8",
+            "utf-8": "not UTF-8 text",
             "json": f"bad JSON ({self.detail})",
             "depth": "JSON nested too deeply",
             "type": f"expected a JSON object, got {self.detail}",
