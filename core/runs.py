@@ -149,7 +149,11 @@ def parse_jsonl(data: bytes) -> tuple[list[tuple[int, dict[str, Any]]], list[Bad
 
 
 def read_jsonl(
-    path: Path | str, *, strict: bool = False, error: type[EmbodiaError] = EmbodiaError
+    path: Path | str,
+    *,
+    strict: bool = False,
+    error: type[EmbodiaError] = EmbodiaError,
+    what: str = "file",
 ) -> list[tuple[int, dict[str, Any]]]:
     """``(line number, object)`` for each JSON-object line of ``path``; blank lines are skipped.
 
@@ -159,12 +163,13 @@ def read_jsonl(
       torn last line (a kill mid-write) and any unreadable line elsewhere are dropped, with a
       warning that names their line numbers.
     - ``strict=True`` (a file a user hands in): a missing file or any unreadable line, the last
-      included, raises ``error`` naming the file, the line and what is wrong with it.
+      included, raises ``error`` naming the file, the line and what is wrong with it (a
+      missing file is called ``what``: "instance file not found: ...").
     """
     file = Path(path).expanduser()
     if not file.is_file():
         if strict:
-            raise error(f"file not found: {file}")
+            raise error(f"{what} not found: {file}")
         return []
     try:
         data = file.read_bytes()

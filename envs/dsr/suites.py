@@ -24,10 +24,10 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from embodia.core.runs import read_jsonl as read_jsonl_lines
 from embodia.envs.dsr import realistic
 from embodia.envs.dsr.core import LENGTHS, OPERATIONS, DSRError, Problem, Step, draw_size, get_operation
 from embodia.envs.dsr.structures import spatial
-from embodia.errors import read_text_file
 
 SCHEMA_VERSION = 1
 SUITES = ("main", "spatial", "realistic", "code")
@@ -202,20 +202,12 @@ def write_jsonl(instances: Iterable[Instance], path: Path) -> int:
 
 
 def read_jsonl(path: Path) -> list[Instance]:
-    if not path.is_file():
-        raise DSRError(f"instance file not found: {path}")
-    instances = []
-    for number, line in enumerate(read_text_file(path, DSRError).splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise DSRError(f"{path}:{number}: not JSON ({error.msg})") from None
-        if not isinstance(record, dict):
-            raise DSRError(f"{path}:{number}: expected a JSON object")
-        instances.append(Instance.from_json(record, f"{path}:{number}"))
-    return instances
+    """The instances of a JSONL file (one instance object a line); a bad line is an error
+    naming the file and the line."""
+    return [
+        Instance.from_json(record, f"{path}:{number}")
+        for number, record in read_jsonl_lines(path, strict=True, error=DSRError, what="instance file")
+    ]
 
 
 def stats(instances: Iterable[Instance]) -> dict[str, Any]:

@@ -28,7 +28,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from embodia.core.limits import MAX_FPS
-from embodia.core.runs import jsonl_text, write_atomic
+from embodia.core.runs import jsonl_text, parse_jsonl, write_atomic
 from embodia.errors import EmbodiaError, read_text_file
 
 Scenario = Literal["solo", "co-commentary", "guidance"]
@@ -339,15 +339,17 @@ def read_annotations(path: Path | str) -> list[Annotation]:
     if not path.is_file():
         raise StreamError(f"annotation file {path} does not exist")
     text = read_text_file(path, StreamError)
-    out = []
-    for number, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            data = json.loads(line)
-        except json.JSONDecodeError as exc:
-            raise StreamError(f"{path} line {number} is not JSON ({exc.msg}){_jsonl_hint(text)}") from None
-        out.append(Annotation.from_record(data, f"{path} line {number}"))
+    records, bad = parse_jsonl(text.encode("utf-8"))
+    if bad:
+        line = bad[0]
+        if line.kind == "type":  # JSON, but not a record: no hint about spread-out documents
+            article = "an" if line.detail[:1] in "aeiou" else "a"
+            raise StreamError(
+                f"{path} line {line.number}: a record must be a JSON object, got {article} {line.detail}"
+            )
+        problem = f" is not JSON ({line.detail})" if line.kind == "json" else f": {line.problem}"
+        raise StreamError(f"{path} line {line.number}{problem}{_jsonl_hint(text)}")
+    out = [Annotation.from_record(data, f"{path} line {number}") for number, data in records]
     if not out:
         raise StreamError(f"{path} holds no annotation records")
     return out
