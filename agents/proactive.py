@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol, TypedDict, cast
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
@@ -374,7 +375,10 @@ def speak(state: ChunkState, runtime: Runtime[ChunkContext]) -> dict[str, Any]:
     }
 
 
-def build_chunk_graph() -> Any:
+ChunkGraph = CompiledStateGraph[ChunkState, ChunkContext, ChunkState, ChunkState]
+
+
+def build_chunk_graph() -> ChunkGraph:
     builder = StateGraph(ChunkState, context_schema=ChunkContext)
     # Send delivers a ScoreTask, not the graph state, which the stubs cannot express.
     builder.add_node("score", cast(Any, score))
@@ -409,7 +413,7 @@ def run_stream(
     record: Callable[[dict[str, Any]], None] | None = None,
     replay: Sequence[Mapping[str, Any]] = (),
     on_event: Callable[[dict[str, Any]], None] | None = None,
-    graph: Any = None,
+    graph: ChunkGraph | None = None,
     keep_records: bool = True,
 ) -> StreamRun:
     """Drive the env to the end of its clip with ``agents``; ``record`` gets one JSON-able
