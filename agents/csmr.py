@@ -1,5 +1,5 @@
 """CSMR, look on demand: a text reasoner that asks a perception module targeted visual
-questions and decides when it has seen enough to answer (streaming-agents.md §C).
+questions and decides when it has seen enough to answer.
 
 The LangGraph graph is ``reason -> perceive -> reason -> ... -> END``. ``reason`` asks the
 reasoner (any chat :class:`~embodia.core.chat.Policy`; it never sees the image) for one
