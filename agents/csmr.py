@@ -1,5 +1,5 @@
 """CSMR, look on demand: a text reasoner that asks a perception module targeted visual
-questions and decides when it has seen enough to answer (streaming-agents.md §C).
+questions and decides when it has seen enough to answer.
 
 The LangGraph graph is ``reason -> perceive -> reason -> ... -> END``. ``reason`` asks the
 reasoner (any chat :class:`~embodia.core.chat.Policy`; it never sees the image) for one
@@ -32,6 +32,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, TypedDict
 
 from langgraph.graph import START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command
 
@@ -110,7 +111,10 @@ class CSMRState(TypedDict, total=False):
 
 @dataclass
 class CSMRContext:
-    item: Any
+    """Run-scoped inputs of one item's graph run (never checkpointed)."""
+
+    item: object
+    """The puzzle item: only the perceiver looks at it."""
     question: str
     reasoner: Policy | None
     perceiver: Perceiver
@@ -221,7 +225,10 @@ def _plain(evidence: Evidence) -> dict[str, Any]:
     }
 
 
-def build_csmr_graph() -> Any:
+CSMRGraph = CompiledStateGraph[CSMRState, CSMRContext, CSMRState, CSMRState]
+
+
+def build_csmr_graph() -> CSMRGraph:
     builder = StateGraph(CSMRState, context_schema=CSMRContext)
     builder.add_node("reason", reason)
     builder.add_node("perceive", perceive)
@@ -252,7 +259,7 @@ def solve(
     perceiver: Perceiver,
     reasoner: Policy | None = None,
     settings: CSMRSettings | None = None,
-    graph: Any = None,
+    graph: CSMRGraph | None = None,
 ) -> CSMRResult:
     """One item through the CSMR graph (or its ablation)."""
     settings = settings or CSMRSettings()

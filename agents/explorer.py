@@ -22,9 +22,9 @@ from __future__ import annotations
 
 import logging
 import operator
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Annotated, Any, Literal, TypedDict
+from typing import TYPE_CHECKING, Annotated, Any, Literal, Protocol, TypedDict
 
 import networkx as nx
 import numpy as np
@@ -32,11 +32,26 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from numpy.typing import NDArray
 
+from embodia.agents.explorer_schema import (
+    AttemptRecord,
+    Candidate,
+    Choice,
+    EnvAction,
+    ExplorerEvent,
+    ExplorerProgress,
+    HeuristicChoice,
+    PointChoice,
+    VLMChoice,
+)
 from embodia.agents.instructions import instruction_categories
 from embodia.agents.runtime import RunRecorder, emit
-from embodia.core.chat import Message
+from embodia.core.chat import Message, Policy
+from embodia.core.parsing import AskRecord
 from embodia.perception.regions import Region, RegionTracker
 from embodia.perception.waypoints import WaypointCandidate, draw_candidates, propose_candidates
+
+if TYPE_CHECKING:
+    from embodia.envs.mapping.active_mapping import ActiveMappingWaypointEnv
 
 logger = logging.getLogger(__name__)
 
@@ -69,15 +84,15 @@ class DecisionInput(TypedDict, total=False):
     """The topological tree as networkx node-link data."""
     current_node: str
     current_region: int
-    candidates: list[dict[str, Any]]
-    choice: dict[str, Any]
+    candidates: list[Candidate]
+    choice: Choice
     frontiers: int
     measures: dict[str, Any]
     done: bool
 
 
 class ExplorerState(DecisionInput, total=False):
-    events: Annotated[list[dict[str, Any]], operator.add]
+    events: Annotated[list[ExplorerEvent], operator.add]
     """Env actions and region-tracker updates in order: what a resume replays. Nodes return
     only their new events and the reducer appends them. The decision subgraph does not take
     the log as input (``DecisionInput``), so it hands back just the decision's own events,
@@ -88,10 +103,10 @@ class ExplorerState(DecisionInput, total=False):
 class ExplorerContext:
     """Run-scoped dependencies of one exploration episode."""
 
-    env: Any
-    """The unwrapped ``ActiveMappingWaypointEnv`` (pixel actions)."""
-    policy: Any | None
-    """A chat Policy for VLM selection, or None for the heuristic policy."""
+    env: ActiveMappingWaypointEnv
+    """The unwrapped env (pixel actions)."""
+    policy: Policy | None
+    """A chat policy for VLM selection, or None for the heuristic policy."""
     instruction: str
     recorder: RunRecorder | None
     config: ExplorerConfig = field(default_factory=ExplorerConfig)
@@ -99,7 +114,7 @@ class ExplorerContext:
     regions: list[Region] = field(default_factory=list)
     labels: NDArray[np.int32] | None = None
     last_info: dict[str, Any] = field(default_factory=dict)
-    on_frame: Any | None = None
+    on_frame: Callable[[ActiveMappingWaypointEnv], None] | None = None
     """Called with the env after every navigation (video frames)."""
     check_record: Callable[[dict[str, Any]], None] | None = None
     """Called with each decision record once it is written; an error it raises ends the run
@@ -144,12 +159,17 @@ def _label_at(context: ExplorerContext, point: NDArray[np.float64]) -> int:
 # ---------------------------------------------------------------------- nodes
 
 
-def observe(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+def _report(progress: ExplorerProgress) -> None:
+    """Emit a progress event (through here, so that each is checked against its type)."""
+    emit(progress)
+
+
+def observe(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerState:
     env = runtime.context.env
     info = env._info()
     runtime.context.last_info = info
     pose = env.simulator.pose
-    emit(
+    _report(
         {
             "event": "observe",
             "decision": state.get("decision", 0) + 1,  # the decision starting, as in the records
@@ -161,12 +181,12 @@ def observe(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str
     return {"measures": {k: info[k] for k in ("coverage_m2", "coverage_ratio", "coverage_auc", "steps")}}
 
 
-def map_update(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+def map_update(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerState:
     """The env fused the latest panorama already; here the map's frontiers are counted."""
     return {"frontiers": len(runtime.context.env.bev.frontiers())}
 
 
-def regions(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+def regions(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerState:
     context = runtime.context
     context.regions = context.tracker.update(context.env.bev)
     context.labels = context.tracker.label_image(context.env.bev)
@@ -198,14 +218,14 @@ def regions(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str
     return {"events": [{"kind": "update"}], "tree": _tree_data(tree), "current_region": current}
 
 
-def propose(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+def propose(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerState:
     context = runtime.context
     env = context.env
     candidates: list[WaypointCandidate] = propose_candidates(
         env.panorama, env.bev, env.waypoint_config, env.simulator
     )
     env.candidates = candidates  # what the env draws and what a VLM is shown
-    listed = []
+    listed: list[Candidate] = []
     for c in candidates:
         listed.append(
             {
@@ -231,11 +251,11 @@ def _region_has_target(context: ExplorerContext, region_id: int) -> bool:
     return False
 
 
-def _heuristic_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] | None:
+def _heuristic_pick(state: ExplorerState, context: ExplorerContext) -> HeuristicChoice | None:
     """Best informative candidate: gain - distance, plus depth-first and instruction bonuses."""
     cfg = context.config
     current = state.get("current_region", -1)
-    best: tuple[float, dict[str, Any]] | None = None
+    best: tuple[float, Candidate] | None = None
     for c in state.get("candidates", []):
         if c["gain_m2"] < cfg.min_gain_m2:
             continue
@@ -258,7 +278,7 @@ def _heuristic_pick(state: ExplorerState, context: ExplorerContext) -> dict[str,
     }
 
 
-def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] | None:
+def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> VLMChoice | None:
     """Ask the VLM, which answers by calling a tool: ``goto_waypoint`` ends the decision (the
     navigate node walks there), ``describe_map`` is answered and the model asked again. A plain
     "Answer: 3" or ``{"choice": 3}`` reply counts as ``goto_waypoint(3)``. A call that fails
@@ -316,7 +336,7 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] 
     number = state.get("decision", 0) + 1
 
     def stream(attempt: int, piece: str) -> None:
-        emit({"event": "token", "decision": number, "attempt": attempt, "text": piece})
+        _report({"event": "token", "decision": number, "attempt": attempt, "text": piece})
 
     decision = ask(
         context.policy,
@@ -330,7 +350,7 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] 
         on_text=stream,
     )
     chosen = next((c for c in state["candidates"] if c["index"] == decision.value), informative[0])
-    emit(
+    _report(
         {
             "event": "select",
             "decision": number,
@@ -350,18 +370,20 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> dict[str, Any] 
         "prompt": messages[-1]["content"],
         "tool_calls": tools.calls,
         "tool_errors": tools.errors,
-        "attempts": [
-            {
-                "reply": a.reply,
-                "failure": a.failure,
-                "tool_result": a.follow_up,
-                "latency_s": round(a.latency_s, 4),
-                # only when the reply was cut to max_reply_chars: its full length
-                **({} if a.reply_chars is None else {"reply_chars": a.reply_chars}),
-            }
-            for a in decision.attempts
-        ],
+        "attempts": [_attempt_record(a) for a in decision.attempts],
     }
+
+
+def _attempt_record(attempt: AskRecord) -> AttemptRecord:
+    record: AttemptRecord = {
+        "reply": attempt.reply,
+        "failure": attempt.failure,
+        "tool_result": attempt.follow_up,
+        "latency_s": round(attempt.latency_s, 4),
+    }
+    if attempt.reply_chars is not None:  # only when the reply was cut to max_reply_chars
+        record["reply_chars"] = attempt.reply_chars
+    return record
 
 
 def backtrack_order(tree: nx.DiGraph, node: str, targets: frozenset[str]) -> list[str]:
@@ -383,7 +405,7 @@ def backtrack_order(tree: nx.DiGraph, node: str, targets: frozenset[str]) -> lis
     return order
 
 
-def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph) -> dict[str, Any] | None:
+def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | None:
     """Close the current region; go to the last waypoint of the deepest open ancestor (or any
     open region, then the nearest frontier)."""
     current = state.get("current_region", -1)
@@ -420,21 +442,24 @@ def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph)
     return None
 
 
-def select(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+def select(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerState:
     context = runtime.context
     tree = _tree(state)
-    pick = _vlm_pick(state, context) if context.policy is not None else _heuristic_pick(state, context)
+    pick: Choice | None = (
+        _vlm_pick(state, context) if context.policy is not None else _heuristic_pick(state, context)
+    )
     if pick is None:
         pick = _backtrack(state, context, tree) or {"kind": "stop", "by": "done"}
     return {"choice": pick, "tree": _tree_data(tree)}
 
 
-def navigate(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+def navigate(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerState:
     context = runtime.context
     env = context.env
     choice = state["choice"]
     if choice["kind"] == "stop":
         return {"done": True}
+    event: EnvAction
     if choice["kind"] == "pixel":
         event = {"kind": "pixel", "row": int(choice["row"]), "col": int(choice["col"])}
     else:
@@ -445,7 +470,7 @@ def navigate(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[st
     record = {
         "decision": decision,
         "choice": {k: v for k, v in choice.items() if k != "attempts"},
-        "attempts": choice.get("attempts", []),
+        "attempts": choice["attempts"] if choice["by"] == "vlm" else [],
         "reward": round(float(reward), 6),
         "rejection": info.get("rejection"),
         "pose": [round(float(v), 6) for v in (*env.simulator.pose.position, env.simulator.pose.yaw)],
@@ -463,7 +488,7 @@ def navigate(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[st
         context.check_record(record)
     if context.on_frame is not None:
         context.on_frame(env)
-    emit(
+    _report(
         {
             "event": "navigate",
             "decision": decision,
@@ -478,7 +503,7 @@ def navigate(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[st
     }
 
 
-def update_tree(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict[str, Any]:
+def update_tree(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerState:
     if state.get("done") and state["choice"]["kind"] == "stop":
         return {}
     env = runtime.context.env
@@ -488,7 +513,7 @@ def update_tree(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> dict
     node = f"waypoint-{state['decision']}"
     position = [round(float(v), 4) for v in env.simulator.pose.position]
     tree.add_node(
-        node, kind="waypoint", position=position, decision=state["decision"], by=state["choice"].get("by", "")
+        node, kind="waypoint", position=position, decision=state["decision"], by=state["choice"]["by"]
     )
     tree.add_edge(parent, node)
     return {"tree": _tree_data(tree), "current_node": node}
@@ -498,11 +523,17 @@ def _continue(state: ExplorerState) -> Literal["decision", "__end__"]:
     return "__end__" if state.get("done") else "decision"
 
 
+class Node(Protocol):
+    """A node of the decision graph: it returns what it changes of the state."""
+
+    def __call__(self, state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerState: ...
+
+
 DECISION_NODES = ("observe", "map", "regions", "propose", "select", "navigate", "update_tree")
 
 
 def build_decision_graph(
-    wrap: Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]] | None = None,
+    wrap: Callable[[Node], Node] | None = None,
 ) -> StateGraph[ExplorerState, ExplorerContext, DecisionInput, ExplorerState]:
     """One decision: observe -> map -> regions -> propose -> select -> navigate -> update_tree.
 
@@ -528,7 +559,7 @@ def build_decision_graph(
 
 
 def build_explorer_graph(
-    wrap: Callable[[Callable[..., dict[str, Any]]], Callable[..., dict[str, Any]]] | None = None,
+    wrap: Callable[[Node], Node] | None = None,
 ) -> StateGraph[ExplorerState, ExplorerContext, ExplorerState, ExplorerState]:
     """Decisions in a loop until done. A decision runs as a subgraph that does not checkpoint
     its inner steps; the loop checkpoints once per decision, so the runtime's cost per
@@ -540,14 +571,16 @@ def build_explorer_graph(
     return builder
 
 
-def apply_event(env: Any, event: dict[str, Any]) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+def apply_event(
+    env: ActiveMappingWaypointEnv, event: EnvAction
+) -> tuple[Any, float, bool, bool, dict[str, Any]]:
     """Execute one logged env action (the same path for a live run and a resume replay)."""
     if event["kind"] == "pixel":
         return env.step(np.array([event["row"], event["col"]], dtype=np.int64))
     return env.step_to_point(np.asarray(event["point"], dtype=np.float64))
 
 
-def replay(context: ExplorerContext, events: list[dict[str, Any]]) -> None:
+def replay(context: ExplorerContext, events: Sequence[ExplorerEvent]) -> None:
     """Bring a freshly reset env and region tracker to where the logged events left them."""
     for event in events:
         if event["kind"] == "update":

@@ -1,10 +1,10 @@
 """The proactive live-stream agent: per 1-second chunk, decide whether to speak, then say a
-bounded line (Proact-VL's mechanism, streaming-agents.md §A.3).
+bounded line (the mechanism of Proact-VL).
 
 One LangGraph run per chunk: ``score`` fans out with ``Send`` to every agent (one for solo
 commentary and guidance, several for co-commentary), ``select`` picks the highest-scoring
-agent whose score clears its threshold (so at most one agent speaks in a second, as the
-reference's ``_select_speaker``), and ``speak`` generates its line under the token cap,
+agent whose score clears its threshold (so at most one agent speaks in a second, as
+Proact-VL's ``_select_speaker`` does), and ``speak`` generates its line under the token cap,
 streaming the text as ``custom`` events. The chunk and the agents come in through the
 graph's runtime context; the state is a few numbers.
 
@@ -14,7 +14,7 @@ token), :class:`~embodia.agents.baselines.speaking.EventHeuristic` (frame differ
 HUD changes), and :class:`PromptDecider` (asks any chat VLM for SPEAK or SILENT).
 
 Each agent keeps its conversation in a :class:`ContextBudget`: one user turn and one
-assistant turn per second (``" ..."`` when silent, as the reference's KV cache holds);
+assistant turn per second (``" ..."`` when silent, as Proact-VL's KV cache holds);
 past the budget the oldest 20 % of turns are evicted with the system prompt kept, so a
 stream can run for hours in flat memory. Only text is kept; frames are seen only in their
 own second. The budget is counted in tokens with the speaking model's tokenizer when there
@@ -37,6 +37,7 @@ from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal, Protocol, TypedDict, cast
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 from langgraph.types import Command, Send
 
@@ -57,9 +58,9 @@ def word_tokens(text: str) -> int:
 class ContextBudget:
     """A rolling conversation under a token budget, oldest turns evicted first.
 
-    The system prompt is never evicted (the reference keeps it as the attention sink). When a
+    The system prompt is never evicted (Proact-VL keeps it as the attention sink). When a
     new turn takes the total past ``max_tokens``, the oldest ``evict_fraction`` of the turns
-    (at least enough to fit) are dropped at once, as the reference evicts ~20 % of its KV
+    (at least enough to fit) are dropped at once, as Proact-VL evicts ~20 % of its KV
     cache, so eviction happens rarely rather than on every turn.
 
     ``count`` sizes each turn's text and the total is their sum (whitespace words by default:
@@ -374,7 +375,10 @@ def speak(state: ChunkState, runtime: Runtime[ChunkContext]) -> dict[str, Any]:
     }
 
 
-def build_chunk_graph() -> Any:
+ChunkGraph = CompiledStateGraph[ChunkState, ChunkContext, ChunkState, ChunkState]
+
+
+def build_chunk_graph() -> ChunkGraph:
     builder = StateGraph(ChunkState, context_schema=ChunkContext)
     # Send delivers a ScoreTask, not the graph state, which the stubs cannot express.
     builder.add_node("score", cast(Any, score))
@@ -409,7 +413,7 @@ def run_stream(
     record: Callable[[dict[str, Any]], None] | None = None,
     replay: Sequence[Mapping[str, Any]] = (),
     on_event: Callable[[dict[str, Any]], None] | None = None,
-    graph: Any = None,
+    graph: ChunkGraph | None = None,
     keep_records: bool = True,
 ) -> StreamRun:
     """Drive the env to the end of its clip with ``agents``; ``record`` gets one JSON-able

@@ -21,10 +21,16 @@ from __future__ import annotations
 
 import logging
 import sqlite3
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
+
+if TYPE_CHECKING:
+    from langchain_core.runnables import RunnableConfig
+    from langgraph.checkpoint.sqlite import SqliteSaver
+    from langgraph.graph.state import CompiledStateGraph
+    from langgraph.typing import ContextT
 
 from embodia.core.runs import RecordLog, read_run_records, records_before_gap
 
@@ -33,7 +39,7 @@ logger = logging.getLogger(__name__)
 EventHandler = Callable[[dict[str, Any]], None]
 
 
-def emit(event: dict[str, Any]) -> None:
+def emit(event: Mapping[str, object]) -> None:
     """Send a progress event to whoever streams the graph with ``stream_mode="custom"``."""
     from langgraph.config import get_stream_writer
 
@@ -45,7 +51,7 @@ def emit(event: dict[str, Any]) -> None:
 
 
 @contextmanager
-def sqlite_checkpointer(path: Path) -> Iterator[Any]:
+def sqlite_checkpointer(path: Path) -> Iterator[SqliteSaver]:
     """A LangGraph ``SqliteSaver`` on ``path`` (created if missing), closed afterwards."""
     from langgraph.checkpoint.sqlite import SqliteSaver
 
@@ -68,10 +74,10 @@ def run_config(run_id: str, recursion_limit: int = 100_000) -> dict[str, Any]:
 
 
 def stream_run(
-    graph: Any,
-    graph_input: dict[str, Any] | None,
+    graph: CompiledStateGraph[Any, ContextT, Any, Any],
+    graph_input: Mapping[str, Any] | None,
     config: dict[str, Any],
-    context: Any,
+    context: ContextT,
     on_event: EventHandler | None = None,
 ) -> dict[str, Any]:
     """Run (``graph_input``) or resume (``None``) a compiled graph to its end; returns the
@@ -83,13 +89,14 @@ def stream_run(
     subgraphs cost about 0.8 ms a decision (docs/benchmarks.md).
     """
     values: dict[str, Any] = dict(graph_input or {})
+    runnable = cast("RunnableConfig", config)
     if graph_input is None and getattr(graph, "checkpointer", None):
-        values = dict(graph.get_state(config).values)
+        values = dict(graph.get_state(runnable).values)
     listening = on_event is not None
     options: dict[str, Any] = {"durability": "async"} if getattr(graph, "checkpointer", None) else {}
     for part in graph.stream(
         graph_input,
-        config,
+        runnable,
         context=context,
         stream_mode=["values", "updates", "custom"] if listening else ["values"],
         # Nodes emit their events from inside subgraphs, which LangGraph only forwards when asked.
@@ -106,7 +113,7 @@ def stream_run(
     return values
 
 
-def graph_diagram(graph: Any) -> str:
+def graph_diagram(graph: CompiledStateGraph[Any, Any, Any, Any]) -> str:
     """The graph's structure as Mermaid text (printable, no extra dependencies)."""
     text: str = graph.get_graph().draw_mermaid()
     return text

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, TypedDict
 
 from langgraph.graph import END, START, StateGraph
+from langgraph.graph.state import CompiledStateGraph
 from langgraph.runtime import Runtime
 
 from embodia.agents.runtime import emit
@@ -181,6 +182,8 @@ class SxSState(TypedDict, total=False):
 
 @dataclass
 class SxSContext:
+    """Run-scoped inputs of one question's graph run; ``result`` is set when it ends."""
+
     policy: Policy
     support: Support = always_supported
     system: str = ""
@@ -260,7 +263,7 @@ def generate(state: SxSState, runtime: Runtime[SxSContext]) -> dict[str, Any]:
     return {"text": completion.text}
 
 
-def build_sxs_graph() -> Any:
+def build_sxs_graph() -> CompiledStateGraph[SxSState, SxSContext, SxSState, SxSState]:
     builder = StateGraph(SxSState, context_schema=SxSContext)
     builder.add_node("generate", generate)
     builder.add_edge(START, "generate")

@@ -1,5 +1,10 @@
 """The Policy contract: a chat-level ``complete`` every backend implements.
 
+:class:`Policy` is the contract any object meets by having ``complete``; embodia's own
+backends subclass :class:`ChatPolicy`, whose ``complete`` checks the request once
+(:func:`check_messages`, :class:`SamplingParams`) and passes it to the backend's
+``_generate``.
+
 A message list follows the OpenAI chat shape (``{"role": ..., "content": str}``); images
 travel separately as RGB arrays and are attached to the *last user message* in order, which
 is how every backend (OpenAI-compatible ``image_url`` parts, a transformers processor, vLLM's
@@ -10,9 +15,10 @@ question) are built on ``complete`` by the agents, with parsing in :mod:`.parsin
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypedDict, runtime_checkable
+from typing import Literal, Protocol, TypedDict, Unpack, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -26,6 +32,12 @@ FinishReason = Literal["stop", "length", "error"]
 class Message(TypedDict):
     role: Role
     content: str
+
+
+Images = Sequence[NDArray[np.uint8]]
+"""A request's pictures: (H, W, 3) uint8 RGB arrays, attached to its last user message."""
+OnText = Callable[[str], None]
+"""Called with each new piece of a reply as it is generated (see :meth:`Policy.complete`)."""
 
 
 class PolicyError(EmbodiaError):
@@ -276,14 +288,9 @@ def check_temperature(temperature: float) -> None:
         raise PolicyError(f"temperature must be a finite number >= 0, got {temperature}")
 
 
-def check_request(
-    messages: Sequence[Message],
-    images: Sequence[NDArray[np.uint8]],
-    max_tokens: int,
-    temperature: float,
-    top_logprobs: int,
-) -> None:
-    """Reject malformed requests with one clear line before any backend sees them."""
+def check_messages(messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()) -> None:
+    """Reject a malformed conversation (or images it cannot carry) with one clear line before
+    any backend sees it."""
     if not messages:
         raise PolicyError("a completion needs at least one message")
     for i, message in enumerate(messages):
@@ -297,8 +304,88 @@ def check_request(
         a = np.asarray(image)
         if a.ndim != 3 or a.shape[2] != 3 or a.dtype != np.uint8:
             raise PolicyError(f"image {i} must be an (H, W, 3) uint8 RGB array, got {a.shape} {a.dtype}")
-    if max_tokens < 1:
-        raise PolicyError(f"max_tokens must be at least 1, got {max_tokens}")
-    check_temperature(temperature)
-    if top_logprobs < 0:
-        raise PolicyError(f"top_logprobs must be >= 0, got {top_logprobs}")
+
+
+class SamplingKeywords(TypedDict, total=False):
+    """The keywords of ``complete`` that make its :class:`SamplingParams` (defaults there)."""
+
+    max_tokens: int
+    temperature: float
+    logprobs: bool
+    top_logprobs: int
+    stop: Sequence[str]
+
+
+@dataclass(frozen=True)
+class SamplingParams:
+    """How one reply is generated: the request's settings besides its messages and images.
+
+    Made valid or not at all: a bad value is a :class:`PolicyError` naming it.
+    """
+
+    max_tokens: int = 256
+    """Longest reply, in tokens."""
+    temperature: float = 0.0
+    """0 decodes greedily."""
+    logprobs: bool = False
+    """Return each generated token's logprob."""
+    top_logprobs: int = 0
+    """Alternatives returned per position, best first."""
+    stop: Sequence[str] = ()
+    """Strings that end the reply (cut off, finish reason ``stop``); kept as a tuple."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "stop", tuple(self.stop))  # frozen: a caller's list cannot change it
+        if self.max_tokens < 1:
+            raise PolicyError(f"max_tokens must be at least 1, got {self.max_tokens}")
+        check_temperature(self.temperature)
+        if self.top_logprobs < 0:
+            raise PolicyError(f"top_logprobs must be >= 0, got {self.top_logprobs}")
+
+    @property
+    def wants_logprobs(self) -> bool:
+        """Logprobs come back when asked for, or implied by ``top_logprobs > 0``."""
+        return self.logprobs or self.top_logprobs > 0
+
+
+class ChatPolicy(ABC):
+    """The base of embodia's backends: :meth:`complete` checks a request once and hands it
+    to the backend's :meth:`_generate` as messages, images and :class:`SamplingParams`.
+
+    A subclass implements ``_generate`` (and sets ``name``); it overrides
+    :meth:`context_window` and :meth:`count_tokens` when its model can say. Any object with
+    ``complete`` is a :class:`Policy` too: this class is how the backends share the checks,
+    not a requirement of the contract.
+    """
+
+    name: str
+    """A short identifier for records (the spec it was made from)."""
+
+    def complete(
+        self,
+        messages: Sequence[Message],
+        images: Images = (),
+        *,
+        on_text: OnText | None = None,
+        **sampling: Unpack[SamplingKeywords],
+    ) -> Completion:
+        """One chat completion, as :meth:`Policy.complete` describes it; the keywords besides
+        ``on_text`` are :class:`SamplingParams`'."""
+        check_messages(messages, images)
+        return self._generate(messages, images, SamplingParams(**sampling), on_text)
+
+    @abstractmethod
+    def _generate(
+        self, messages: Sequence[Message], images: Images, params: SamplingParams, on_text: OnText | None
+    ) -> Completion:
+        """The backend's completion of a checked request; ``on_text`` as in :meth:`complete`."""
+
+    def context_window(self) -> ContextWindow | None:
+        """The model's context window; None when the backend cannot say."""
+        return None
+
+    def count_tokens(
+        self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()
+    ) -> int | None:
+        """Tokens of the prompt ``messages`` and ``images`` make; None without a tokenizer."""
+        return None

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -47,15 +47,19 @@ from transformers.models.auto.modeling_auto import (
 )
 
 from embodia.core.chat import (
+    ChatPolicy,
     Completion,
     ContextOverflowError,
     ContextWindow,
     FinishReason,
+    Images,
     Message,
+    OnText,
     PolicyError,
+    SamplingParams,
     TextStream,
     TokenLogprob,
-    check_request,
+    check_messages,
     text_only_model,
 )
 from embodia.core.random_weights import random_weights_label, random_weights_note
@@ -152,7 +156,7 @@ def model_context_length(config: Any, tokenizer: Any = None) -> int | None:
     return None
 
 
-class HFPolicy:
+class HFPolicy(ChatPolicy):
     """A chat LM or VLM from a local directory, run with ``transformers``; see the module docstring."""
 
     def __init__(
@@ -248,44 +252,31 @@ class HFPolicy:
             device,
         )
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        images: Sequence[NDArray[np.uint8]] = (),
-        *,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        stop: Sequence[str] = (),
-        on_text: Callable[[str], None] | None = None,
+    def _generate(
+        self, messages: Sequence[Message], images: Images, params: SamplingParams, on_text: OnText | None
     ) -> Completion:
         started = time.perf_counter()
-        check_request(messages, images, max_tokens, temperature, top_logprobs)
-        if images and not self.accepts_images:
-            raise PolicyError(
-                f"{self.name} is a text-only model: it cannot take the {len(images)} image(s) given"
-            )
-        if top_logprobs and not logprobs:
+        self._check_images(images)
+        if params.top_logprobs and not params.logprobs:
             raise PolicyError("top_logprobs needs logprobs=True")
-        stops = [s for s in stop if s]
+        stops = [s for s in params.stop if s]
 
         inputs = self._encode(messages, images)
         prompt_length = int(inputs["input_ids"].shape[1])
-        max_new_tokens = min(max_tokens, self.max_new_tokens_cap)
+        max_new_tokens = min(params.max_tokens, self.max_new_tokens_cap)
         window = self.context_window()
         if window is not None:
             # Past its positions the model still generates, but garbage: refuse instead.
             room = window.tokens - prompt_length
             if room < 1:
-                raise ContextOverflowError(window, prompt_tokens=prompt_length, max_tokens=max_tokens)
+                raise ContextOverflowError(window, prompt_tokens=prompt_length, max_tokens=params.max_tokens)
             max_new_tokens = min(max_new_tokens, room)
-        if max_new_tokens < max_tokens:
-            logger.info("max_tokens %d capped to %d for %s", max_tokens, max_new_tokens, self.name)
+        if max_new_tokens < params.max_tokens:
+            logger.info("max_tokens %d capped to %d for %s", params.max_tokens, max_new_tokens, self.name)
 
         logits_processor = LogitsProcessorList()
-        if temperature > 0:
-            logits_processor.append(_SeededSampler(temperature, self._generator))
+        if params.temperature > 0:
+            logits_processor.append(_SeededSampler(params.temperature, self._generator))
         stopping_criteria = StoppingCriteriaList()
         if stops:
             stopping_criteria.append(_StopOnText(self.tokenizer, stops, prompt_length))
@@ -299,7 +290,7 @@ class HFPolicy:
                 eos_token_id=self.eos_token_ids,
                 pad_token_id=self.pad_token_id,
                 return_dict_in_generate=True,
-                output_logits=logprobs,
+                output_logits=params.logprobs,
                 streamer=None if on_text is None else _Streamer(self.tokenizer, TextStream(on_text, stops)),
             )
         completion_ids = output.sequences[0, prompt_length:].tolist()
@@ -312,7 +303,9 @@ class HFPolicy:
         elif completion_ids and completion_ids[-1] in self.eos_token_ids:
             finish_reason = "stop"
 
-        tokens = self._token_logprobs(completion_ids, output.logits, top_logprobs) if logprobs else ()
+        tokens: tuple[TokenLogprob, ...] = ()
+        if params.logprobs:
+            tokens = self._token_logprobs(completion_ids, output.logits, params.top_logprobs)
         return Completion(
             text=text,
             finish_reason=finish_reason,
@@ -333,12 +326,15 @@ class HFPolicy:
     def count_tokens(self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()) -> int:
         """Tokens of the chat prompt as :meth:`complete` would feed it (template, generation
         prompt and each image's tokens included)."""
-        check_request(messages, images, 1, 0.0, 0)
+        check_messages(messages, images)
+        self._check_images(images)
+        return int(self._encode(messages, images, to_device=False)["input_ids"].shape[1])
+
+    def _check_images(self, images: Sequence[NDArray[np.uint8]]) -> None:
         if images and not self.accepts_images:
             raise PolicyError(
                 f"{self.name} is a text-only model: it cannot take the {len(images)} image(s) given"
             )
-        return int(self._encode(messages, images, to_device=False)["input_ids"].shape[1])
 
     def _encode(
         self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]], *, to_device: bool = True

@@ -25,6 +25,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -34,14 +35,18 @@ from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from PIL import Image
 
 from embodia.core.chat import (
+    ChatPolicy,
     Completion,
     ContextOverflowError,
     ContextWindow,
     FinishReason,
+    Images,
     Message,
+    OnText,
     PolicyError,
+    SamplingParams,
     TokenLogprob,
-    check_request,
+    check_messages,
     text_only_model,
 )
 from embodia.core.random_weights import random_weights_label, random_weights_note
@@ -72,43 +77,49 @@ def image_data_url(image: NDArray[np.uint8]) -> str:
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
 
 
-def build_chat_request(
-    messages: Sequence[Message],
-    images: Sequence[NDArray[np.uint8]] = (),
-    *,
-    model: str,
-    max_tokens: int = 256,
-    temperature: float = 0.0,
-    logprobs: bool = False,
-    top_logprobs: int = 0,
-    stop: Sequence[str] = (),
-    extra_body: Mapping[str, Any] | None = None,
-) -> dict[str, Any]:
-    """Keyword arguments for ``client.chat.completions.create``.
-
-    Images become ``image_url`` parts after the text of the last user message. ``logprobs``
-    and ``top_logprobs`` are sent only when asked for (``top_logprobs > 0`` implies
-    ``logprobs``); ``stop`` and ``extra_body`` only when non-empty.
-    """
-    check_request(messages, images, max_tokens, temperature, top_logprobs)
+def wire_messages(
+    messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()
+) -> list[dict[str, Any]]:
+    """The conversation as the chat API takes it: ``images`` become ``image_url`` parts after
+    the text of the last user message (the caller's messages are not modified). The input is
+    taken as :func:`~embodia.core.chat.check_messages` passes it."""
     wire: list[dict[str, Any]] = [{"role": m["role"], "content": m["content"]} for m in messages]
     if images:
         last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
         parts: list[dict[str, Any]] = [{"type": "text", "text": messages[last_user]["content"]}]
         parts += [{"type": "image_url", "image_url": {"url": image_data_url(image)}} for image in images]
         wire[last_user]["content"] = parts
+    return wire
+
+
+def build_chat_request(
+    messages: Sequence[Message],
+    images: Sequence[NDArray[np.uint8]] = (),
+    *,
+    model: str,
+    params: SamplingParams | None = None,
+    extra_body: Mapping[str, Any] | None = None,
+) -> dict[str, Any]:
+    """Keyword arguments for ``client.chat.completions.create`` (``params`` default:
+    :class:`SamplingParams`'s defaults).
+
+    Messages as :func:`wire_messages` makes them. ``logprobs`` and ``top_logprobs`` are sent
+    only when asked for (``top_logprobs > 0`` implies ``logprobs``); ``stop`` and
+    ``extra_body`` only when non-empty.
+    """
+    params = params or SamplingParams()
     request: dict[str, Any] = {
         "model": model,
-        "messages": wire,
-        "max_completion_tokens": max_tokens,
-        "temperature": temperature,
+        "messages": wire_messages(messages, images),
+        "max_completion_tokens": params.max_tokens,
+        "temperature": params.temperature,
     }
-    if logprobs or top_logprobs:
+    if params.wants_logprobs:
         request["logprobs"] = True
-        if top_logprobs:
-            request["top_logprobs"] = top_logprobs
-    if stop:
-        request["stop"] = list(stop)
+        if params.top_logprobs:
+            request["top_logprobs"] = params.top_logprobs
+    if params.stop:
+        request["stop"] = list(params.stop)
     if extra_body:
         request["extra_body"] = dict(extra_body)
     return request
@@ -358,7 +369,7 @@ def overflow_from_message(
     return ContextOverflowError(window, prompt_tokens=prompt_tokens, max_tokens=max_tokens)
 
 
-class OpenAICompatPolicy:
+class OpenAICompatPolicy(ChatPolicy):
     """Chat completions from an OpenAI-compatible server (``vllm serve``, or any other).
 
     Nothing is contacted until the first call; :meth:`wait_until_ready` polls ``/models``
@@ -400,31 +411,19 @@ class OpenAICompatPolicy:
         """Why the served model's outputs mean nothing (embodia's random weights), or None."""
         self._tokenize_missing = False
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        images: Sequence[NDArray[np.uint8]] = (),
-        *,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        stop: Sequence[str] = (),
-        on_text: Callable[[str], None] | None = None,
+    def _generate(
+        self, messages: Sequence[Message], images: Images, params: SamplingParams, on_text: OnText | None
     ) -> Completion:
         # vLLM 0.32's server lists the sampled token first among the top logprobs, so at
         # temperature > 0 the k-th best goes missing when it was not sampled; one more than
         # asked, ranked and cut, is the true top k (docs/vllm.md).
-        asked = top_logprobs + 1 if temperature > 0 and 0 < top_logprobs < MAX_TOP_LOGPROBS else top_logprobs
+        top = params.top_logprobs
+        asked = top + 1 if params.temperature > 0 and 0 < top < MAX_TOP_LOGPROBS else top
         request = build_chat_request(
             messages,
             images,
             model=self.model,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            logprobs=logprobs,
-            top_logprobs=asked,
-            stop=stop,
+            params=replace(params, top_logprobs=asked),
             extra_body=self.extra_body,
         )
         started = time.perf_counter()
@@ -438,7 +437,7 @@ class OpenAICompatPolicy:
         except openai.OpenAIError as error:
             if isinstance(error, openai.BadRequestError):
                 overflow = overflow_from_message(
-                    _server_message(error), model=self.model, at=self.base_url, max_tokens=max_tokens
+                    _server_message(error), model=self.model, at=self.base_url, max_tokens=params.max_tokens
                 )
                 if overflow is not None:
                     raise self._counted(overflow, messages, images) from error
@@ -451,7 +450,7 @@ class OpenAICompatPolicy:
             response = self._read_stream(stream, on_text)
         latency = time.perf_counter() - started
         return completion_from_response(
-            response, latency, source=self.base_url, top_logprobs=top_logprobs if top_logprobs else None
+            response, latency, source=self.base_url, top_logprobs=top if top else None
         )
 
     def _counted(
@@ -512,8 +511,12 @@ class OpenAICompatPolicy:
         endpoint (any OpenAI-compatible server but vLLM's); that is logged once."""
         if self._tokenize_missing:
             return None
-        request = build_chat_request(messages, images, model=self.model)
-        payload = {"model": self.model, "messages": request["messages"], "add_generation_prompt": True}
+        check_messages(messages, images)
+        payload = {
+            "model": self.model,
+            "messages": wire_messages(messages, images),
+            "add_generation_prompt": True,
+        }
         root = self.base_url.removesuffix("/v1")
         try:
             answer = self._client.post(f"{root}/tokenize", cast_to=object, body=payload)
@@ -629,7 +632,7 @@ class OpenAICompatPolicy:
             [{"role": "user", "content": "What colour is this picture?"}],
             [probe],
             model=self.model,
-            max_tokens=1,
+            params=SamplingParams(max_tokens=1),
             extra_body=self.extra_body,
         )
         try:

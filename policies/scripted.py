@@ -18,7 +18,7 @@ from __future__ import annotations
 import json
 import re
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
@@ -27,13 +27,15 @@ import numpy as np
 from numpy.typing import NDArray
 
 from embodia.core.chat import (
+    ChatPolicy,
     Completion,
-    ContextWindow,
     FinishReason,
+    Images,
     Message,
+    OnText,
     PolicyError,
+    SamplingParams,
     TokenLogprob,
-    check_request,
 )
 from embodia.errors import read_text_file
 
@@ -97,7 +99,7 @@ def _parse_token(where: str, token: object) -> TokenLogprob:
     return TokenLogprob(token["token"], logprob, top)
 
 
-class ScriptedPolicy:
+class ScriptedPolicy(ChatPolicy):
     """Replays ``outputs`` in order, one per ``complete`` call (cycling when ``loop``)."""
 
     def __init__(
@@ -134,35 +136,23 @@ class ScriptedPolicy:
             outputs.append(value)
         return cls(outputs, name=name or f"scripted:{file}", loop=loop)
 
-    def context_window(self) -> ContextWindow | None:
-        """None: scripted replies have no model, so no context to overflow."""
-        return None
-
-    def count_tokens(self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()) -> None:
-        """None: there is no tokenizer (``prompt_tokens`` counts whitespace words)."""
-        return None
-
     @property
     def calls(self) -> int:
         return len(self.requests)
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        images: Sequence[NDArray[np.uint8]] = (),
-        *,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        stop: Sequence[str] = (),
-        on_text: Callable[[str], None] | None = None,
+    def _generate(
+        self, messages: Sequence[Message], images: Images, params: SamplingParams, on_text: OnText | None
     ) -> Completion:
         started = time.perf_counter()
-        check_request(messages, images, max_tokens, temperature, top_logprobs)
         self.requests.append(
             ScriptedRequest(
-                tuple(messages), tuple(images), max_tokens, temperature, logprobs, top_logprobs, tuple(stop)
+                tuple(messages),
+                tuple(images),
+                params.max_tokens,
+                params.temperature,
+                params.logprobs,
+                params.top_logprobs,
+                tuple(params.stop),
             )
         )
         index = self.calls - 1
@@ -172,16 +162,17 @@ class ScriptedPolicy:
         if scripted.error is not None:
             raise PolicyError(scripted.error)
         text, finish_reason = scripted.text, scripted.finish_reason
-        cuts = [text.find(s) for s in stop if s and s in text]
+        cuts = [text.find(s) for s in params.stop if s and s in text]
         if cuts:
             text, finish_reason = text[: min(cuts)], "stop"
         words = text.split()
-        if len(words) > max_tokens:
-            text, finish_reason = _first_words(text, max_tokens), "length"
-            words = words[:max_tokens]
+        if len(words) > params.max_tokens:
+            text, finish_reason = _first_words(text, params.max_tokens), "length"
+            words = words[: params.max_tokens]
         tokens: tuple[TokenLogprob, ...] = ()
-        if logprobs or top_logprobs:
-            tokens = tuple(TokenLogprob(t.token, t.logprob, t.top[:top_logprobs]) for t in scripted.tokens)
+        if params.wants_logprobs:
+            top = params.top_logprobs
+            tokens = tuple(TokenLogprob(t.token, t.logprob, t.top[:top]) for t in scripted.tokens)
         if on_text is not None:  # word by word, each with the whitespace before it
             for piece in re.findall(r"\s*\S+|\s+\Z", text):
                 on_text(piece)

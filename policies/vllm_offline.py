@@ -20,7 +20,7 @@ import importlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -28,17 +28,22 @@ import numpy as np
 from numpy.typing import NDArray
 
 from embodia.core.chat import (
+    ChatPolicy,
     Completion,
     ContextOverflowError,
     ContextWindow,
     FinishReason,
+    Images,
     Message,
+    OnText,
     PolicyError,
+    SamplingParams,
     TokenLogprob,
+    check_messages,
     text_only_model,
 )
 from embodia.core.random_weights import random_weights_label, random_weights_note
-from embodia.policies.openai_compat import build_chat_request, overflow_from_message
+from embodia.policies.openai_compat import overflow_from_message, wire_messages
 
 logger = logging.getLogger(__name__)
 
@@ -85,7 +90,7 @@ def token_logprobs(
     return tuple(tokens)
 
 
-class VLLMOfflinePolicy:
+class VLLMOfflinePolicy(ChatPolicy):
     """Chat completions from a local model directory through ``vllm.LLM.chat``.
 
     The model loads when the policy is made (tens of seconds on CPU). Calls are serialised:
@@ -160,10 +165,10 @@ class VLLMOfflinePolicy:
         images, whose tokens only vLLM's multimodal processor knows."""
         if images:
             return None
-        request = build_chat_request(messages, model=self.name)
+        check_messages(messages)
         try:
             ids = self._llm.get_tokenizer().apply_chat_template(
-                request["messages"], add_generation_prompt=True, tokenize=True
+                wire_messages(messages), add_generation_prompt=True, tokenize=True
             )
         except Exception as error:  # a template that refuses the conversation
             raise PolicyError(f"cannot apply {self.path}'s chat template: {error}") from error
@@ -171,56 +176,41 @@ class VLLMOfflinePolicy:
             ids = ids["input_ids"]
         return len(ids)
 
-    def complete(
-        self,
-        messages: Sequence[Message],
-        images: Sequence[NDArray[np.uint8]] = (),
-        *,
-        max_tokens: int = 256,
-        temperature: float = 0.0,
-        logprobs: bool = False,
-        top_logprobs: int = 0,
-        stop: Sequence[str] = (),
-        on_text: Callable[[str], None] | None = None,
+    def _generate(
+        self, messages: Sequence[Message], images: Images, params: SamplingParams, on_text: OnText | None
     ) -> Completion:
-        # The same wire messages (and validation) as the OpenAI-compatible backend.
-        request = build_chat_request(
-            messages,
-            images,
-            model=self.name,
-            max_tokens=max_tokens,
-            temperature=temperature,
-            logprobs=logprobs,
-            top_logprobs=top_logprobs,
-            stop=stop,
-        )
-        if top_logprobs > self.max_logprobs:
+        if params.top_logprobs > self.max_logprobs:
             raise PolicyError(
-                f"top_logprobs {top_logprobs} exceeds this policy's max_logprobs {self.max_logprobs}"
+                f"top_logprobs {params.top_logprobs} exceeds this policy's max_logprobs {self.max_logprobs}"
             )
-        want_logprobs = logprobs or top_logprobs > 0
         sampling = self._sampling_params_type(
-            max_tokens=max_tokens,
-            temperature=temperature,
-            logprobs=top_logprobs if want_logprobs else None,
-            stop=list(stop) or None,
+            max_tokens=params.max_tokens,
+            temperature=params.temperature,
+            logprobs=params.top_logprobs if params.wants_logprobs else None,
+            stop=list(params.stop) or None,
             seed=self.seed,
         )
+        # The same wire messages as the OpenAI-compatible backend.
+        conversation = wire_messages(messages, images)
         started = time.perf_counter()
         with self._lock:
             if self._closed:
                 raise PolicyError(f"the vllm policy for {self.path} was closed")
             try:
-                outputs = self._llm.chat(request["messages"], sampling, use_tqdm=False)
+                outputs = self._llm.chat(conversation, sampling, use_tqdm=False)
             except Exception as error:  # prompt too long, bad template, engine failure
                 overflow = overflow_from_message(
-                    str(error), model=str(self.path), at="", max_tokens=max_tokens, remedy=CONTEXT_REMEDY
+                    str(error),
+                    model=str(self.path),
+                    at="",
+                    max_tokens=params.max_tokens,
+                    remedy=CONTEXT_REMEDY,
                 )
                 if overflow is not None and overflow.prompt_tokens is not None and not images:
                     # vLLM says "at least N": the prompt's own size is the tokenizer's count
                     exact = self.count_tokens(messages)
                     overflow = ContextOverflowError(
-                        overflow.window, prompt_tokens=exact, max_tokens=max_tokens
+                        overflow.window, prompt_tokens=exact, max_tokens=params.max_tokens
                     )
                 if overflow is not None:
                     raise overflow from error
@@ -232,8 +222,8 @@ class VLLMOfflinePolicy:
         output = result.outputs[0]
         token_ids = list(output.token_ids)
         tokens: tuple[TokenLogprob, ...] = ()
-        if want_logprobs:
-            tokens = token_logprobs(token_ids, list(output.logprobs or ()), top_logprobs)
+        if params.wants_logprobs:
+            tokens = token_logprobs(token_ids, list(output.logprobs or ()), params.top_logprobs)
         raw_finish = str(output.finish_reason) if output.finish_reason is not None else None
         extra: dict[str, object] = {"token_ids": token_ids}
         if output.stop_reason is not None:

@@ -2,7 +2,7 @@
 
 Importing this package is cheap: it only knows the ids and their entry points. The env
 classes (and the simulator, Open3D, the mapper) load when an env is made, or on first use
-of ``ActiveMappingEnv`` / ``ActiveMappingWaypointEnv`` from here.
+of ``ActiveMappingEnv`` / ``ActiveMappingWaypointEnv`` / ``MappingEnvConfig`` from here.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ ENTRY_POINTS: dict[str, str] = {
 }
 """Every env id this package registers and the class it makes."""
 
-_LAZY = ("ActiveMappingEnv", "ActiveMappingWaypointEnv")
+_LAZY = ("ActiveMappingEnv", "ActiveMappingWaypointEnv", "MappingEnvConfig")
 
 
 def register_envs() -> None:
@@ -35,4 +35,10 @@ def __getattr__(name: str) -> Any:
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
-__all__ = ["ENTRY_POINTS", "ActiveMappingEnv", "ActiveMappingWaypointEnv", "register_envs"]
+__all__ = [
+    "ENTRY_POINTS",
+    "ActiveMappingEnv",
+    "ActiveMappingWaypointEnv",
+    "MappingEnvConfig",
+    "register_envs",
+]

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
 from typing import Any, Literal, TypeVar
 
 import gymnasium
@@ -69,54 +70,82 @@ def _horizontal_distance(a: Pose, b: Pose) -> float:
     return math.hypot(a.position[0] - b.position[0], a.position[2] - b.position[2])
 
 
+@dataclass(frozen=True)
+class MappingEnvConfig:
+    """What an active-mapping env is built from: the keywords ``gymnasium.make`` passes to
+    either id (the waypoint env takes ``action_type``, ``waypoint_config`` and
+    ``observe_while_walking`` besides). Checked when made: a bad value is a ValueError naming it.
+    """
+
+    panorama_height: int = 128
+    panorama_width: int = 256
+    bev_size: int = 128
+    """Side of the observation's map crop, in cells."""
+    max_steps: int = 500
+    """The episode's budget of primitive steps."""
+    rooms: int = 4
+    """Rooms of the procedural house drawn when no scene is given."""
+    scene: SceneSpec | Scene | None = None
+    """The scene every reset loads (unless its options name one); None: a seeded procedural house."""
+    sim_config: SimConfig | None = None
+    """None: ``SimConfig()``."""
+    bev_config: BEVConfig | None = None
+    """None: ``BEVConfig`` at the simulator's sensor height."""
+    simulator_factory: SimulatorFactory | None = None
+    """None: the embedded simulator."""
+    categories: Sequence[str] = CATEGORIES
+    """Semantic categories the observation space declares (0 is void)."""
+    coverage_resolution: float = COVERAGE_RESOLUTION
+
+    def __post_init__(self) -> None:
+        for name in ("panorama_height", "panorama_width", "bev_size", "max_steps", "rooms"):
+            object.__setattr__(self, name, _positive_int(name, getattr(self, name)))
+        if not MIN_ROOMS <= self.rooms <= MAX_ROOMS:
+            raise ValueError(f"rooms must be in {MIN_ROOMS}..{MAX_ROOMS}, got {self.rooms}")
+        if len(self.categories) < 1:
+            raise ValueError("categories must name at least category 0 (void)")
+
+    def with_options(self, env: str, options: Mapping[str, Any]) -> MappingEnvConfig:
+        """This config with the keywords an env was given beside it; a keyword that is no
+        field is the TypeError ``env``'s constructor would raise for it."""
+        fields_ = {f.name for f in fields(self)}
+        for name in options:
+            if name not in fields_:
+                raise TypeError(f"{env}.__init__() got an unexpected keyword argument {name!r}")
+        return replace(self, **options) if options else self
+
+
 class _MappingEnv(gymnasium.Env[Observation, ActT]):
     """What both active-mapping envs share: scene choice, observation, measures, render."""
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 4}
 
     def __init__(
-        self,
-        render_mode: str | None = None,
-        *,
-        panorama_height: int = 128,
-        panorama_width: int = 256,
-        bev_size: int = 128,
-        max_steps: int = 500,
-        rooms: int = 4,
-        scene: SceneSpec | Scene | None = None,
-        sim_config: SimConfig | None = None,
-        bev_config: BEVConfig | None = None,
-        simulator_factory: SimulatorFactory | None = None,
-        categories: Sequence[str] = CATEGORIES,
-        coverage_resolution: float = COVERAGE_RESOLUTION,
+        self, render_mode: str | None = None, *, config: MappingEnvConfig | None = None, **options: Any
     ) -> None:
+        """``config`` (default: :class:`MappingEnvConfig`'s defaults) with ``options``, its
+        fields given as keywords (as ``gymnasium.make`` passes them), in its place."""
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ValueError(
                 f"render_mode {render_mode!r} is not supported: "
                 f"use one of {self.metadata['render_modes']} or None"
             )
         self.render_mode = render_mode
-        self.panorama_height = _positive_int("panorama_height", panorama_height)
-        self.panorama_width = _positive_int("panorama_width", panorama_width)
-        self.bev_size = _positive_int("bev_size", bev_size)
-        self.max_steps = _positive_int("max_steps", max_steps)
-        self.rooms = _positive_int("rooms", rooms)
-        if not MIN_ROOMS <= self.rooms <= MAX_ROOMS:
-            raise ValueError(f"rooms must be in {MIN_ROOMS}..{MAX_ROOMS}, got {rooms}")
-        if len(categories) < 1:
-            raise ValueError("categories must name at least category 0 (void)")
-        self.sim_config = sim_config or SimConfig()
-        self.bev_config = bev_config or BEVConfig(sensor_height=self.sim_config.sensor_height)
+        self.config = config = (config or MappingEnvConfig()).with_options(type(self).__name__, options)
+        self.panorama_height, self.panorama_width = config.panorama_height, config.panorama_width
+        self.bev_size, self.max_steps, self.rooms = config.bev_size, config.max_steps, config.rooms
+        self.sim_config = config.sim_config or SimConfig()
+        self.bev_config = config.bev_config or BEVConfig(sensor_height=self.sim_config.sensor_height)
         if not math.isclose(self.bev_config.sensor_height, self.sim_config.sensor_height):
             raise ValueError(
                 f"bev_config.sensor_height {self.bev_config.sensor_height} differs from the simulator's "
                 f"sensor_height {self.sim_config.sensor_height}: the map would misplace every hit"
             )
-        self.scene = scene
-        self.declared_categories = list(categories)
-        factory: SimulatorFactory = simulator_factory or EmbeddedSimulator
+        self.scene = config.scene
+        self.declared_categories = list(config.categories)
+        factory: SimulatorFactory = config.simulator_factory or EmbeddedSimulator
         self.simulator: Simulator = factory(self.sim_config)
-        self.coverage = CoverageTracker(budget=self.max_steps, resolution=coverage_resolution)
+        self.coverage = CoverageTracker(budget=self.max_steps, resolution=config.coverage_resolution)
         self.bev = BEVMap(self.declared_categories, self.bev_config)
         self.scene_name = ""
         self._panorama: Panorama | None = None
@@ -267,35 +296,9 @@ class ActiveMappingEnv(_MappingEnv[np.int64]):
     """
 
     def __init__(
-        self,
-        render_mode: str | None = None,
-        *,
-        panorama_height: int = 128,
-        panorama_width: int = 256,
-        bev_size: int = 128,
-        max_steps: int = 500,
-        rooms: int = 4,
-        scene: SceneSpec | Scene | None = None,
-        sim_config: SimConfig | None = None,
-        bev_config: BEVConfig | None = None,
-        simulator_factory: SimulatorFactory | None = None,
-        categories: Sequence[str] = CATEGORIES,
-        coverage_resolution: float = COVERAGE_RESOLUTION,
+        self, render_mode: str | None = None, *, config: MappingEnvConfig | None = None, **options: Any
     ) -> None:
-        super().__init__(
-            render_mode,
-            panorama_height=panorama_height,
-            panorama_width=panorama_width,
-            bev_size=bev_size,
-            max_steps=max_steps,
-            rooms=rooms,
-            scene=scene,
-            sim_config=sim_config,
-            bev_config=bev_config,
-            simulator_factory=simulator_factory,
-            categories=categories,
-            coverage_resolution=coverage_resolution,
-        )
+        super().__init__(render_mode, config=config, **options)
         self.action_space = spaces.Discrete(len(ACTIONS))
 
     def step(self, action: int | np.integer) -> tuple[Observation, float, bool, bool, dict[str, Any]]:
@@ -340,32 +343,10 @@ class ActiveMappingWaypointEnv(_MappingEnv[Any]):
         action_type: ActionType = "index",
         waypoint_config: WaypointConfig | None = None,
         observe_while_walking: bool = True,
-        panorama_height: int = 128,
-        panorama_width: int = 256,
-        bev_size: int = 128,
-        max_steps: int = 500,
-        rooms: int = 4,
-        scene: SceneSpec | Scene | None = None,
-        sim_config: SimConfig | None = None,
-        bev_config: BEVConfig | None = None,
-        simulator_factory: SimulatorFactory | None = None,
-        categories: Sequence[str] = CATEGORIES,
-        coverage_resolution: float = COVERAGE_RESOLUTION,
+        config: MappingEnvConfig | None = None,
+        **options: Any,
     ) -> None:
-        super().__init__(
-            render_mode,
-            panorama_height=panorama_height,
-            panorama_width=panorama_width,
-            bev_size=bev_size,
-            max_steps=max_steps,
-            rooms=rooms,
-            scene=scene,
-            sim_config=sim_config,
-            bev_config=bev_config,
-            simulator_factory=simulator_factory,
-            categories=categories,
-            coverage_resolution=coverage_resolution,
-        )
+        super().__init__(render_mode, config=config, **options)
         if action_type not in ("index", "pixel"):
             raise ValueError(f"action_type must be 'index' or 'pixel', got {action_type!r}")
         self.action_type: ActionType = action_type

@@ -9,10 +9,12 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import get_args, get_type_hints
 
 import networkx as nx
 import pytest
 
+from embodia.agents import explorer_schema as schema
 from embodia.agents.explorer import ROOT, backtrack_order, build_decision_graph, build_explorer_graph
 from embodia.agents.instructions import instruction_categories
 from embodia.evals.explore import ExploreSettings, run_exploration
@@ -30,6 +32,42 @@ def _settings(**overrides: object) -> ExploreSettings:
 
 def _decisions(out: Path) -> list[dict]:
     return [json.loads(line) for line in (out / "episodes.jsonl").read_text().splitlines()]
+
+
+CHOICES = {
+    "heuristic": schema.HeuristicChoice,
+    "vlm": schema.VLMChoice,
+    "backtrack": schema.PointChoice,
+    "frontier": schema.PointChoice,
+    "done": schema.StopChoice,
+}
+PROGRESS = {
+    "observe": schema.ObserveProgress,
+    "token": schema.TokenProgress,
+    "select": schema.SelectProgress,
+    "navigate": schema.NavigateProgress,
+}
+
+
+def _declares(typed: type, keys: set[str]) -> bool:
+    """Whether a dict with ``keys`` is what the TypedDict ``typed`` describes."""
+    required: frozenset[str] = typed.__required_keys__  # type: ignore[attr-defined]
+    optional: frozenset[str] = typed.__optional_keys__  # type: ignore[attr-defined]
+    return required <= keys <= required | optional
+
+
+def _check_schema(records: list[dict], events: list[dict] = ()) -> None:  # type: ignore[assignment]
+    """Every record's choice and attempts, and every progress event, are as the schema says."""
+    for record in records:
+        choice = CHOICES[record["choice"]["by"]]
+        assert (record["choice"]["kind"],) == get_args(get_type_hints(choice)["kind"])
+        # a VLM choice's attempts are written beside it, not in it
+        assert _declares(
+            choice, set(record["choice"]) | ({"attempts"} if choice is schema.VLMChoice else set())
+        )
+        assert all(_declares(schema.AttemptRecord, set(a)) for a in record["attempts"])
+    for event in events:
+        assert _declares(PROGRESS[event["event"]], set(event)), event
 
 
 def test_graph_has_the_decision_chain() -> None:
@@ -65,6 +103,7 @@ def test_run_writes_tree_and_decisions(tmp_path: Path) -> None:
     assert summary["coverage_ratio"] > 0.6
     records = _decisions(tmp_path)
     assert all(r["choice"]["by"] in ("heuristic", "backtrack", "frontier") for r in records)
+    _check_schema(records)
     assert records[-1]["steps"] == summary["steps"]
 
 
@@ -156,6 +195,7 @@ def test_vlm_acts_through_tools_and_its_replies_stream(tmp_path: Path) -> None:
     assert valid["failure"] is None and not first["choice"]["fallback"]
     assert first["choice"]["index"] == 0
     assert (first["choice"]["tool_calls"], first["choice"]["tool_errors"]) == (3, 1)
+    _check_schema(_decisions(out), events)
     # The tokens of each reply reach the caller as they stream, and add up to the reply.
     tokens = [e for e in events if e["event"] == "token" and e["decision"] == first["decision"]]
     for attempt, line in enumerate(lines):

@@ -21,7 +21,7 @@ import pytest
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from PIL import Image
 
-from embodia.core.chat import Message, Policy, PolicyError, TokenLogprob
+from embodia.core.chat import Message, Policy, PolicyError, SamplingParams, TokenLogprob
 from embodia.policies.openai_compat import (
     OpenAICompatPolicy,
     build_chat_request,
@@ -49,7 +49,8 @@ def test_images_become_png_parts_of_the_last_user_message() -> None:
     rng = np.random.default_rng(0)
     panorama = rng.integers(0, 256, size=(16, 32, 3), dtype=np.uint8)
     top_down = rng.integers(0, 256, size=(9, 9, 3), dtype=np.uint8)
-    request = build_chat_request(MESSAGES, [panorama, top_down], model="tiny", max_tokens=12, temperature=0.3)
+    params = SamplingParams(max_tokens=12, temperature=0.3)
+    request = build_chat_request(MESSAGES, [panorama, top_down], model="tiny", params=params)
     wire = request["messages"]
     assert [m["role"] for m in wire] == ["system", "user", "assistant", "user"]
     assert wire[1]["content"] == "Which one?"  # earlier user turns stay plain strings
@@ -72,20 +73,20 @@ def test_optional_fields_only_when_asked() -> None:
     asked = build_chat_request(
         MESSAGES,
         model="m",
-        logprobs=True,
-        top_logprobs=5,
-        stop=["\n", "###"],
+        params=SamplingParams(logprobs=True, top_logprobs=5, stop=["\n", "###"]),
         extra_body={"top_k": 20, "structured_outputs": {"choice": ["SPEAK", "SILENT"]}},
     )
     assert asked["logprobs"] is True and asked["top_logprobs"] == 5
     assert asked["stop"] == ["\n", "###"]
     assert asked["extra_body"] == {"top_k": 20, "structured_outputs": {"choice": ["SPEAK", "SILENT"]}}
-    only_logprobs = build_chat_request(MESSAGES, model="m", logprobs=True)
+    only_logprobs = build_chat_request(MESSAGES, model="m", params=SamplingParams(logprobs=True))
     assert only_logprobs["logprobs"] is True and "top_logprobs" not in only_logprobs
-    implied = build_chat_request(MESSAGES, model="m", top_logprobs=3)
+    implied = build_chat_request(MESSAGES, model="m", params=SamplingParams(top_logprobs=3))
     assert implied["logprobs"] is True and implied["top_logprobs"] == 3
+    # checked before any server is asked (nothing listens on port 9)
+    policy = OpenAICompatPolicy("http://127.0.0.1:9/v1", "m", max_retries=0)
     with pytest.raises(PolicyError, match="image 0 must be an \\(H, W, 3\\) uint8"):
-        build_chat_request(MESSAGES, [np.zeros((4, 4, 3), dtype=np.float32)], model="m")  # type: ignore[list-item]
+        policy.complete(MESSAGES, [np.zeros((4, 4, 3), dtype=np.float32)])  # type: ignore[list-item]
 
 
 def _vllm_response(**choice_overrides: Any) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from scenes import box_room, l_corridor
 
 import embodia.envs  # noqa: F401 (registers the ids)
 from embodia.envs.mapping import ENTRY_POINTS, register_envs
-from embodia.envs.mapping.active_mapping import ActiveMappingEnv, ActiveMappingWaypointEnv
+from embodia.envs.mapping.active_mapping import ActiveMappingEnv, ActiveMappingWaypointEnv, MappingEnvConfig
 from embodia.envs.mapping.measures import recompute_coverage
 from embodia.errors import EmbodiaError
 from embodia.perception.bev import BEVConfig
@@ -192,6 +192,25 @@ def test_reset_options_scene_and_simulator_factory():
 def test_bad_construction_is_a_clear_error(kwargs, message):
     with pytest.raises(ValueError, match=message):
         ActiveMappingEnv(**kwargs)
+
+
+def test_the_config_is_passed_whole_or_as_keywords():
+    config = MappingEnvConfig(panorama_height=np.int64(32), panorama_width=64, bev_size=16, max_steps=7)
+    assert type(config.panorama_height) is int
+    env = ActiveMappingEnv(config=config, max_steps=9)  # keywords beside it replace its fields
+    assert env.config == MappingEnvConfig(panorama_height=32, panorama_width=64, bev_size=16, max_steps=9)
+    assert (env.panorama_height, env.max_steps, env.coverage.budget) == (32, 9, 9)
+    made = gymnasium.make("embodia/ActiveMappingWaypoint-v0", panorama_height=32, panorama_width=64, rooms=3)
+    assert made.unwrapped.config == MappingEnvConfig(panorama_height=32, panorama_width=64, rooms=3)
+    made.close()
+    with pytest.raises(ValueError, match="rooms must be in 2..8, got 9"):
+        MappingEnvConfig(rooms=9)
+    with pytest.raises(ValueError, match="bev_size must be a positive integer, got 2.5"):
+        ActiveMappingEnv(config=config, bev_size=2.5)
+    with pytest.raises(
+        TypeError, match="ActiveMappingWaypointEnv.__init__\\(\\) got an unexpected keyword argument 'step'"
+    ):
+        gymnasium.make("embodia/ActiveMappingWaypoint-v0", step=3)
 
 
 # ---------------------------------------------------------------------- waypoint env
