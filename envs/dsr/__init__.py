@@ -1,4 +1,4 @@
-"""DSR-Bench: data-structure reasoning environments (seed abstract 2).
+"""DSR-Bench: data-structure reasoning environments (`docs/dsr.md`).
 
 Importing this package registers all 35 operations (``structures/``) and the realistic
 narratives. The gymnasium ids ``embodia/DSR-v0`` and ``embodia/DSRInteractive-v0`` (classes in
