@@ -79,7 +79,7 @@ class _RegisterAfterGymnasium(importlib.abc.MetaPathFinder):
                 _arm()  # gymnasium failed to import; a later attempt registers if it succeeds
                 raise
             finally:
-                del loader.exec_module  # type: ignore[attr-defined]  # back to the class's method
+                del loader.exec_module  # back to the class's method
             register_envs()
 
         loader.exec_module = exec_then_register  # type: ignore[method-assign]
