@@ -13,10 +13,11 @@ an attribute included.
 
 from __future__ import annotations
 
-import importlib
-from types import ModuleType
-
 from embodia.envs.registry import register_when_gymnasium_loads
+
+TYPE_CHECKING = False  # typing's own would import typing, which costs more than this package
+if TYPE_CHECKING:
+    from types import ModuleType
 
 _SUBPACKAGES = ("dsr", "mapping", "puzzles", "streams")
 
@@ -25,5 +26,7 @@ register_when_gymnasium_loads()
 
 def __getattr__(name: str) -> ModuleType:
     if name in _SUBPACKAGES:
+        import importlib
+
         return importlib.import_module(f"{__name__}.{name}")
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -15,17 +15,18 @@ when gymnasium is already imported, and otherwise leaves a one-shot finder on
 ``sys.meta_path`` that registers the ids right after gymnasium's own ``__init__`` has run,
 before ``import gymnasium`` returns to whoever asked. Either way, after ``import embodia``
 every id is in ``gymnasium.registry`` whenever gymnasium can be asked, and a program that never
-imports gymnasium (``embodia --help``, the viewer) never pays for it.
+imports gymnasium (``embodia --help``) never pays for it.
 """
 
 from __future__ import annotations
 
-import importlib.abc
-import importlib.machinery
-import importlib.util
 import sys
-from collections.abc import Sequence
-from types import ModuleType
+
+TYPE_CHECKING = False  # not typing's: importing typing costs more than this whole module
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+    from importlib.machinery import ModuleSpec
+    from types import ModuleType
 
 ENTRY_POINTS: dict[str, str] = {
     "embodia/ActiveMapping-v0": "embodia.envs.mapping.active_mapping:ActiveMappingEnv",
@@ -55,18 +56,19 @@ def register_envs(env_ids: Sequence[str] | None = None) -> None:
             gymnasium.register(env_id, entry_point=ENTRY_POINTS[env_id])
 
 
-class _RegisterAfterGymnasium(importlib.abc.MetaPathFinder):
-    """Finds nothing itself: when ``gymnasium`` is about to be imported, it takes itself off
-    ``sys.meta_path``, asks the other finders for gymnasium's spec, and wraps that spec's loader
-    so that :func:`register_envs` runs once gymnasium's ``__init__`` has finished."""
+class _RegisterAfterGymnasium:
+    """A ``sys.meta_path`` finder that finds nothing itself: when ``gymnasium`` is about to be
+    imported, it takes itself off ``sys.meta_path``, asks the other finders for gymnasium's spec,
+    and wraps that spec's loader so that :func:`register_envs` runs once gymnasium's ``__init__``
+    has finished."""
 
     def find_spec(
         self, fullname: str, path: Sequence[str] | None, target: ModuleType | None = None
-    ) -> importlib.machinery.ModuleSpec | None:
+    ) -> ModuleSpec | None:
         if fullname != "gymnasium":
             return None
         _disarm()
-        spec = importlib.util.find_spec("gymnasium")
+        spec = _spec_from_the_other_finders(fullname, path, target)
         loader = None if spec is None else spec.loader
         if loader is None or not hasattr(loader, "exec_module"):
             return spec  # nothing to wrap (gymnasium missing, or an unusual loader): import as usual
@@ -84,6 +86,19 @@ class _RegisterAfterGymnasium(importlib.abc.MetaPathFinder):
 
         loader.exec_module = exec_then_register  # type: ignore[method-assign]
         return spec
+
+
+def _spec_from_the_other_finders(
+    fullname: str, path: Sequence[str] | None, target: ModuleType | None
+) -> ModuleSpec | None:
+    """What the import system would find without this module's finder (as ``importlib.util.find_spec``
+    does, without importing it)."""
+    for finder in list(sys.meta_path):
+        find_spec = getattr(finder, "find_spec", None)
+        spec = None if find_spec is None else find_spec(fullname, path, target)
+        if spec is not None:
+            return spec
+    return None
 
 
 _FINDER = _RegisterAfterGymnasium()
