@@ -6,7 +6,7 @@ registering an id loads no environment code (no DSR structure, no simulator, no 
 
 Why registration waits for gymnasium instead of importing it. Gymnasium keeps its registry in
 ``gymnasium.envs.registration``, and importing any part of gymnasium runs its package
-``__init__``, which imports numpy: about 90 ms on a 2-core machine, more than the whole 60 ms
+``__init__``, which imports numpy: about 100 ms on a 2-core machine, more than the whole 60 ms
 budget of ``import embodia`` (``docs/benchmarks.md``, "Start-up"). Gymnasium 1.x has no
 entry-point plugin group, so the ids have to be put there by code. But nothing can look an id up
 before gymnasium is imported (``gymnasium.make``, ``make_vec``, ``spec``, ``registry`` and
