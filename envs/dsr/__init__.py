@@ -1,7 +1,8 @@
-"""DSR-Bench: data-structure reasoning environments (seed abstract 2).
+"""DSR-Bench: data-structure reasoning environments (`docs/dsr.md`).
 
-Importing this package registers all 35 operations (``structures/``), the realistic
-narratives, and the gymnasium ids ``embodia/DSR-v0`` and ``embodia/DSRInteractive-v0``.
+Importing this package registers all 35 operations (``structures/``) and the realistic
+narratives. The gymnasium ids ``embodia/DSR-v0`` and ``embodia/DSRInteractive-v0`` (classes in
+``env.py``) are known to gymnasium from ``import embodia`` on, without importing this package.
 """
 
 from embodia.envs.dsr import realistic as realistic

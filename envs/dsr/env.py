@@ -23,6 +23,7 @@ import gymnasium
 from gymnasium import spaces
 
 from embodia.core.parsing import NOT_JSON, ParseFailure, decode_bounded, extract_json
+from embodia.envs import registry
 from embodia.envs.dsr import prompts, scoring, suites
 from embodia.envs.dsr.core import LENGTHS, DSRError, canonical, get_operation
 from embodia.envs.dsr.sandbox import DEFAULT_LIMITS, Limits, extract_code, require_isolation, run_solution
@@ -288,10 +289,6 @@ class DSRInteractiveEnv(_DSRBase):
 
 
 def register_envs() -> None:
-    ids = {
-        "embodia/DSR-v0": "embodia.envs.dsr.env:DSREnv",
-        "embodia/DSRInteractive-v0": "embodia.envs.dsr.env:DSRInteractiveEnv",
-    }
-    for env_id, entry_point in ids.items():
-        if env_id not in gymnasium.registry:
-            gymnasium.register(env_id, entry_point=entry_point, disable_env_checker=False)
+    """Register this package's ids (``registry.entry_points("dsr")``) with gymnasium; ids already
+    registered are left alone. ``import embodia`` has done it already."""
+    registry.register_envs(list(registry.entry_points("dsr")))

@@ -9,22 +9,17 @@ from __future__ import annotations
 
 from typing import Any
 
-import gymnasium
+from embodia.envs import registry
 
-ENTRY_POINTS: dict[str, str] = {
-    "embodia/ActiveMapping-v0": "embodia.envs.mapping.active_mapping:ActiveMappingEnv",
-    "embodia/ActiveMappingWaypoint-v0": "embodia.envs.mapping.active_mapping:ActiveMappingWaypointEnv",
-}
-"""Every env id this package registers and the class it makes."""
+ENTRY_POINTS: dict[str, str] = registry.entry_points("mapping")
+"""Every env id this package registers and the class it makes (from :mod:`embodia.envs.registry`)."""
 
 _LAZY = ("ActiveMappingEnv", "ActiveMappingWaypointEnv", "MappingEnvConfig")
 
 
 def register_envs() -> None:
-    """Register the ids with gymnasium; ids already registered are left alone."""
-    for env_id, entry_point in ENTRY_POINTS.items():
-        if env_id not in gymnasium.registry:
-            gymnasium.register(id=env_id, entry_point=entry_point)
+    """Register this package's ids with gymnasium; ids already registered are left alone."""
+    registry.register_envs(list(ENTRY_POINTS))
 
 
 def __getattr__(name: str) -> Any:

@@ -25,6 +25,7 @@ import numpy as np
 from gymnasium import spaces
 from PIL import Image
 
+from embodia.envs import registry
 from embodia.envs.puzzles import make_task
 from embodia.envs.puzzles.core import PuzzleError, PuzzleInstance
 
@@ -103,7 +104,6 @@ class PuzzleEnv(gymnasium.Env[dict[str, Any], str]):
 
 
 def register_envs() -> None:
-    if "embodia/Puzzle-v0" not in gymnasium.registry:
-        gymnasium.register(
-            "embodia/Puzzle-v0", entry_point="embodia.envs.puzzles.env:PuzzleEnv", disable_env_checker=False
-        )
+    """Register this package's ids (``registry.entry_points("puzzles")``) with gymnasium; ids already
+    registered are left alone. ``import embodia`` has done it already."""
+    registry.register_envs(list(registry.entry_points("puzzles")))

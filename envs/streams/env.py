@@ -42,6 +42,7 @@ import gymnasium
 import numpy as np
 from gymnasium import spaces
 
+from embodia.envs import registry
 from embodia.envs.streams.core import Chunk, Stream, StreamError
 from embodia.envs.streams.sources import check_scenario, open_stream
 
@@ -248,9 +249,6 @@ def _printable(text: str) -> str:
 
 
 def register_envs() -> None:
-    if "embodia/LiveGaming-v0" not in gymnasium.registry:
-        gymnasium.register(
-            "embodia/LiveGaming-v0",
-            entry_point="embodia.envs.streams.env:LiveGamingEnv",
-            disable_env_checker=False,
-        )
+    """Register this package's ids (``registry.entry_points("streams")``) with gymnasium; ids already
+    registered are left alone. ``import embodia`` has done it already."""
+    registry.register_envs(list(registry.entry_points("streams")))
