@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -25,6 +25,9 @@ from embodia.cli.root import (
 )
 from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
 from embodia.errors import EmbodiaError
+
+if TYPE_CHECKING:
+    from embodia.agents.explorer_schema import ExplorerProgress
 
 AGENT_HELP = "Exploration agent: dfs (the depth-first explorer), frontier, frontier-utility or random."
 STEPS_HELP = "Step budget in primitive actions (at most 100,000)."
@@ -78,16 +81,16 @@ class _ExplorationDisplay:
         spent = record.get("steps", decision)  # a waypoint spends many primitive steps
         self.progress.update(self.task, completed=spent, coverage=100 * record.get("coverage_ratio", 0.0))
 
-    def on_event(self, event: dict[str, Any]) -> None:
+    def on_event(self, event: ExplorerProgress) -> None:
         """The explorer's progress events, the one place the command line reads them: a
         ``token`` of the VLM's reply, then the ``select`` that ends a decision."""
-        if event.get("event") == "token":
-            self.reply.append(str(event["text"]))
+        if event["event"] == "token":
+            self.reply.append(event["text"])
             tail = " ".join("".join(self.reply).split())[-60:]
             self.progress.update(self.task, reply=f"vlm: {tail}")
-        elif event.get("event") == "select":
+        elif event["event"] == "select":
             self.reply.clear()
-            replies = " | ".join(" ".join(str(r).split())[:80] for r in event["replies"])
+            replies = " | ".join(" ".join(r.split())[:80] for r in event["replies"])
             how = "fallback to best gain" if event["fallback"] else f"waypoint {event['index']}"
             self.progress.console.print(
                 f"decision {event['decision']}: {how} <- {replies}", markup=False, highlight=False

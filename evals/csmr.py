@@ -14,7 +14,6 @@ mean ROUGE-L F1 as ``rouge_l`` (None for other tasks).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -24,6 +23,7 @@ from embodia.core.chat import ContextOverflowError, check_output_budget, context
 from embodia.core.limits import MAX_SET_SIZE, check_range
 from embodia.core.runs import RecordCallback, RunFolder, runner
 from embodia.envs.puzzles import make_task
+from embodia.envs.puzzles.core import PuzzleTask, SceneGraphTask
 from embodia.errors import EmbodiaError
 from embodia.perception.scheduler import CropPerceiver, OraclePerceiver, Perceiver, VLMPerceiver
 
@@ -44,38 +44,24 @@ class CSMRRunSettings:
     max_tokens: int = 4096
 
 
-def make_perceiver(spec: str, task: Any) -> Perceiver:
+def make_perceiver(spec: str, task: PuzzleTask) -> Perceiver:
     """``oracle`` (exact, from the task's ground truth), ``crop:SPEC`` (zoom + VLM) or a VLM
     policy spec."""
     from embodia.core.chat import require_images
     from embodia.policies import make_policy
 
     if spec == "oracle":
-        oracle = task_function(task, "oracle")
-        if oracle is None:
+        if not isinstance(task, SceneGraphTask):
             raise EmbodiaError(
                 f"the {task.name} task has no oracle perception: pass a VLM spec as --perceiver"
             )
-        parse_question = task_function(task, "parse_question")
         return OraclePerceiver(
-            lambda item, query: oracle(item.facts, query),
-            parse=None
-            if parse_question is None
-            else lambda item, question: parse_question(question, item.facts),
+            lambda item, query: task.oracle(item.facts, query),
+            parse=lambda item, question: task.parse_question(question, item.facts),
         )
     policy = make_policy(spec.removeprefix("crop:"), connect=True)
     require_images(policy, "the CSMR perceiver")
     return CropPerceiver(policy) if spec.startswith("crop:") else VLMPerceiver(policy)
-
-
-def task_function(task: Any, name: str) -> Callable[..., Any] | None:
-    """A ground-truth helper of a task (``oracle(facts, query)``, ``parse_question(text,
-    facts)``, ``hallucinated_objects(text, facts)``): the task's own method, or its module's
-    function."""
-    import sys
-
-    found = getattr(task, name, None) or getattr(sys.modules[type(task).__module__], name, None)
-    return found if callable(found) else None
 
 
 @runner
@@ -152,9 +138,8 @@ def _solve_item(
     }
     if task.score_name == "rouge_l":
         row["rouge_l"] = verdict.score
-    hallucinated = task_function(task, "hallucinated_objects")
-    if hallucinated is not None and result.answer:
-        row["hallucinations"] = list(hallucinated(result.answer, instance.facts))
+    if isinstance(task, SceneGraphTask) and result.answer:
+        row["hallucinations"] = task.hallucinated_objects(result.answer, instance.facts)
     return row
 
 

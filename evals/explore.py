@@ -21,13 +21,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
+from embodia.agents.explorer_schema import ExplorerProgress
 from embodia.core.limits import MAX_SET_SIZE, MAX_STEPS, check_image_size, check_range, check_seed
 from embodia.core.runs import (
-    RecordCallback,
     RunFolder,
     check_out_folder,
     read_config,
@@ -235,6 +235,7 @@ def _reset_env(settings: ExploreSettings) -> tuple[Any, tuple[Any, dict[str, Any
 
 
 StepCallback = Callable[[int, dict[str, Any]], None]
+ProgressCallback = Callable[[ExplorerProgress], None]
 
 
 @runner
@@ -244,7 +245,7 @@ def run_exploration(
     *,
     resume: bool = False,
     on_step: StepCallback | None = None,
-    on_event: RecordCallback | None = None,
+    on_event: ProgressCallback | None = None,
     max_fallback_share: float = DEFAULT_MAX_FALLBACK_SHARE,
 ) -> dict[str, Any]:
     """Run (or resume) one recorded exploration episode; returns its summary.
@@ -370,7 +371,7 @@ def _run_dfs(
     folder: RunFolder,
     *,
     on_step: StepCallback | None,
-    on_event: RecordCallback | None,
+    on_event: ProgressCallback | None,
     limit: FallbackLimit,
 ) -> dict[str, Any]:
     """The depth-first explorer as a LangGraph run with a SQLite checkpoint per decision.
@@ -514,7 +515,7 @@ def _start_over(log_path: Path, records: list[dict[str, Any]], restart: str) -> 
 
 
 def _progress(
-    on_step: StepCallback | None, on_event: RecordCallback | None
+    on_step: StepCallback | None, on_event: ProgressCallback | None
 ) -> Callable[[dict[str, Any]], None] | None:
     """The graph's stream listener: custom events to ``on_event``, and each navigation's
     decision, steps and coverage to ``on_step``; None when nobody listens."""
@@ -524,10 +525,10 @@ def _progress(
     def progress(event: dict[str, Any]) -> None:
         if event["type"] != "custom":
             return
-        data = event["data"]
+        data = cast(ExplorerProgress, event["data"])
         if on_event is not None:
             on_event(data)
-        if on_step is not None and data.get("event") == "navigate":
+        if on_step is not None and data["event"] == "navigate":
             on_step(int(data["decision"]), {"steps": data["steps"], "coverage_ratio": data["coverage_ratio"]})
 
     return progress

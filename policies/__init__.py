@@ -5,12 +5,14 @@ imported when :func:`make_policy` or their own module is used.
 """
 
 from embodia.core.chat import (
+    ChatPolicy,
     Completion,
     ContextOverflowError,
     ContextWindow,
     Message,
     Policy,
     PolicyError,
+    SamplingParams,
     TokenLogprob,
     context_window,
     count_prompt_tokens,
@@ -20,6 +22,7 @@ from embodia.policies.scripted import ScriptedPolicy
 from embodia.policies.spec import make_policy, parse_policy_spec
 
 __all__ = [
+    "ChatPolicy",
     "Completion",
     "ContextOverflowError",
     "ContextWindow",
@@ -29,6 +32,7 @@ __all__ = [
     "ParseFailure",
     "Policy",
     "PolicyError",
+    "SamplingParams",
     "ScriptedPolicy",
     "TokenLogprob",
     "ask",

@@ -1,6 +1,7 @@
 """Coverage measures for active mapping: area, ratio, AUC, path length, collisions, steps.
 
-Definitions (``/work/shared/reference/active-mapping.md`` §1.3, Active Neural SLAM's):
+Definitions (those of Active Neural SLAM: Chaplot et al., "Learning to Explore using Active
+Neural SLAM", ICLR 2020):
 
 - *explorable*: the simulator's ground-truth navigable island, ``simulator.topdown(0.05)``,
   so one cell is 0.0025 m2;

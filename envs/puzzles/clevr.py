@@ -58,7 +58,7 @@ from embodia.envs.puzzles.clevr_text import (
 from embodia.envs.puzzles.core import (
     Parsed,
     PuzzleInstance,
-    PuzzleTask,
+    SceneGraphTask,
     Verdict,
     answer_format_note,
     find_answer,
@@ -128,10 +128,19 @@ def _example_answer(query: Mapping[str, Any]) -> Any:
     return {"count": 3, "yesno": "yes", "colour": "red", "shape": "cube", "size": "small"}[answer_type]
 
 
-class ClevrTask(PuzzleTask):
+class ClevrTask(SceneGraphTask):
     """Questions about a CLEVR-like scene; difficulty sets object count and question mix."""
 
     name = "clevr"
+
+    def oracle(self, facts: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
+        return oracle(facts, query)
+
+    def parse_question(self, text: str, facts: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        return parse_question(text, facts)
+
+    def hallucinated_objects(self, text: str, facts: Mapping[str, Any]) -> list[str]:
+        return hallucinated_objects(text, facts)
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
         seed, rng = self._seeded_generator(seed, difficulty, 0xC1E)

@@ -213,6 +213,27 @@ class PuzzleTask(ABC):
         return PuzzleInstance(self.name, difficulty, int(seed), prompt, answer, facts, renderer=self.render)
 
 
+class SceneGraphTask(PuzzleTask):
+    """A puzzle whose instances hold a scene graph (``facts``) that questions are asked about.
+
+    Besides the puzzle contract it answers any query from the facts, reads a question into a
+    query, and names the objects an answer mentions that the scene lacks; the CSMR evaluation
+    uses these as exact perception and as its hallucination count.
+    """
+
+    @abstractmethod
+    def oracle(self, facts: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
+        """The exact answer to ``query`` from the scene graph."""
+
+    @abstractmethod
+    def parse_question(self, text: str, facts: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        """The query a free-text question asks, or None when it cannot be read."""
+
+    @abstractmethod
+    def hallucinated_objects(self, text: str, facts: Mapping[str, Any]) -> list[str]:
+        """Objects ``text`` names that the scene does not hold."""
+
+
 def _step_shaped(value: Any, example: Any) -> list[Any]:
     """The parts of a JSON value shaped like ``example`` (one true step), depth first."""
 

@@ -34,7 +34,7 @@ from embodia.envs.puzzles.core import (
     Parsed,
     PuzzleError,
     PuzzleInstance,
-    PuzzleTask,
+    SceneGraphTask,
     Verdict,
     answer_format_note,
     find_answer,
@@ -451,10 +451,19 @@ def _answer_assertions(
     return []
 
 
-class EmbodiedTask(PuzzleTask):
+class EmbodiedTask(SceneGraphTask):
     """Counting, presence and azimuth-order questions over a procedural-house panorama."""
 
     name = "embodied"
+
+    def oracle(self, facts: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
+        return oracle(facts, query)
+
+    def parse_question(self, text: str, facts: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
+        return parse_question(text, facts)
+
+    def hallucinated_objects(self, text: str, facts: Mapping[str, Any]) -> list[str]:
+        return hallucinated_objects(text, facts)
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
         from embodia.sim.protocol import Pose
