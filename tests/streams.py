@@ -55,3 +55,26 @@ def flash_stream(duration: int = 40, scenario: str = "solo", **kwargs: Any) -> S
         "flash.mp4", 0, duration, duration, {"name": "CASTER", "persona": []}, lines, {"tag": tag}
     )
     return Stream(source, annotation)
+
+
+def annotation_record(
+    video_path: str,
+    begin: int,
+    end: int,
+    duration: int,
+    *,
+    speaker: dict[str, Any],
+    metadata: dict[str, Any],
+    annotations: list[dict[str, Any]],
+) -> dict[str, Any]:
+    """One record of annotation JSONL in the reference's format, as a user writes it."""
+    return {
+        "video_path": video_path,
+        "video_begin": begin,
+        "video_end": end,
+        "video_duration": duration,
+        "history": "",
+        "active_speaker": speaker,
+        "metadata": metadata,
+        "annotations": annotations,
+    }
