@@ -62,12 +62,14 @@ def annotation_record(
     begin: int,
     end: int,
     duration: int,
-    *,
-    speaker: dict[str, Any],
-    metadata: dict[str, Any],
     annotations: list[dict[str, Any]],
+    metadata: dict[str, Any],
+    speaker: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
-    """One record of annotation JSONL in the reference's format, as a user writes it."""
+    """One record of annotation JSONL in the reference's format, as a user writes it; the
+    agent is SPEAKER_0, a lead caster, unless ``speaker`` says otherwise."""
+    if speaker is None:
+        speaker = {"name": "SPEAKER_0", "persona": ["lead caster"]}
     return {
         "video_path": video_path,
         "video_begin": begin,

@@ -172,19 +172,13 @@ def test_a_users_video_with_its_annotations(tmp_path: Path) -> None:
             frame[:] = 230
         writer.append_data(frame)
     writer.close()
-    record = annotation_record(
-        "/data/videos/final.mp4",
-        2,
-        12,
-        12,
-        speaker={"name": "SPEAKER_0", "persona": ["lead caster"]},
-        metadata={"tag": "Multiple commentators", "dataset_name": "users-own"},
-        annotations=[
-            {"role": "assistant", "speaker": "SPEAKER_0", "start": 5, "end": 6, "text": "Big flash!"},
-            {"role": "user", "speaker": "SPEAKER_1", "start": 7, "end": 8, "text": "Did you see that?"},
-            {"role": "assistant", "speaker": "SPEAKER_0", "start": 9, "end": 10, "text": "Another one."},
-        ],
-    )
+    lines = [
+        {"role": "assistant", "speaker": "SPEAKER_0", "start": 5, "end": 6, "text": "Big flash!"},
+        {"role": "user", "speaker": "SPEAKER_1", "start": 7, "end": 8, "text": "Did you see that?"},
+        {"role": "assistant", "speaker": "SPEAKER_0", "start": 9, "end": 10, "text": "Another one."},
+    ]
+    metadata = {"tag": "Multiple commentators", "dataset_name": "users-own"}
+    record = annotation_record("/data/videos/final.mp4", 2, 12, 12, lines, metadata)
     labels = tmp_path / "final.jsonl"
     labels.write_text(json.dumps(record) + "\n")
     out = tmp_path / "run"

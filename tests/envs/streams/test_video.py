@@ -67,9 +67,7 @@ def record(video_path: str, begin: int, end: int, duration: int = SECONDS) -> di
         begin,
         end,
         duration,
-        speaker={"name": "CASTER", "persona": ["calm"]},
-        metadata={"tag": "Multiple commentators", "dataset_name": "test"},
-        annotations=[
+        [
             {
                 "role": "assistant",
                 "speaker": "CASTER",
@@ -79,6 +77,8 @@ def record(video_path: str, begin: int, end: int, duration: int = SECONDS) -> di
             },
             {"role": "user", "speaker": "SPEAKER_1", "start": begin + 2, "end": begin + 3, "text": "Indeed."},
         ],
+        {"tag": "Multiple commentators", "dataset_name": "test"},
+        speaker={"name": "CASTER", "persona": ["calm"]},
     )
 
 
