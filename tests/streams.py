@@ -55,3 +55,28 @@ def flash_stream(duration: int = 40, scenario: str = "solo", **kwargs: Any) -> S
         "flash.mp4", 0, duration, duration, {"name": "CASTER", "persona": []}, lines, {"tag": tag}
     )
     return Stream(source, annotation)
+
+
+def annotation_record(
+    video_path: str,
+    begin: int,
+    end: int,
+    duration: int,
+    annotations: list[dict[str, Any]],
+    metadata: dict[str, Any],
+    speaker: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """One record of annotation JSONL in the reference's format, as a user writes it; the
+    agent is SPEAKER_0, a lead caster, unless ``speaker`` says otherwise."""
+    if speaker is None:
+        speaker = {"name": "SPEAKER_0", "persona": ["lead caster"]}
+    return {
+        "video_path": video_path,
+        "video_begin": begin,
+        "video_end": end,
+        "video_duration": duration,
+        "history": "",
+        "active_speaker": speaker,
+        "metadata": metadata,
+        "annotations": annotations,
+    }

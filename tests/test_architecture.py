@@ -72,41 +72,48 @@ def test_the_tree_keeps_every_contract(tmp_path: Path) -> None:
     assert "Contracts: 3 kept, 0 broken." in result.stdout
 
 
-def test_an_upward_import_breaks_the_floors(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("module", "line", "messages"),
+    [
+        pytest.param(
+            "core/limits.py",
+            "import embodia.evals.explore  # reaches up three floors",
+            [
+                "embodia.core is not allowed to import embodia.evals",
+                "embodia.core.limits -> embodia.evals.explore",
+            ],
+            id="an upward import breaks the floors",
+        ),
+        pytest.param(
+            "sim/motion.py",
+            "def _later() -> None:\n    from embodia.perception import bev  # noqa: F401",
+            ["embodia.sim is not allowed to import embodia.perception"],
+            id="a lazy upward import breaks it too",
+        ),
+        pytest.param(
+            "envs/puzzles/core.py",
+            "import embodia.envs.dsr.suites",
+            ["embodia.envs.puzzles is not allowed to import embodia.envs.dsr"],
+            id="one environment may not import another",
+        ),
+        pytest.param(
+            # sim.loading imports sim.scene; the reverse closes a circle inside the sim floor.
+            "sim/scene.py",
+            "import embodia.sim.loading",
+            ["No cycles are allowed in embodia.sim"],
+            id="an import cycle between siblings breaks it",
+        ),
+    ],
+)
+def test_a_broken_contract_fails_the_lint(
+    tmp_path: Path, module: str, line: str, messages: list[str]
+) -> None:
     package = _source_copy(tmp_path)
-    _append(package / "core" / "limits.py", "import embodia.evals.explore  # reaches up three floors")
+    _append(package / module, line)
     result = _lint(tmp_path)
     assert result.returncode == 1
-    assert "embodia.core is not allowed to import embodia.evals" in result.stdout
-    assert "embodia.core.limits -> embodia.evals.explore" in result.stdout
-
-
-def test_a_lazy_upward_import_breaks_it_too(tmp_path: Path) -> None:
-    package = _source_copy(tmp_path)
-    _append(
-        package / "sim" / "motion.py",
-        "def _later() -> None:\n    from embodia.perception import bev  # noqa: F401",
-    )
-    result = _lint(tmp_path)
-    assert result.returncode == 1
-    assert "embodia.sim is not allowed to import embodia.perception" in result.stdout
-
-
-def test_one_environment_may_not_import_another(tmp_path: Path) -> None:
-    package = _source_copy(tmp_path)
-    _append(package / "envs" / "puzzles" / "core.py", "import embodia.envs.dsr.suites")
-    result = _lint(tmp_path)
-    assert result.returncode == 1
-    assert "embodia.envs.puzzles is not allowed to import embodia.envs.dsr" in result.stdout
-
-
-def test_an_import_cycle_between_siblings_breaks_it(tmp_path: Path) -> None:
-    package = _source_copy(tmp_path)
-    # sim.loading imports sim.scene; the reverse closes a circle inside the sim floor.
-    _append(package / "sim" / "scene.py", "import embodia.sim.loading")
-    result = _lint(tmp_path)
-    assert result.returncode == 1
-    assert "No cycles are allowed in embodia.sim" in result.stdout
+    for message in messages:
+        assert message in result.stdout
 
 
 def test_the_architecture_page_lists_the_contract_floors() -> None:

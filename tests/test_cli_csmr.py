@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import pytest
 from typer.testing import CliRunner
@@ -172,48 +173,16 @@ def test_tiny_models_end_to_end(tmp_path: Path) -> None:
     from embodia.policies.tiny_models import build_tiny_chat_lm, build_tiny_vlm
 
     lm, vlm = build_tiny_chat_lm(tmp_path / "lm"), build_tiny_vlm(tmp_path / "vlm")
-    out = tmp_path / "csmr"
-    result = runner.invoke(
-        app,
-        [
-            "eval",
-            "csmr",
-            "--task",
-            "clevr",
-            "--items",
-            "2",
-            "--reasoner",
-            f"hf:{lm}",
-            "--perceiver",
-            f"hf:{vlm}",
-            "--out",
-            str(out),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    report = json.loads((out / "report.json").read_text())
+
+    def tiny_csmr(out: Path, *extra: str) -> dict[str, Any]:
+        models = ["--reasoner", f"hf:{lm}", "--perceiver", f"hf:{vlm}"]
+        args = ["eval", "csmr", "--task", "clevr", "--items", "2", *models, *extra, "--out", str(out)]
+        result = runner.invoke(app, args)
+        assert result.exit_code == 0, result.output
+        return dict(json.loads((out / "report.json").read_text()))
+
+    report = tiny_csmr(tmp_path / "csmr")
     assert report["items"] == 2 and sum(report["stops"].values()) == 2 and report["tokens_per_item"] > 0
-    direct = tmp_path / "direct"
-    result = runner.invoke(
-        app,
-        [
-            "eval",
-            "csmr",
-            "--task",
-            "clevr",
-            "--items",
-            "2",
-            "--reasoner",
-            f"hf:{lm}",
-            "--perceiver",
-            f"hf:{vlm}",
-            "--ablation",
-            "direct",
-            "--out",
-            str(direct),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    assert json.loads((direct / "report.json").read_text())["queries_per_item"] == 1.0
+    assert tiny_csmr(tmp_path / "direct", "--ablation", "direct")["queries_per_item"] == 1.0
     sxs = run_sxs("What is 2 + 3?", make_policy(f"hf:{lm}"), numeric_support, max_tokens=24)
     assert sxs.tokens > 0 and all(d.text for d in sxs.disclosures)

@@ -4,10 +4,12 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+from typing import Any
 
 import imageio.v3 as iio
 import pytest
-from typer.testing import CliRunner
+from streams import annotation_record
+from typer.testing import CliRunner, Result
 
 from embodia.cli import app
 
@@ -15,8 +17,19 @@ runner = CliRunner()
 SOURCE = "procedural:arena,seed=3,duration=40"
 
 
-def _run(out: Path, *extra: str) -> object:
-    return runner.invoke(app, ["stream", "run", "--source", SOURCE, "--out", str(out), *extra])
+def _run(out: Path, *extra: str, source: str = SOURCE) -> Result:
+    return runner.invoke(app, ["stream", "run", "--source", source, "--out", str(out), *extra])
+
+
+def _decisions(out: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
+
+
+def _run_decisions(out: Path, source: str, *extra: str) -> list[dict[str, Any]]:
+    """Run ``source`` into ``out``, which must succeed; the decisions it wrote."""
+    result = _run(out, *extra, source=source)
+    assert result.exit_code == 0, result.output
+    return _decisions(out)
 
 
 def test_stream_run_writes_the_reference_formats_and_media(tmp_path: Path) -> None:
@@ -26,7 +39,7 @@ def test_stream_run_writes_the_reference_formats_and_media(tmp_path: Path) -> No
     names = {p.name for p in out.iterdir()}
     assert names >= {"config.yaml", "decisions.jsonl", "predictions.jsonl", "labels.jsonl", "summary.json"}
     assert names >= {"stream.mp4", "timeline.png"}
-    decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
+    decisions = _decisions(out)
     assert [d["second"] for d in decisions] == list(range(40))
     pred = json.loads((out / "predictions.jsonl").read_text().splitlines()[0])
     label = json.loads((out / "labels.jsonl").read_text())
@@ -41,19 +54,8 @@ def test_stream_run_writes_the_reference_formats_and_media(tmp_path: Path) -> No
     assert iio.imread(out / "timeline.png").ndim == 3
     # The same files through `eval live` give the same F1 as the run's own summary.
     report_path = tmp_path / "report.json"
-    result = runner.invoke(
-        app,
-        [
-            "eval",
-            "live",
-            "--pred",
-            str(out / "predictions.jsonl"),
-            "--label",
-            str(out / "labels.jsonl"),
-            "--out",
-            str(report_path),
-        ],
-    )
+    files = ["--pred", str(out / "predictions.jsonl"), "--label", str(out / "labels.jsonl")]
+    result = runner.invoke(app, ["eval", "live", *files, "--out", str(report_path)])
     assert result.exit_code == 0, result.output
     assert json.loads(report_path.read_text())["f1"] == summary["metrics"]["f1"]
 
@@ -132,24 +134,9 @@ def test_train_a_gate_then_run_it_with_its_vlm_speaking(tmp_path: Path) -> None:
 
     model = build_tiny_vlm(tmp_path / "vlm")
     gate = tmp_path / "gate"
+    training = ["--seeds", "0-1", "--held-out", "50", "--duration", "40", "--epochs", "60"]
     result = runner.invoke(
-        app,
-        [
-            "stream",
-            "train-gate",
-            "--model",
-            str(model),
-            "--out",
-            str(gate),
-            "--seeds",
-            "0-1",
-            "--held-out",
-            "50",
-            "--duration",
-            "40",
-            "--epochs",
-            "60",
-        ],
+        app, ["stream", "train-gate", "--model", str(model), "--out", str(gate), *training]
     )
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
@@ -161,22 +148,9 @@ def test_train_a_gate_then_run_it_with_its_vlm_speaking(tmp_path: Path) -> None:
     held = report["held_out"]
     assert held["never_f1"] == 0.0 and held["gate_f1"] > held["always_f1"]
     out = tmp_path / "run"
-    result = runner.invoke(
-        app,
-        [
-            "stream",
-            "run",
-            "--source",
-            "procedural:arena,seed=7,duration=20",
-            "--agent",
-            f"gate:{gate}",
-            "--no-video",
-            "--out",
-            str(out),
-        ],
+    decisions = _run_decisions(
+        out, "procedural:arena,seed=7,duration=20", "--agent", f"gate:{gate}", "--no-video"
     )
-    assert result.exit_code == 0, result.output
-    decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
     assert len(decisions) == 20 and all(0.0 <= d["scores"]["0"] <= 1.0 for d in decisions)
     spoken = [d for d in decisions if d["text"]]
     assert all(d["scores"]["0"] > 0.3 for d in spoken)
@@ -198,38 +172,17 @@ def test_a_users_video_with_its_annotations(tmp_path: Path) -> None:
             frame[:] = 230
         writer.append_data(frame)
     writer.close()
-    record = {
-        "video_path": "/data/videos/final.mp4",
-        "video_begin": 2,
-        "video_end": 12,
-        "video_duration": 12,
-        "history": "",
-        "active_speaker": {"name": "SPEAKER_0", "persona": ["lead caster"]},
-        "metadata": {"tag": "Multiple commentators", "dataset_name": "users-own"},
-        "annotations": [
-            {"role": "assistant", "speaker": "SPEAKER_0", "start": 5, "end": 6, "text": "Big flash!"},
-            {"role": "user", "speaker": "SPEAKER_1", "start": 7, "end": 8, "text": "Did you see that?"},
-            {"role": "assistant", "speaker": "SPEAKER_0", "start": 9, "end": 10, "text": "Another one."},
-        ],
-    }
+    lines = [
+        {"role": "assistant", "speaker": "SPEAKER_0", "start": 5, "end": 6, "text": "Big flash!"},
+        {"role": "user", "speaker": "SPEAKER_1", "start": 7, "end": 8, "text": "Did you see that?"},
+        {"role": "assistant", "speaker": "SPEAKER_0", "start": 9, "end": 10, "text": "Another one."},
+    ]
+    metadata = {"tag": "Multiple commentators", "dataset_name": "users-own"}
+    record = annotation_record("/data/videos/final.mp4", 2, 12, 12, lines, metadata)
     labels = tmp_path / "final.jsonl"
     labels.write_text(json.dumps(record) + "\n")
     out = tmp_path / "run"
-    result = runner.invoke(
-        app,
-        [
-            "stream",
-            "run",
-            "--source",
-            f"video:{video},labels={labels}",
-            "--scenario",
-            "co-commentary",
-            "--out",
-            str(out),
-        ],
-    )
-    assert result.exit_code == 0, result.output
-    decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
+    decisions = _run_decisions(out, f"video:{video},labels={labels}", "--scenario", "co-commentary")
     assert [d["second"] for d in decisions] == list(range(2, 12))
     label = json.loads((out / "labels.jsonl").read_text())
     assert label["label"] == {"5": "Big flash!", "9": "Another one."} and label["other"] == {
@@ -249,22 +202,9 @@ def test_a_chat_vlm_decides_or_speaks(tmp_path: Path) -> None:
 
     model = build_tiny_vlm(tmp_path / "vlm")
     out = tmp_path / "prompted"
-    result = runner.invoke(
-        app,
-        [
-            "stream",
-            "run",
-            "--source",
-            "procedural:dungeon,seed=2,duration=8",
-            "--agent",
-            f"hf:{model}",
-            "--no-video",
-            "--out",
-            str(out),
-        ],
+    decisions = _run_decisions(
+        out, "procedural:dungeon,seed=2,duration=8", "--agent", f"hf:{model}", "--no-video"
     )
-    assert result.exit_code == 0, result.output
-    decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
     assert len(decisions) == 8 and all(
         0.0 <= d["scores"]["0"] <= 1.0 and d["decide_ms"] > 0 for d in decisions
     )
@@ -274,22 +214,9 @@ def test_a_chat_vlm_decides_or_speaks(tmp_path: Path) -> None:
     assert unreadable == sum(1 for d in decisions if d["scores"]["0"] == 0.0) and unreadable >= 1
 
     out = tmp_path / "spoken"
-    result = runner.invoke(
-        app,
-        [
-            "stream",
-            "run",
-            "--source",
-            "procedural:arena,seed=3,duration=20",
-            "--speaker",
-            f"hf:{model}",
-            "--no-video",
-            "--out",
-            str(out),
-        ],
+    decisions = _run_decisions(
+        out, "procedural:arena,seed=3,duration=20", "--speaker", f"hf:{model}", "--no-video"
     )
-    assert result.exit_code == 0, result.output
-    decisions = [json.loads(line) for line in (out / "decisions.jsonl").read_text().splitlines()]
     spoken = [d for d in decisions if d["speaker"]]
     assert spoken and all(d["gen_ms"] > 0 and len(d["text"].split()) <= 12 for d in spoken)
 

@@ -25,6 +25,13 @@ from embodia.envs.dsr.sandbox import (
 )
 
 
+def failure_reason(code: str, limits: Limits = LIMITS) -> str:
+    """Run ``code``, which must fail: the reason it gives."""
+    result = run_solution(code, limits)
+    assert not result.ok
+    return result.reason
+
+
 @pytest.fixture(autouse=True)
 def _needs_isolation() -> None:
     problem = isolation_problem()
@@ -48,32 +55,27 @@ def test_prints_do_not_disturb_the_result_and_tuples_become_lists() -> None:
 
 def test_infinite_loop_hits_the_cpu_limit() -> None:
     start = time.perf_counter()
-    result = run_solution("def solution():\n    while True:\n        pass", LIMITS)
-    assert not result.ok and "CPU time limit" in result.reason
+    assert "CPU time limit" in failure_reason("def solution():\n    while True:\n        pass")
     assert time.perf_counter() - start < LIMITS.wall_s
 
 
 def test_blocking_without_cpu_hits_the_wall_clock_limit() -> None:
     blocked = ESCAPE + "def solution():\n    r, w = _os()['pipe']()\n    _os()['read'](r, 1)\n    return 1"
     start = time.perf_counter()
-    result = run_solution(blocked, Limits(cpu_s=10, wall_s=1.0))
-    assert not result.ok and "wall-clock limit" in result.reason
+    assert "wall-clock limit" in failure_reason(blocked, Limits(cpu_s=10, wall_s=1.0))
     assert time.perf_counter() - start < 4
 
 
 def test_huge_allocation_is_contained() -> None:
-    result = run_solution(
-        "def solution():\n    block = bytearray(8 * 1024 ** 3)\n    return len(block)", LIMITS
-    )
-    assert not result.ok and "memory limit" in result.reason
+    code = "def solution():\n    block = bytearray(8 * 1024 ** 3)\n    return len(block)"
+    assert "memory limit" in failure_reason(code)
 
 
 @pytest.mark.parametrize(
     "module", ["os", "subprocess", "socket", "sys", "shutil", "ctypes", "importlib", "pathlib"]
 )
 def test_forbidden_imports_score_zero(module: str) -> None:
-    result = run_solution(f"import {module}\ndef solution():\n    return 1", LIMITS)
-    assert not result.ok and f"import of '{module}'" in result.reason
+    assert f"import of '{module}'" in failure_reason(f"import {module}\ndef solution():\n    return 1")
 
 
 def test_a_caught_forbidden_import_still_fails() -> None:
@@ -86,8 +88,7 @@ def test_a_caught_forbidden_import_still_fails() -> None:
 
 def test_fork_bomb_is_refused() -> None:
     code = ESCAPE + "def solution():\n    while True:\n        _os()['fork']()"
-    result = run_solution(code, LIMITS)
-    assert not result.ok and "os.fork" in result.reason
+    assert "os.fork" in failure_reason(code)
 
 
 @pytest.mark.parametrize(
@@ -106,8 +107,7 @@ def test_fork_bomb_is_refused() -> None:
     ],
 )
 def test_calls_through_an_escape_are_refused(call: str, refusal: str) -> None:
-    result = run_solution(ESCAPE + f"def solution():\n    return {call}", LIMITS)
-    assert not result.ok and refusal in result.reason
+    assert refusal in failure_reason(ESCAPE + f"def solution():\n    return {call}")
 
 
 def test_file_writes_outside_its_directory_are_refused(tmp_path: Path) -> None:
@@ -117,16 +117,14 @@ def test_file_writes_outside_its_directory_are_refused(tmp_path: Path) -> None:
         f"_os()['open']({str(target)!r}, _os()['O_WRONLY'] | _os()['O_CREAT'])",
         "_os()['__builtins__']['open']('../escaped.txt', 'w').write('x')",
     ):
-        result = run_solution(ESCAPE + f"def solution():\n    return {opener}", LIMITS)
-        assert not result.ok and "outside the working directory" in result.reason
+        code = ESCAPE + f"def solution():\n    return {opener}"
+        assert "outside the working directory" in failure_reason(code)
     assert not target.exists()
 
 
 def test_reading_outside_its_directory_is_refused() -> None:
-    result = run_solution(
-        ESCAPE + "def solution():\n    return _os()['__builtins__']['open']('/etc/passwd').read()", LIMITS
-    )
-    assert not result.ok and "outside the working directory" in result.reason
+    code = ESCAPE + "def solution():\n    return _os()['__builtins__']['open']('/etc/passwd').read()"
+    assert "outside the working directory" in failure_reason(code)
 
 
 def test_files_inside_its_own_directory_work_but_are_size_limited() -> None:
@@ -139,8 +137,7 @@ def test_files_inside_its_own_directory_work_but_are_size_limited() -> None:
         ESCAPE
         + "def solution():\n    _os()['__builtins__']['open']('big.bin', 'wb').write(b'x' * (64 << 20))"
     )
-    result = run_solution(huge, LIMITS)
-    assert not result.ok and "File too large" in result.reason
+    assert "File too large" in failure_reason(huge)
 
 
 @pytest.mark.parametrize(
@@ -154,8 +151,7 @@ def test_files_inside_its_own_directory_work_but_are_size_limited() -> None:
     ],
 )
 def test_broken_code_fails_with_the_reason(code: str, reason: str) -> None:
-    result = run_solution(code, LIMITS)
-    assert not result.ok and reason in result.reason
+    assert reason in failure_reason(code)
 
 
 def test_extract_code_from_replies() -> None:
@@ -203,9 +199,8 @@ def _tamper():
     ],
 )
 def test_escapes_are_contained_and_score_zero_with_the_reason(attack: str, stopped: str) -> None:
-    result = run_solution(TAMPER + f"def solution():\n    {attack}", LIMITS)
-    assert not result.ok and stopped in result.reason
-    assert result.reason.startswith("sandbox violation")
+    reason = failure_reason(TAMPER + f"def solution():\n    {attack}")
+    assert stopped in reason and reason.startswith("sandbox violation")
 
 
 def test_a_rename_out_of_the_working_directory_is_refused(tmp_path: Path) -> None:
@@ -214,8 +209,8 @@ def test_a_rename_out_of_the_working_directory_is_refused(tmp_path: Path) -> Non
         "def solution():\n    _os()['__builtins__']['open']('inside.txt', 'w').write('x')\n"
         f"    _os()['rename']('inside.txt', {str(target)!r})\n    return 1"
     )
-    result = run_solution(code, LIMITS)
-    assert not result.ok and "os.rename" in result.reason and "outside" in result.reason
+    reason = failure_reason(code)
+    assert "os.rename" in reason and "outside" in reason
     assert not target.exists()
 
 
@@ -231,8 +226,7 @@ def test_nothing_outside_is_even_visible(tmp_path: Path) -> None:
 
 def test_the_seccomp_filter_holds_when_python_is_bypassed() -> None:
     """A system call made without any audit event (mkfifo) is still stopped, by the kernel."""
-    result = run_solution(ESCAPE + "def solution():\n    _os()['mkfifo']('f')\n    return 1", LIMITS)
-    assert not result.ok and "seccomp" in result.reason
+    assert "seccomp" in failure_reason(ESCAPE + "def solution():\n    _os()['mkfifo']('f')\n    return 1")
 
 
 def _run_plain_script(tmp_path: Path, code: str) -> subprocess.CompletedProcess[str]:
@@ -309,5 +303,4 @@ print("spawned")
 def test_through_the_probe_processes_are_killed_by_the_kernel_filter() -> None:
     """Even the audit hook aside, forking dies in seccomp (RLIMIT_NPROC is 0 behind it)."""
     code = ESCAPE + "def solution():\n    return _os()['posix_spawn']('/bin/true', ['true'], {})"
-    result = run_solution(code, LIMITS)
-    assert not result.ok and "posix_spawn" in result.reason
+    assert "posix_spawn" in failure_reason(code)

@@ -10,22 +10,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from streams import annotation_record
 
 from embodia.envs.streams.core import TAGS, Annotation, StreamError, read_annotations
 
-GOOD: dict[str, Any] = {
-    "video_path": "final.mp4",
-    "video_begin": 0,
-    "video_end": 10,
-    "video_duration": 12,
-    "history": "",
-    "active_speaker": {"name": "SPEAKER_0", "persona": ["lead caster"]},
-    "metadata": {"tag": "Solo commentators", "dataset_name": "mine"},
-    "annotations": [
-        {"role": "assistant", "speaker": "SPEAKER_0", "start": 2, "end": 4, "text": "Goal!"},
-        {"role": "user", "speaker": "user", "start": 5, "end": 5, "query": "who scored?"},
-    ],
-}
+_GOOD_LINES = [
+    {"role": "assistant", "speaker": "SPEAKER_0", "start": 2, "end": 4, "text": "Goal!"},
+    {"role": "user", "speaker": "user", "start": 5, "end": 5, "query": "who scored?"},
+]
+GOOD = annotation_record("final.mp4", 0, 10, 12, _GOOD_LINES, {"tag": TAGS["solo"], "dataset_name": "mine"})
 TAG_LIST = (
     "'Solo commentators' (--scenario solo), 'Multiple commentators' (--scenario co-commentary), "
     "'Guidance' (--scenario guidance)"

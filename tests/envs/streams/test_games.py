@@ -9,6 +9,7 @@ import math
 import re
 import time
 from functools import cache
+from typing import Any
 
 import numpy as np
 import pytest
@@ -279,13 +280,21 @@ def test_guidance_answers_follow_each_query_within_three_seconds(name: str) -> N
     assert all("query" in a for a in record["annotations"] if a["speaker"] == "user")
 
 
+def _directions_said(g: Any) -> list[tuple[Any, Any, str]]:
+    """The guidance lines of a game's script that point a way: (line, its target, the direction said)."""
+    return [
+        (scripted, scripted.facts.get("target"), scripted.facts["direction"])
+        for scripted in g.script("guidance")
+        if scripted.facts.get("direction") is not None
+    ]
+
+
 def test_dungeon_guidance_points_the_true_way() -> None:
     g = game("dungeon")
     assert isinstance(g, DungeonGame)
     checked = 0
-    for scripted in g.script("guidance"):
-        target, said = scripted.facts.get("target"), scripted.facts.get("direction")
-        if target not in ("key", "stairs", "door") or said is None:
+    for scripted, target, said in _directions_said(g):
+        if target not in ("key", "stairs", "door"):
             continue
         second = scripted.line.start
         level, hero = g.level_at(second), g.hero_at(second)
@@ -306,10 +315,7 @@ def test_arena_guidance_points_the_true_way() -> None:
     g = game("arena")
     assert isinstance(g, ArenaGame)
     checked = 0
-    for scripted in g.script("guidance"):
-        target, said = scripted.facts.get("target"), scripted.facts.get("direction")
-        if said is None:
-            continue
+    for scripted, target, said in _directions_said(g):
         second = scripted.line.start
         pos = g.positions_at(second)
         there = g.ball_at(second) if target == -1 else pos[target]

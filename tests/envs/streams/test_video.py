@@ -11,6 +11,7 @@ import imageio_ffmpeg
 import numpy as np
 import pytest
 from numpy.typing import NDArray
+from streams import annotation_record
 
 from embodia.envs.streams import video as video_module
 from embodia.envs.streams.core import SCENARIO_OF_TAG, FrameSource, StreamError
@@ -61,15 +62,12 @@ def clip(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def record(video_path: str, begin: int, end: int, duration: int = SECONDS) -> dict[str, Any]:
     """A record in the reference's format: the agent (CASTER) and a co-caster."""
-    return {
-        "video_path": video_path,
-        "video_begin": begin,
-        "video_end": end,
-        "video_duration": duration,
-        "history": "",
-        "active_speaker": {"name": "CASTER", "persona": ["calm"]},
-        "metadata": {"tag": "Multiple commentators", "dataset_name": "test"},
-        "annotations": [
+    return annotation_record(
+        video_path,
+        begin,
+        end,
+        duration,
+        [
             {
                 "role": "assistant",
                 "speaker": "CASTER",
@@ -79,7 +77,9 @@ def record(video_path: str, begin: int, end: int, duration: int = SECONDS) -> di
             },
             {"role": "user", "speaker": "SPEAKER_1", "start": begin + 2, "end": begin + 3, "text": "Indeed."},
         ],
-    }
+        {"tag": "Multiple commentators", "dataset_name": "test"},
+        speaker={"name": "CASTER", "persona": ["calm"]},
+    )
 
 
 def write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
