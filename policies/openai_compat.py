@@ -441,9 +441,7 @@ class OpenAICompatPolicy(ChatPolicy):
                 )
                 if overflow is not None:
                     raise self._counted(overflow, messages, images) from error
-            raise policy_error_from_openai(
-                error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
-            ) from error
+            raise self._error(error) from error
         if on_text is None:
             response = parse_chat_body(raw.text, self.base_url)
         else:
@@ -481,6 +479,18 @@ class OpenAICompatPolicy(ChatPolicy):
             cause = _one_line(str(error))
             raise PolicyError(f"malformed reply stream from {self.base_url}: {cause}") from error
 
+    def _error(
+        self, error: openai.OpenAIError, url: str | None = None, retries: int | None = None
+    ) -> PolicyError:
+        """``error`` as one line naming ``url`` (default: the server), this policy's timeout and
+        its retries (or ``retries`` when a call was not retried)."""
+        return policy_error_from_openai(
+            error,
+            self.base_url if url is None else url,
+            timeout_s=self.timeout_s,
+            retries=self.max_retries if retries is None else retries,
+        )
+
     def context_window(self) -> ContextWindow | None:
         """The served model's context, from the ``max_model_len`` vLLM lists for it under
         ``GET /models`` (asked once); None when the server does not say (OpenAI's API does not)."""
@@ -488,9 +498,7 @@ class OpenAICompatPolicy(ChatPolicy):
             try:
                 page = self._client.models.list()
             except openai.APIConnectionError as error:
-                raise policy_error_from_openai(
-                    error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
-                ) from error
+                raise self._error(error) from error
             except openai.OpenAIError as error:
                 logger.info("%s answered GET /models with %s: context unknown", self.base_url, error)
                 page = None
@@ -532,11 +540,9 @@ class OpenAICompatPolicy(ChatPolicy):
             if error.status_code == 405:  # a server routing every POST elsewhere
                 self._tokenize_missing = True
                 return None
-            raise policy_error_from_openai(error, root, timeout_s=self.timeout_s, retries=0) from error
+            raise self._error(error, root, retries=0) from error
         except openai.OpenAIError as error:
-            raise policy_error_from_openai(
-                error, root, timeout_s=self.timeout_s, retries=self.max_retries
-            ) from error
+            raise self._error(error, root) from error
         count = answer.get("count") if isinstance(answer, dict) else None
         if not isinstance(count, int):
             raise PolicyError(f"malformed reply from {root}/tokenize: no token count")
@@ -547,9 +553,7 @@ class OpenAICompatPolicy(ChatPolicy):
         try:
             page = self._client.models.list()
         except openai.OpenAIError as error:
-            raise policy_error_from_openai(
-                error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
-            ) from error
+            raise self._error(error) from error
         return [m.id for m in page.data]
 
     def check_reachable(self) -> None:
@@ -560,9 +564,7 @@ class OpenAICompatPolicy(ChatPolicy):
         try:
             page = self._client.models.list()
         except openai.APIConnectionError as error:  # refused, unresolvable, timed out
-            raise policy_error_from_openai(
-                error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
-            ) from error
+            raise self._error(error) from error
         except openai.OpenAIError as error:
             logger.debug("policy server at %s answered GET /models with %s", self.base_url, error)
             return
@@ -607,9 +609,7 @@ class OpenAICompatPolicy(ChatPolicy):
                 time.sleep(min(poll_s, max(0.0, deadline - time.monotonic())))
                 continue
             except openai.OpenAIError as error:
-                raise policy_error_from_openai(
-                    error, self.base_url, timeout_s=self.timeout_s, retries=0
-                ) from error
+                raise self._error(error, retries=0) from error
             if self.model not in served:
                 raise PolicyError(
                     f"the policy server at {self.base_url} serves {', '.join(served) or 'no models'}, "
@@ -646,6 +646,4 @@ class OpenAICompatPolicy(ChatPolicy):
                 f"image (HTTP 400): {said}; {needed_by} works from pictures"
             ) from error
         except openai.OpenAIError as error:
-            raise policy_error_from_openai(
-                error, self.base_url, timeout_s=self.timeout_s, retries=self.max_retries
-            ) from error
+            raise self._error(error) from error

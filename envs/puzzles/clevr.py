@@ -132,15 +132,9 @@ class ClevrTask(SceneGraphTask):
     """Questions about a CLEVR-like scene; difficulty sets object count and question mix."""
 
     name = "clevr"
-
-    def oracle(self, facts: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
-        return oracle(facts, query)
-
-    def parse_question(self, text: str, facts: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-        return parse_question(text, facts)
-
-    def hallucinated_objects(self, text: str, facts: Mapping[str, Any]) -> list[str]:
-        return hallucinated_objects(text, facts)
+    oracle = staticmethod(oracle)
+    parse_question = staticmethod(parse_question)
+    hallucinated_objects = staticmethod(hallucinated_objects)
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
         seed, rng = self._seeded_generator(seed, difficulty, 0xC1E)

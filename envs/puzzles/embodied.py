@@ -455,15 +455,9 @@ class EmbodiedTask(SceneGraphTask):
     """Counting, presence and azimuth-order questions over a procedural-house panorama."""
 
     name = "embodied"
-
-    def oracle(self, facts: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
-        return oracle(facts, query)
-
-    def parse_question(self, text: str, facts: Mapping[str, Any] | None = None) -> dict[str, Any] | None:
-        return parse_question(text, facts)
-
-    def hallucinated_objects(self, text: str, facts: Mapping[str, Any]) -> list[str]:
-        return hallucinated_objects(text, facts)
+    oracle = staticmethod(oracle)
+    parse_question = staticmethod(parse_question)
+    hallucinated_objects = staticmethod(hallucinated_objects)
 
     def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
         from embodia.sim.protocol import Pose
