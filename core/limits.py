@@ -57,6 +57,27 @@ def check_image_size(what: str, height: int, width: int, error: type[EmbodiaErro
         raise error(f"{what} must be 1..{MAX_IMAGE_SIDE} pixels a side, got {height}x{width}")
 
 
+def check_positive_number(
+    what: str, value: float, unit: str = "", error: type[Exception] = ValueError
+) -> None:
+    """Raise ``error`` naming ``what`` unless ``value`` is a finite number above zero.
+
+    ``unit`` (``"metres"``) goes into the message: "... must be a positive number of metres".
+    """
+    if not (math.isfinite(value) and value > 0):
+        of_unit = f" of {unit}" if unit else ""
+        raise error(f"{what} must be a positive number{of_unit}, got {value}")
+
+
+def check_positive(config: object, *names: str, error: type[Exception] = ValueError) -> None:
+    """:func:`check_positive_number` on each named field of a settings object, in order.
+
+    The message names the field as ``ConfigClass.field``.
+    """
+    for name in names:
+        check_positive_number(f"{type(config).__name__}.{name}", getattr(config, name), error=error)
+
+
 def _number(value: float) -> str:
     if isinstance(value, int) or (math.isfinite(value) and value == int(value)):
         return f"{int(value):,}" if abs(value) >= 10_000 else str(int(value))
