@@ -17,6 +17,9 @@ constant                   value              what it bounds
 ``MAX_STREAM_AGENTS``      16                 agents sharing one stream (self-play)
 ``MAX_CONCURRENCY``        1024               requests in flight at once
 =========================  =================  ===========================================
+
+Settings objects check their sizes with :func:`check_positive` (finite and above zero), so
+every ``XConfig.field must be a positive number, got V`` message is worded alike.
 """
 
 from __future__ import annotations
