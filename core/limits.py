@@ -17,6 +17,9 @@ constant                   value              what it bounds
 ``MAX_STREAM_AGENTS``      16                 agents sharing one stream (self-play)
 ``MAX_CONCURRENCY``        1024               requests in flight at once
 =========================  =================  ===========================================
+
+Settings objects check their sizes with :func:`check_positive` (finite and above zero), so
+every ``XConfig.field must be a positive number, got V`` message is worded alike.
 """
 
 from __future__ import annotations
@@ -55,6 +58,27 @@ def check_image_size(what: str, height: int, width: int, error: type[EmbodiaErro
     """Both sides of an image positive and at most ``MAX_IMAGE_SIDE`` pixels."""
     if not (0 < height <= MAX_IMAGE_SIDE and 0 < width <= MAX_IMAGE_SIDE):
         raise error(f"{what} must be 1..{MAX_IMAGE_SIDE} pixels a side, got {height}x{width}")
+
+
+def check_positive_number(
+    what: str, value: float, unit: str = "", error: type[Exception] = ValueError
+) -> None:
+    """Raise ``error`` naming ``what`` unless ``value`` is a finite number above zero.
+
+    ``unit`` (``"metres"``) goes into the message: "... must be a positive number of metres".
+    """
+    if not (math.isfinite(value) and value > 0):
+        of_unit = f" of {unit}" if unit else ""
+        raise error(f"{what} must be a positive number{of_unit}, got {value}")
+
+
+def check_positive(config: object, *names: str, error: type[Exception] = ValueError) -> None:
+    """:func:`check_positive_number` on each named field of a settings object, in order.
+
+    The message names the field as ``ConfigClass.field``.
+    """
+    for name in names:
+        check_positive_number(f"{type(config).__name__}.{name}", getattr(config, name), error=error)
 
 
 def _number(value: float) -> str:

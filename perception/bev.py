@@ -34,6 +34,7 @@ from numba import njit
 from numpy.typing import ArrayLike, NDArray
 from scipy import ndimage
 
+from embodia.core.limits import check_positive
 from embodia.sim.protocol import Panorama, Pose
 
 UNKNOWN, FREE, OCCUPIED = 0, 1, 2
@@ -61,10 +62,7 @@ class BEVConfig:
     """Extra metres allocated beyond what is needed when the grid grows."""
 
     def __post_init__(self) -> None:
-        for name in ("resolution", "max_range", "floor_band", "grow_margin"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"BEVConfig.{name} must be a positive number, got {value}")
+        check_positive(self, "resolution", "max_range", "floor_band", "grow_margin")
         if not self.floor_band < self.obstacle_top:
             raise ValueError("BEVConfig.floor_band must be below obstacle_top")
         if self.min_obstacle_points < 1 or not 0.0 <= self.occupied_fraction <= 1.0:

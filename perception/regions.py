@@ -36,6 +36,7 @@ from numba import njit
 from numpy.typing import NDArray
 from scipy import ndimage
 
+from embodia.core.limits import check_positive
 from embodia.perception.bev import UNKNOWN, BEVMap, FrontierSegment
 
 logger = logging.getLogger(__name__)
@@ -66,10 +67,7 @@ class RegionConfig:
     """Occupied cells up to this far (m) from a region count towards its categories."""
 
     def __post_init__(self) -> None:
-        for name in ("passage_width", "category_reach"):
-            value = getattr(self, name)
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"RegionConfig.{name} must be a positive number, got {value}")
+        check_positive(self, "passage_width", "category_reach")
         if not (math.isfinite(self.min_area_m2) and self.min_area_m2 >= 0):
             raise ValueError(f"RegionConfig.min_area_m2 must be >= 0, got {self.min_area_m2}")
         if not 0.0 < self.match_iou <= 1.0:

@@ -50,6 +50,7 @@ from numba import njit
 from numpy.typing import ArrayLike, NDArray
 from PIL import Image, ImageDraw, ImageFont
 
+from embodia.core.limits import check_positive
 from embodia.perception.bev import OCCUPIED, UNKNOWN, BEVMap
 from embodia.sim.geometry import (
     camera_to_world,
@@ -110,17 +111,15 @@ class WaypointConfig:
     """Pixel spacing of the candidate lattice; None picks it from the image size."""
 
     def __post_init__(self) -> None:
-        positive = {
-            "sensor_height": self.sensor_height,
-            "max_distance": self.max_distance,
-            "sensing_radius": self.sensing_radius,
-            "floor_band": self.floor_band,
-            "obstacle_top": self.obstacle_top,
-            "max_snap_distance": self.max_snap_distance,
-        }
-        for name, value in positive.items():
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"WaypointConfig.{name} must be a positive number, got {value}")
+        check_positive(
+            self,
+            "sensor_height",
+            "max_distance",
+            "sensing_radius",
+            "floor_band",
+            "obstacle_top",
+            "max_snap_distance",
+        )
         if not (math.isfinite(self.min_distance) and 0 <= self.min_distance < self.max_distance):
             raise ValueError(
                 f"WaypointConfig.min_distance must be in [0, max_distance={self.max_distance}), "

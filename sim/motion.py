@@ -15,6 +15,7 @@ import math
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from embodia.core.limits import check_positive_number
 from embodia.sim.geometry import wrap_angle, yaw_of_direction
 
 # Segments shorter than this (metres, horizontal) cost nothing and change no heading.
@@ -22,10 +23,8 @@ _MIN_SEGMENT = 1e-9
 
 
 def _check_motion(forward_step: float, turn_angle_deg: float) -> None:
-    if not (math.isfinite(forward_step) and forward_step > 0):
-        raise ValueError(f"forward_step must be a positive number, got {forward_step}")
-    if not (math.isfinite(turn_angle_deg) and turn_angle_deg > 0):
-        raise ValueError(f"turn_angle_deg must be a positive number, got {turn_angle_deg}")
+    check_positive_number("forward_step", forward_step)
+    check_positive_number("turn_angle_deg", turn_angle_deg)
 
 
 def _polyline(points: ArrayLike) -> NDArray[np.float64]:

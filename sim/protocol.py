@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal, Protocol, TypedDict, runtime_checkabl
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from embodia.core.limits import check_positive
 from embodia.errors import PoseError
 
 if TYPE_CHECKING:
@@ -48,16 +49,9 @@ class SimConfig:
     """Cell size of the navigable grid, metres (habitat's navmesh ``cell_size``)."""
 
     def __post_init__(self) -> None:
-        positive = {
-            "forward_step": self.forward_step,
-            "turn_angle_deg": self.turn_angle_deg,
-            "agent_height": self.agent_height,
-            "agent_radius": self.agent_radius,
-            "nav_resolution": self.nav_resolution,
-        }
-        for name, value in positive.items():
-            if not (math.isfinite(value) and value > 0):
-                raise ValueError(f"SimConfig.{name} must be a positive number, got {value}")
+        check_positive(
+            self, "forward_step", "turn_angle_deg", "agent_height", "agent_radius", "nav_resolution"
+        )
         if self.max_climb < 0 or self.max_climb >= self.agent_height:
             raise ValueError("SimConfig.max_climb must be in [0, agent_height)")
 

@@ -34,6 +34,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 from numpy.typing import NDArray
 
+from embodia.core.limits import check_positive_number
 from embodia.errors import EmbodiaError
 from embodia.perception.bev import BEVConfig, BEVMap
 from embodia.sim.protocol import Pose, SceneSpec, Simulator, TopDownMap
@@ -81,8 +82,7 @@ def coverage_auc_over_distance(
     coverage then; coverage is a step function of distance (``initial`` before the first
     step moves, the last value beyond the last step).
     """
-    if not (math.isfinite(max_distance) and max_distance > 0):
-        raise ValueError(f"max_distance must be a positive number of metres, got {max_distance}")
+    check_positive_number("max_distance", max_distance, unit="metres")
     d = np.asarray(distances, dtype=np.float64)
     c = np.asarray(curve, dtype=np.float64)
     if d.shape != c.shape or d.ndim != 1:
@@ -269,40 +269,41 @@ class PathLength(Measure):
         return self.total
 
 
-class Collisions(Measure):
+class _StepCount(Measure):
+    """Steps of the episode that :meth:`counts`, from 0 at each reset."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    @abstractmethod
+    def counts(self, step: StepOutcome) -> bool: ...
+
+    def reset_metric(self, start: EpisodeStart) -> None:
+        self.count = 0
+
+    def update_metric(self, step: StepOutcome) -> None:
+        self.count += int(self.counts(step))
+
+    def get_metric(self) -> int:
+        return self.count
+
+
+class Collisions(_StepCount):
     """Steps whose ``move_forward`` was stopped by geometry."""
 
     uuid = "collisions"
 
-    def __init__(self) -> None:
-        self.count = 0
-
-    def reset_metric(self, start: EpisodeStart) -> None:
-        self.count = 0
-
-    def update_metric(self, step: StepOutcome) -> None:
-        self.count += int(step.collided)
-
-    def get_metric(self) -> int:
-        return self.count
+    def counts(self, step: StepOutcome) -> bool:
+        return step.collided
 
 
-class Steps(Measure):
+class Steps(_StepCount):
     """Primitive steps taken."""
 
     uuid = "steps"
 
-    def __init__(self) -> None:
-        self.count = 0
-
-    def reset_metric(self, start: EpisodeStart) -> None:
-        self.count = 0
-
-    def update_metric(self, step: StepOutcome) -> None:
-        self.count += 1
-
-    def get_metric(self) -> int:
-        return self.count
+    def counts(self, step: StepOutcome) -> bool:
+        return True
 
 
 # ---------------------------------------------------------------------- tracker
@@ -325,8 +326,7 @@ class CoverageTracker:
     """
 
     def __init__(self, budget: int = DEFAULT_BUDGETS[0], resolution: float = COVERAGE_RESOLUTION) -> None:
-        if not (math.isfinite(resolution) and resolution > 0):
-            raise ValueError(f"coverage resolution must be a positive number of metres, got {resolution}")
+        check_positive_number("coverage resolution", resolution, unit="metres")
         self.resolution = resolution
         self.coverage_m2 = CoverageM2()
         self.coverage_ratio = CoverageRatio(self.coverage_m2)

@@ -38,3 +38,10 @@ def test_goto_uses_the_budget() -> None:
     part = sim.goto([5.5, 0.0, 1.5], max_steps=10)
     assert not part.reached and part.steps == 10
     assert sim.pose.position[0] == pytest.approx(1.5)
+
+
+def test_non_positive_step_sizes_name_the_argument() -> None:
+    with pytest.raises(ValueError, match=r"^forward_step must be a positive number, got 0.0$"):
+        walk_budget(PATH, 0.0, 0.0, 30.0)
+    with pytest.raises(ValueError, match=r"^turn_angle_deg must be a positive number, got -30.0$"):
+        walk_budget(PATH, 0.0, 0.25, -30.0)

@@ -9,6 +9,7 @@ from typing import Any
 
 from embodia.envs.dsr.core import (
     INT_LIST,
+    Generator,
     Operation,
     Problem,
     from_empty,
@@ -50,6 +51,27 @@ class Queue(_Line):
         return self.items.popleft()
 
 
+def _compound(
+    structure: str,
+    display: str,
+    description: str,
+    rules: str,
+    answer_schema: dict[str, Any],
+    generate: Generator,
+) -> Operation:
+    """The one operation each temporal structure has: a run of mixed updates, then its final state."""
+    return Operation(
+        structure=structure,
+        name="compound",
+        category="temporal",
+        display=display,
+        description=description,
+        rules=rules,
+        answer_schema=answer_schema,
+        generate=generate,
+    )
+
+
 def _line_compound(structure: str, add: str, remove: str, make: type[_Line], description: str) -> Operation:
     """The compound operation of a stack or queue: ``add`` w.p. 0.7 (always when empty), else ``remove``."""
 
@@ -58,16 +80,8 @@ def _line_compound(structure: str, add: str, remove: str, make: type[_Line], des
         return from_empty(make(), ops, structure, f"the state of the {structure}", [])
 
     order = "from the bottom to the top" if structure == "stack" else "from the front to the back"
-    return Operation(
-        structure=structure,
-        name="compound",
-        category="temporal",
-        display=structure,
-        description=description,
-        rules=f"Give the final {structure} as a list of its elements {order}.",
-        answer_schema=INT_LIST,
-        generate=generate,
-    )
+    rules = f"Give the final {structure} as a list of its elements {order}."
+    return _compound(structure, structure, description, rules, INT_LIST, generate)
 
 
 register(
@@ -451,24 +465,15 @@ _SKIP_RULES = (
 )
 
 register(
-    Operation(
-        structure="priority_queue",
-        name="compound",
-        category="temporal",
-        display="priority queue",
-        description=_PQ_DESCRIPTION,
-        rules=_PQ_RULES,
-        answer_schema=list_schema({**INT_LIST, "minItems": 2, "maxItems": 2}),
-        generate=_pq_compound,
+    _compound(
+        "priority_queue",
+        "priority queue",
+        _PQ_DESCRIPTION,
+        _PQ_RULES,
+        list_schema({**INT_LIST, "minItems": 2, "maxItems": 2}),
+        _pq_compound,
     ),
-    Operation(
-        structure="skip_list",
-        name="compound",
-        category="temporal",
-        display="skip list",
-        description=_SKIP_DESCRIPTION,
-        rules=_SKIP_RULES,
-        answer_schema=list_schema(INT_LIST),
-        generate=_skip_compound,
+    _compound(
+        "skip_list", "skip list", _SKIP_DESCRIPTION, _SKIP_RULES, list_schema(INT_LIST), _skip_compound
     ),
 )

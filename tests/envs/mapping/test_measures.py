@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 from scenes import box_room, l_corridor
@@ -173,3 +175,11 @@ def test_recompute_from_a_saved_trajectory_reproduces_the_curve():
     assert flat == [tracker.initial_ratio] * len(actions) != curve
     with pytest.raises(ValueError, match="at least the reset pose"):
         recompute_coverage(sim, scene, [], (64, 128))
+
+
+def test_non_positive_lengths_name_the_argument_and_unit() -> None:
+    with pytest.raises(ValueError, match=r"^max_distance must be a positive number of metres, got 0$"):
+        coverage_auc_over_distance([0.5], [1.0], 0)
+    with pytest.raises(ValueError) as caught:
+        CoverageTracker(resolution=math.nan)
+    assert str(caught.value) == "coverage resolution must be a positive number of metres, got nan"
