@@ -39,6 +39,7 @@ def tiny_chat_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="session")
 def tokenizer(tiny_chat_model: Path) -> Any:
+    """The tiny model's own tokenizer: prompt and completion token ids are counted with it."""
     return load_tokenizer(tiny_chat_model)
 
 
