@@ -14,9 +14,10 @@ Last line: one JSON object with schedule_overhead_ms, maze_per_s, sudoku_per_s.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
+
+from _common import benchmark_args
 
 from embodia.agents.csmr import CSMRSettings, build_csmr_graph, solve
 from embodia.envs.puzzles import make_task
@@ -28,13 +29,13 @@ QUERIES = 3
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--items", type=int, default=200)
-    parser.add_argument("--puzzles", type=int, default=3000)
-    parser.add_argument("--quick", action="store_true", help="40 items and 600 puzzles (under a minute)")
-    args = parser.parse_args()
-    if args.quick:
-        args.items, args.puzzles = 40, 600
+    args = benchmark_args(
+        __doc__,
+        "40 items and 600 puzzles (under a minute)",
+        {"items": 40, "puzzles": 600},
+        items=200,
+        puzzles=3000,
+    )
 
     task = make_task("clevr")
     items = [task.generate(seed, "medium") for seed in range(args.items)]

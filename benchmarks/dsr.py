@@ -12,9 +12,10 @@ instances, generate_s, score_per_s.
 
 from __future__ import annotations
 
-import argparse
 import json
 import time
+
+from _common import benchmark_args
 
 from embodia.envs.dsr import suites
 from embodia.envs.dsr.core import canonical
@@ -32,12 +33,7 @@ def replies_for(instance: suites.Instance) -> list[str]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--answers", type=int, default=100_000)
-    parser.add_argument("--quick", action="store_true", help="20,000 answers (under a minute)")
-    args = parser.parse_args()
-    if args.quick:
-        args.answers = 20_000
+    args = benchmark_args(__doc__, "20,000 answers (under a minute)", {"answers": 20_000}, answers=100_000)
 
     start = time.perf_counter()
     instances = list(suites.generate())

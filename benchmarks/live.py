@@ -17,7 +17,6 @@ rss_mb_10min, rss_mb_120min, rss_ratio.
 
 from __future__ import annotations
 
-import argparse
 import json
 import resource
 import tempfile
@@ -25,6 +24,7 @@ import time
 from pathlib import Path
 
 import numpy as np
+from _common import benchmark_args
 
 from embodia.agents.baselines.speaking import EventHeuristic
 from embodia.agents.proactive import ContextBudget, HudSpeaker, ProactiveAgent, run_stream
@@ -76,13 +76,9 @@ def long_stream(hours: float) -> tuple[int, float, dict[int, tuple[float, float]
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--minutes", type=float, default=10)
-    parser.add_argument("--hours", type=float, default=2)
-    parser.add_argument("--quick", action="store_true", help="2 minutes, a 0.25-hour stream")
-    args = parser.parse_args()
-    if args.quick:
-        args.minutes, args.hours = 2, 0.25
+    args = benchmark_args(
+        __doc__, "2 minutes, a 0.25-hour stream", {"minutes": 2, "hours": 0.25}, minutes=10.0, hours=2.0
+    )
 
     stream = open_stream("procedural:arena,seed=0,duration=60")
     chunks = [stream.chunk(s) for s in range(40)]

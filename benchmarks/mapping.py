@@ -18,12 +18,12 @@ panorama.
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
 
 import numpy as np
+from _common import benchmark_args
 
 from embodia.perception.bev import BEVMap
 from embodia.sim import EmbeddedSimulator, Pose
@@ -99,9 +99,7 @@ def median_ms(samples: list[float]) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats (under a minute)")
-    args = parser.parse_args()
+    args = benchmark_args(__doc__, "fewer repeats (under a minute)")
     repeats = 9 if args.quick else 41
 
     scene = office_scene()

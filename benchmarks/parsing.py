@@ -28,14 +28,7 @@ import statistics
 import time
 from collections.abc import Callable
 
-from embodia.agents.csmr import _action
-from embodia.core.parsing import extract_json, parse_choice, parse_label, strip_thinking
-from embodia.envs.dsr import suites
-from embodia.envs.dsr.env import _state_from_reply
-from embodia.envs.dsr.sandbox import extract_code
-from embodia.envs.dsr.scoring import parse_reply, score_reply
-from embodia.envs.puzzles import TASKS, find_answer, make_task
-from embodia.tools.base import ToolBox
+from _common import import_from_tests
 
 SIZES = (1_000, 16_000, 256_000, 1_000_000)
 
@@ -61,28 +54,6 @@ def reply_of(shape: str, size: int) -> str:
     prefix, fragment, suffix = SHAPES[shape]
     body = fragment * ((size - len(prefix) - len(suffix)) // len(fragment) + 1)
     return prefix + body[: size - len(prefix) - len(suffix)] + suffix
-
-
-def entry_points() -> dict[str, Callable[[str], object]]:
-    dsr_instance = suites.make_instance(suites.groups("main")[0], "short", 0)
-    points: dict[str, Callable[[str], object]] = {
-        "strip_thinking": strip_thinking,
-        "extract_json": extract_json,
-        "parse_choice": lambda reply: parse_choice(reply, 6),
-        "parse_label": lambda reply: parse_label(reply, ["SPEAK", "SILENT"]),
-        "dsr.parse_reply": parse_reply,
-        "dsr.score_reply": lambda reply: score_reply(reply, dsr_instance),
-        "dsr.env_state": _state_from_reply,
-        "csmr.action": _action,
-        "tools.parse_call": ToolBox.parse_call,
-        "dsr.extract_code": extract_code,
-        "puzzles.find_answer": lambda reply: find_answer(reply, ("answer", "path")),
-    }
-    for name in sorted(TASKS):
-        task = make_task(name)
-        instance = task.generate(0, "easy")
-        points[f"puzzles.{name}"] = lambda reply, task=task, instance=instance: task.parse(reply, instance)
-    return points
 
 
 def calls_per_sample(parse: Callable[[str], object], reply: str) -> tuple[int, float]:
@@ -119,7 +90,7 @@ def main() -> None:
         parser.error("--repeats must be at least 1")
     repeats = 1 if args.quick else args.repeats
 
-    points = entry_points()
+    points = import_from_tests("reply_parsers").reply_parsers()
     shapes = QUICK_SHAPES if args.quick else tuple(SHAPES)
     replies = {size: [reply_of(shape, size) for shape in shapes] for size in SIZES}
     times_ms: dict[str, dict[str, float]] = {}

@@ -14,10 +14,11 @@ Last line: one JSON object with isolated_ms, unisolated_ms, isolation_overhead_m
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import time
+
+from _common import benchmark_args
 
 from embodia.envs.dsr.sandbox import isolation_problem, run_solution
 
@@ -38,14 +39,11 @@ def timed(isolated: bool) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--runs", type=int, default=100)
-    parser.add_argument("--quick", action="store_true", help="20 runs of each")
-    args = parser.parse_args()
+    args = benchmark_args(__doc__, "20 runs of each", {"runs": 20}, runs=100)
     problem = isolation_problem()
     if problem is not None:
         raise SystemExit(f"the sandbox cannot run here: {problem}")
-    runs = 20 if args.quick else args.runs
+    runs = args.runs
     timed(True), timed(False)  # warm the page cache and the isolation probe
     isolated, bare = [], []
     for _ in range(runs):  # interleaved, so load on the machine weighs on both alike

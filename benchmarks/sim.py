@@ -8,7 +8,6 @@ pinhole_ms, pybullet_ms, pybullet_ratio (= pybullet_ms / pinhole_ms).
 
 from __future__ import annotations
 
-import argparse
 import json
 import statistics
 import tempfile
@@ -17,6 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from _common import benchmark_args
 
 from embodia.sim import EmbeddedSimulator
 
@@ -59,9 +59,7 @@ def pybullet_frame_ms(sim: EmbeddedSimulator, size: int, repeats: int) -> float:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="fewer repeats (under a minute)")
-    args = parser.parse_args()
+    args = benchmark_args(__doc__, "fewer repeats (under a minute)")
     repeats = 5 if args.quick else 30
     sim = EmbeddedSimulator()
     sim.reset("procedural:seed=0,rooms=5")

@@ -30,41 +30,6 @@ def script_for(items: int, path: Path) -> Path:
     return path
 
 
-def test_scripted_reasoner_with_the_oracle(tmp_path: Path) -> None:
-    script = script_for(3, tmp_path / "reasoner.jsonl")
-    out = tmp_path / "run"
-    args = [
-        "eval",
-        "csmr",
-        "--task",
-        "clevr",
-        "--difficulty",
-        "easy",
-        "--items",
-        "3",
-        "--reasoner",
-        f"scripted:{script}",
-        "--perceiver",
-        "oracle",
-        "--out",
-        str(out),
-    ]
-    result = runner.invoke(app, args)
-    assert result.exit_code == 0, result.output
-    report = json.loads((out / "report.json").read_text())
-    assert report["items"] == 3 and report["accuracy"] == 1.0
-    assert report["queries_per_item"] == 1.0 and report["stops"] == {"answered": 3}
-    assert report["hallucination_rate"] == 0.0 and report["rouge_l"] is None
-    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
-    assert [r["index"] for r in rows] == [0, 1, 2] and all(
-        r["evidence"][0]["source"] == "oracle" for r in rows
-    )
-    # Resuming asks nothing again: the scripted reasoner has no replies left, yet it passes.
-    again = runner.invoke(app, [*args, "--resume"])
-    assert again.exit_code == 0, again.output
-    assert json.loads((out / "report.json").read_text())["accuracy"] == 1.0
-
-
 def csmr_args(task: str, script: Path, out: Path, items: int = 3) -> list[str]:
     return [
         "eval",
@@ -82,6 +47,26 @@ def csmr_args(task: str, script: Path, out: Path, items: int = 3) -> list[str]:
         "--out",
         str(out),
     ]
+
+
+def test_scripted_reasoner_with_the_oracle(tmp_path: Path) -> None:
+    script = script_for(3, tmp_path / "reasoner.jsonl")
+    out = tmp_path / "run"
+    args = csmr_args("clevr", script, out)
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    report = json.loads((out / "report.json").read_text())
+    assert report["items"] == 3 and report["accuracy"] == 1.0
+    assert report["queries_per_item"] == 1.0 and report["stops"] == {"answered": 3}
+    assert report["hallucination_rate"] == 0.0 and report["rouge_l"] is None
+    rows = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert [r["index"] for r in rows] == [0, 1, 2] and all(
+        r["evidence"][0]["source"] == "oracle" for r in rows
+    )
+    # Resuming asks nothing again: the scripted reasoner has no replies left, yet it passes.
+    again = runner.invoke(app, [*args, "--resume"])
+    assert again.exit_code == 0, again.output
+    assert json.loads((out / "report.json").read_text())["accuracy"] == 1.0
 
 
 def ask_then_answer(pairs: list[tuple[str, str]], path: Path) -> Path:

@@ -11,11 +11,11 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from reply_parsers import reply_parsers
 
 from embodia.agents.csmr import _action
 from embodia.core.parsing import (
@@ -23,15 +23,11 @@ from embodia.core.parsing import (
     ParseFailure,
     extract_json,
     parse_choice,
-    parse_label,
-    strip_thinking,
 )
 from embodia.envs.dsr import suites
 from embodia.envs.dsr.env import _state_from_reply
-from embodia.envs.dsr.sandbox import extract_code
-from embodia.envs.dsr.scoring import parse_reply, score_reply
-from embodia.envs.puzzles import TASKS, find_answer, make_task
-from embodia.tools.base import ToolBox
+from embodia.envs.dsr.scoring import score_reply
+from embodia.envs.puzzles import find_answer
 
 MB = 1 << 20
 BUDGET_S = 10.0
@@ -39,26 +35,7 @@ BUDGET_S = 10.0
 2-core machine that other jobs load; a quadratic one took 12 s on 16 KB, hours on 1 MB."""
 
 _DSR_INSTANCE = suites.make_instance(suites.groups("main")[0], "short", 0)
-_PUZZLES = {name: make_task(name) for name in sorted(TASKS)}
-_PUZZLE_INSTANCES = {name: task.generate(0, "easy") for name, task in _PUZZLES.items()}
-
-ENTRY_POINTS: dict[str, Callable[[str], object]] = {
-    "strip_thinking": strip_thinking,
-    "extract_json": extract_json,
-    "parse_choice": lambda reply: parse_choice(reply, 6),
-    "parse_label": lambda reply: parse_label(reply, ["SPEAK", "SILENT"]),
-    "dsr.parse_reply": parse_reply,
-    "dsr.score_reply": lambda reply: score_reply(reply, _DSR_INSTANCE),
-    "dsr.env_state": _state_from_reply,
-    "csmr.action": _action,
-    "tools.parse_call": ToolBox.parse_call,
-    "dsr.extract_code": extract_code,
-    "puzzles.find_answer": lambda reply: find_answer(reply, ("answer", "path")),
-    **{
-        f"puzzles.{name}": (lambda reply, task=task, name=name: task.parse(reply, _PUZZLE_INSTANCES[name]))
-        for name, task in _PUZZLES.items()
-    },
-}
+ENTRY_POINTS = reply_parsers()
 
 # Each shape: (prefix, fragment repeated to fill the size, suffix).
 SHAPES: dict[str, tuple[str, str, str]] = {

@@ -269,9 +269,11 @@ def _interrupted_copy(whole: Path, parent: Path, name: str | None = None) -> Pat
     return target
 
 
-def _resume(out: Path) -> tuple[dict, list[int]]:
+def _resume(out: Path, caplog: pytest.LogCaptureFixture) -> tuple[dict, list[int]]:
+    """Resumes the run with its warnings in ``caplog``: the summary and the decisions made again."""
     events: list[dict] = []
-    summary = run_exploration(_dfs_settings(), out, resume=True, on_event=events.append)
+    with caplog.at_level(logging.WARNING):
+        summary = run_exploration(_dfs_settings(), out, resume=True, on_event=events.append)
     return summary, [e["decision"] for e in events if e.get("event") == "navigate"]
 
 
@@ -283,8 +285,7 @@ def test_lost_records_are_made_again_from_the_checkpoint_before_them(
     # A rewrite killed midway (before the fix) left the file empty while the checkpoint went on.
     emptied = _interrupted_copy(whole_dfs_run.out, tmp_path / "emptied")
     (emptied / "episodes.jsonl").write_text("")
-    with caplog.at_level(logging.WARNING):
-        summary, made = _resume(emptied)
+    summary, made = _resume(emptied, caplog)
     assert made == list(range(1, total + 1))
     assert (emptied / "episodes.jsonl").read_text() == whole
     assert summary["decisions"] == total
@@ -294,8 +295,7 @@ def test_lost_records_are_made_again_from_the_checkpoint_before_them(
     damaged = _interrupted_copy(whole_dfs_run.out, tmp_path / "damaged")
     lines = whole.splitlines(keepends=True)
     (damaged / "episodes.jsonl").write_text("".join(lines[:1]) + "\x00garbage\n" + "".join(lines[2:]))
-    with caplog.at_level(logging.WARNING):
-        summary, made = _resume(damaged)
+    summary, made = _resume(damaged, caplog)
     assert made == list(range(2, total + 1))
     assert (damaged / "episodes.jsonl").read_text() == whole
     assert "line 2 cannot be read" in caplog.text
@@ -331,8 +331,7 @@ def test_a_missing_checkpoint_is_a_warning_naming_what_is_made_again(
     total = whole_dfs_run.decisions
     out = _interrupted_copy(whole_dfs_run.out, tmp_path / "run")
     (out / "checkpoint.sqlite").unlink()
-    with caplog.at_level(logging.WARNING):
-        _, made = _resume(out)
+    _, made = _resume(out, caplog)
     assert made == list(range(1, total + 1))
     assert f"checkpoint.sqlite is missing; decisions 1-{total} recorded in episodes.jsonl" in caplog.text
 
@@ -343,8 +342,7 @@ def test_a_moved_run_resumes_its_own_checkpoint(
 ) -> None:
     whole, total = whole_dfs_run.log, whole_dfs_run.decisions
     moved = _interrupted_copy(whole_dfs_run.out, tmp_path / "elsewhere", "renamed")
-    with caplog.at_level(logging.WARNING):
-        summary, made = _resume(moved)
+    summary, made = _resume(moved, caplog)
     assert made == []  # nothing made again: the checkpoint was found under the new name
     assert summary["decisions"] == total and (moved / "episodes.jsonl").read_text() == whole
     assert caplog.text == ""
@@ -354,8 +352,7 @@ def test_a_moved_run_resumes_its_own_checkpoint(
     config = resume.read_config(old)
     thread = config.pop("run_id")
     (old / "config.yaml").write_text(yaml.safe_dump(config, sort_keys=False))
-    with caplog.at_level(logging.WARNING):
-        _, made = _resume(old)
+    _, made = _resume(old, caplog)
     assert made == []
     assert f"resuming checkpoint thread {thread!r}" in caplog.text
     assert resume.read_config(old)["run_id"] == thread

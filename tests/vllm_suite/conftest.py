@@ -1,12 +1,15 @@
-"""Fixtures of the real vLLM suite: one tiny chat model, shared by the server and offline tests."""
+"""Fixtures of the real vLLM suite: one tiny chat model, its tokenizer and its transformers
+reference, shared by the server and offline tests."""
 
 from __future__ import annotations
 
 import os
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from vllm_suite.checks import load_reference_model, load_tokenizer
 from vllm_suite.server import CPU_ENV, OFFLINE_ENV
 
 
@@ -32,3 +35,15 @@ def tiny_chat_model(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )
 
     return build_tiny_chat_lm(tmp_path_factory.mktemp("tiny-chat-lm"), seed=0)
+
+
+@pytest.fixture(scope="session")
+def tokenizer(tiny_chat_model: Path) -> Any:
+    """The tiny model's own tokenizer: prompt and completion token ids are counted with it."""
+    return load_tokenizer(tiny_chat_model)
+
+
+@pytest.fixture(scope="session")
+def reference_model(tiny_chat_model: Path) -> Any:
+    """The same model run by transformers: the numbers vLLM's are checked against."""
+    return load_reference_model(tiny_chat_model)

@@ -11,8 +11,6 @@ from typing import Any
 import pytest
 from vllm_suite.checks import (
     chat,
-    load_reference_model,
-    load_tokenizer,
     prompt_ids,
     reference_logprobs,
     stop_inside,
@@ -38,16 +36,6 @@ def offline(tiny_chat_model: Path) -> Iterator[VLLMOfflinePolicy]:
     policy = VLLMOfflinePolicy(tiny_chat_model, seed=SEED)
     yield policy
     policy.close()
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tiny_chat_model: Path) -> Any:
-    return load_tokenizer(tiny_chat_model)
-
-
-@pytest.fixture(scope="module")
-def reference_model(tiny_chat_model: Path) -> Any:
-    return load_reference_model(tiny_chat_model)
 
 
 def test_a_missing_vllm_is_a_clear_policy_error(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -23,8 +23,6 @@ from typing import Any
 import pytest
 from vllm_suite.checks import (
     chat,
-    load_reference_model,
-    load_tokenizer,
     prompt_ids,
     reference_logprobs,
     stop_inside,
@@ -55,16 +53,6 @@ def server(tiny_chat_model: Path, tmp_path_factory: pytest.TempPathFactory) -> I
     vllm_server.start()
     yield vllm_server
     vllm_server.stop()
-
-
-@pytest.fixture(scope="module")
-def tokenizer(tiny_chat_model: Path) -> Any:
-    return load_tokenizer(tiny_chat_model)
-
-
-@pytest.fixture(scope="module")
-def reference_model(tiny_chat_model: Path) -> Any:
-    return load_reference_model(tiny_chat_model)
 
 
 def policy(server: VLLMServer, **extra_body: Any) -> OpenAICompatPolicy:

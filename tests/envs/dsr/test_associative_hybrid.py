@@ -18,23 +18,20 @@ from embodia.envs.dsr.core import OPERATIONS, canonical
 from embodia.envs.dsr.structures.associative import HashMap, SuffixTree, Trie, TrieNode, size_level
 from embodia.envs.dsr.structures.hybrid import DAWG, CountingBloomFilter, DAWGState, LRUCache, bloom_hash
 
-KEYS = (
-    "hashmap.compound",
-    "trie.compound",
-    "suffix_tree.construct",
-    "lru_cache.cache",
-    "bloom_filter.compound",
-    "dawg.compound",
-)
+CATEGORIES = {
+    "associative": ("hashmap.compound", "trie.compound", "suffix_tree.construct"),
+    "hybrid": ("lru_cache.cache", "bloom_filter.compound", "dawg.compound"),
+}
+KEYS = tuple(key for keys in CATEGORIES.values() for key in keys)
 SETTINGS = settings(max_examples=100, deadline=None)
 
 
 def test_modules_register_their_operations() -> None:
+    for category, keys in CATEGORIES.items():
+        for key in keys:
+            assert OPERATIONS[key].category == category
     for key in KEYS:
         operation = OPERATIONS[key]
-        assert operation.category == (
-            "associative" if key.split(".")[0] in ("hashmap", "trie", "suffix_tree") else "hybrid"
-        )
         assert operation.description and "final_answer" in operation.rules
         assert operation.comparison == ("set" if key == "lru_cache.cache" else "exact")
 

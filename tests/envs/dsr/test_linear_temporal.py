@@ -16,25 +16,21 @@ from embodia.envs.dsr.structures import linear, temporal
 from embodia.envs.dsr.structures.linear import Array
 from embodia.envs.dsr.structures.temporal import FibonacciHeap, Queue, SkipList, Stack, apply_pq_op
 
-KEYS = (
-    "array.access",
-    "array.delete",
-    "array.insert",
-    "array.reverse",
-    "array.search",
-    "stack.compound",
-    "queue.compound",
-    "priority_queue.compound",
-    "skip_list.compound",
-)
+CATEGORIES = {
+    "linear": ("array.access", "array.delete", "array.insert", "array.reverse", "array.search"),
+    "temporal": ("stack.compound", "queue.compound", "priority_queue.compound", "skip_list.compound"),
+}
+KEYS = tuple(key for keys in CATEGORIES.values() for key in keys)
 SETTINGS = settings(max_examples=100, deadline=None)
 
 
 def test_modules_register_their_operations() -> None:
     assert linear.Array is Array and temporal.SkipList is SkipList
+    for category, keys in CATEGORIES.items():
+        for key in keys:
+            assert OPERATIONS[key].category == category
     for key in KEYS:
         operation = OPERATIONS[key]
-        assert operation.category == ("linear" if key.startswith("array") else "temporal")
         assert operation.description and operation.rules
         if not key.startswith(("stack", "queue")):
             assert "final_answer" in operation.rules

@@ -21,164 +21,102 @@ SCENE: dict[str, Any] = {
 }
 RED_CUBE = {"colour": "red", "shape": "cube"}
 
+Filters = dict[str, str]
+
+
+def count_query(filters: Filters, **relative: Any) -> dict[str, Any]:
+    return {"kind": "count", "filters": filters, **relative}
+
+
+def exists_query(filters: Filters, **relative: Any) -> dict[str, Any]:
+    return {"kind": "exists", "filters": filters, **relative}
+
+
+def attribute_query(target: Filters, name: str) -> dict[str, Any]:
+    return {"kind": "attribute", "target": target, "attribute": name}
+
+
+def relation_query(anchor: Filters, side: str, name: str, filters: Filters | None = None) -> dict[str, Any]:
+    query = {"kind": "relation", "anchor": anchor, "relation": side, "attribute": name}
+    return query if filters is None else {**query, "filters": filters}
+
+
+def compare_query(a: Filters, b: Filters, op: str) -> dict[str, Any]:
+    return {"kind": "compare", "a": a, "b": b, "op": op}
+
+
+CUBE, SPHERE, CYLINDER = {"shape": "cube"}, {"shape": "sphere"}, {"shape": "cylinder"}
+RED, BLUE, SMALL = {"colour": "red"}, {"colour": "blue"}, {"size": "small"}
+SMALL_GREY_CYLINDER = {"size": "small", "colour": "grey", "shape": "cylinder"}
+GREEN_SPHERE = {"colour": "green", "shape": "sphere"}
+
 PHRASINGS: list[tuple[str, dict[str, Any], Any]] = [
-    ("How many red cubes are there?", {"kind": "count", "filters": RED_CUBE}, 1),
-    ("how many spheres?", {"kind": "count", "filters": {"shape": "sphere"}}, 2),
-    (
-        "How many big balls can you see in the image?",
-        {"kind": "count", "filters": {"size": "large", "shape": "sphere"}},
-        1,
-    ),
-    (
-        "Count the tiny gray blocks.",
-        {"kind": "count", "filters": {"size": "small", "colour": "grey", "shape": "cube"}},
-        0,
-    ),
-    ("How many small things are in the scene?", {"kind": "count", "filters": {"size": "small"}}, 3),
-    ("Can you tell me how many cyan objects there are?", {"kind": "count", "filters": {"colour": "cyan"}}, 0),
-    ("Is there a blue sphere?", {"kind": "exists", "filters": {"colour": "blue", "shape": "sphere"}}, "yes"),
-    (
-        "Are there any purple cubes in the scene?",
-        {"kind": "exists", "filters": {"colour": "purple", "shape": "cube"}},
-        "no",
-    ),
-    (
-        "Do you see a grey cylinder?",
-        {"kind": "exists", "filters": {"colour": "grey", "shape": "cylinder"}},
-        "yes",
-    ),
-    ("Is a red ball visible?", {"kind": "exists", "filters": {"colour": "red", "shape": "sphere"}}, "no"),
-    (
-        "Does the scene contain a green sphere?",
-        {"kind": "exists", "filters": {"colour": "green", "shape": "sphere"}},
-        "yes",
-    ),
-    (
-        "What color is the large cube?",
-        {"kind": "attribute", "target": {"size": "large", "shape": "cube"}, "attribute": "colour"},
-        "red",
-    ),
+    ("How many red cubes are there?", count_query(RED_CUBE), 1),
+    ("how many spheres?", count_query(SPHERE), 2),
+    ("How many big balls can you see in the image?", count_query({"size": "large", "shape": "sphere"}), 1),
+    ("Count the tiny gray blocks.", count_query({"size": "small", "colour": "grey", "shape": "cube"}), 0),
+    ("How many small things are in the scene?", count_query(SMALL), 3),
+    ("Can you tell me how many cyan objects there are?", count_query({"colour": "cyan"}), 0),
+    ("Is there a blue sphere?", exists_query({"colour": "blue", "shape": "sphere"}), "yes"),
+    ("Are there any purple cubes in the scene?", exists_query({"colour": "purple", "shape": "cube"}), "no"),
+    ("Do you see a grey cylinder?", exists_query({"colour": "grey", "shape": "cylinder"}), "yes"),
+    ("Is a red ball visible?", exists_query({"colour": "red", "shape": "sphere"}), "no"),
+    ("Does the scene contain a green sphere?", exists_query(GREEN_SPHERE), "yes"),
+    ("What color is the large cube?", attribute_query({"size": "large", "shape": "cube"}, "colour"), "red"),
     (
         "What colour is the small cylinder?",  # two small cylinders: their sorted colours
-        {"kind": "attribute", "target": {"size": "small", "shape": "cylinder"}, "attribute": "colour"},
+        attribute_query({"size": "small", "shape": "cylinder"}, "colour"),
         ["grey", "red"],
     ),
     (
         "What's the colour of the big gray ball?",
-        {
-            "kind": "attribute",
-            "target": {"size": "large", "colour": "grey", "shape": "sphere"},
-            "attribute": "colour",
-        },
+        attribute_query({"size": "large", "colour": "grey", "shape": "sphere"}, "colour"),
         "none",
     ),
-    (
-        "What shape is the blue thing?",
-        {"kind": "attribute", "target": {"colour": "blue"}, "attribute": "shape"},
-        "sphere",
-    ),
-    (
-        "Is the green ball large or small?",
-        {"kind": "attribute", "target": {"colour": "green", "shape": "sphere"}, "attribute": "size"},
-        "large",
-    ),
-    (
-        "What size is the grey object?",
-        {"kind": "attribute", "target": {"colour": "grey"}, "attribute": "size"},
-        "small",
-    ),
-    (
-        "what shape is the object left of the red cube?",
-        {"kind": "relation", "anchor": RED_CUBE, "relation": "left", "attribute": "shape"},
-        "cylinder",
-    ),
+    ("What shape is the blue thing?", attribute_query(BLUE, "shape"), "sphere"),
+    ("Is the green ball large or small?", attribute_query(GREEN_SPHERE, "size"), "large"),
+    ("What size is the grey object?", attribute_query({"colour": "grey"}, "size"), "small"),
+    ("what shape is the object left of the red cube?", relation_query(RED_CUBE, "left", "shape"), "cylinder"),
     (
         "What is behind the blue sphere?",
-        {
-            "kind": "relation",
-            "anchor": {"colour": "blue", "shape": "sphere"},
-            "relation": "behind",
-            "attribute": "shape",
-        },
+        relation_query({"colour": "blue", "shape": "sphere"}, "behind", "shape"),
         "sphere",
     ),
     (
         "What is the object in front of the red cube?",  # two cylinders in front: one value
-        {"kind": "relation", "anchor": RED_CUBE, "relation": "front", "attribute": "shape"},
+        relation_query(RED_CUBE, "front", "shape"),
         ["cylinder"],
     ),
     (
         "What colour is the cube behind the small grey cylinder?",
-        {
-            "kind": "relation",
-            "anchor": {"size": "small", "colour": "grey", "shape": "cylinder"},
-            "relation": "behind",
-            "attribute": "colour",
-            "filters": {"shape": "cube"},
-        },
+        relation_query(SMALL_GREY_CYLINDER, "behind", "colour", CUBE),
         "red",
     ),
     (
         "Which colour does the sphere on the right side of the red cube have?",
-        {
-            "kind": "relation",
-            "anchor": RED_CUBE,
-            "relation": "right",
-            "attribute": "colour",
-            "filters": {"shape": "sphere"},
-        },
+        relation_query(RED_CUBE, "right", "colour", SPHERE),
         ["blue", "green"],
     ),
     (
         "is there anything to the right of the green ball",
-        {
-            "kind": "exists",
-            "filters": {},
-            "anchor": {"colour": "green", "shape": "sphere"},
-            "relation": "right",
-        },
+        exists_query({}, anchor=GREEN_SPHERE, relation="right"),
         "yes",
     ),
     (
         "How many cubes are to the left of the red sphere?",  # no red sphere: no anchor
-        {
-            "kind": "count",
-            "filters": {"shape": "cube"},
-            "anchor": {"colour": "red", "shape": "sphere"},
-            "relation": "left",
-        },
+        count_query(CUBE, anchor={"colour": "red", "shape": "sphere"}, relation="left"),
         "none",
     ),
-    (
-        "Are there more cubes than spheres?",
-        {"kind": "compare", "a": {"shape": "cube"}, "b": {"shape": "sphere"}, "op": "more"},
-        "no",
-    ),
-    (
-        "Are there fewer red objects than blue objects?",
-        {"kind": "compare", "a": {"colour": "red"}, "b": {"colour": "blue"}, "op": "fewer"},
-        "no",
-    ),
+    ("Are there more cubes than spheres?", compare_query(CUBE, SPHERE, "more"), "no"),
+    ("Are there fewer red objects than blue objects?", compare_query(RED, BLUE, "fewer"), "no"),
     (
         "Is the number of cylinders greater than the number of cubes?",
-        {"kind": "compare", "a": {"shape": "cylinder"}, "b": {"shape": "cube"}, "op": "more"},
+        compare_query(CYLINDER, CUBE, "more"),
         "yes",
     ),
-    (
-        "Are there the same number of cubes and blue objects?",
-        {"kind": "compare", "a": {"shape": "cube"}, "b": {"colour": "blue"}, "op": "same"},
-        "yes",
-    ),
-    (
-        "Do the balls outnumber the blocks?",
-        {"kind": "compare", "a": {"shape": "sphere"}, "b": {"shape": "cube"}, "op": "more"},
-        "yes",
-    ),
-    (
-        "Are there as many red things as small things?",
-        {"kind": "compare", "a": {"colour": "red"}, "b": {"size": "small"}, "op": "same"},
-        "no",
-    ),
+    ("Are there the same number of cubes and blue objects?", compare_query(CUBE, BLUE, "same"), "yes"),
+    ("Do the balls outnumber the blocks?", compare_query(SPHERE, CUBE, "more"), "yes"),
+    ("Are there as many red things as small things?", compare_query(RED, SMALL, "same"), "no"),
     ("Describe the scene.", {"kind": "describe"}, None),
     (
         "Please describe the object left of the red cube.",
@@ -230,14 +168,8 @@ def test_questions_that_cannot_be_mapped_give_none(question: str) -> None:
 
 
 def test_one_question_inside_a_longer_text_is_read() -> None:
-    assert parse_question("Look at the left part. Is there a red cube?") == {
-        "kind": "exists",
-        "filters": RED_CUBE,
-    }
-    assert parse_question("How many red cubes are there? Please be precise.") == {
-        "kind": "count",
-        "filters": RED_CUBE,
-    }
+    assert parse_question("Look at the left part. Is there a red cube?") == exists_query(RED_CUBE)
+    assert parse_question("How many red cubes are there? Please be precise.") == count_query(RED_CUBE)
 
 
 @pytest.mark.parametrize("task", [ClevrTask(), ClevrDescribeTask()], ids=["clevr", "clevr-describe"])

@@ -45,63 +45,52 @@ FACTS: dict[str, Any] = {
     ],
 }
 
+
+def count_query(category: str) -> dict[str, Any]:
+    return {"kind": "count", "category": category}
+
+
+def exists_query(category: str) -> dict[str, Any]:
+    return {"kind": "exists", "category": category}
+
+
+def relation_query(anchor: str, side: str) -> dict[str, Any]:
+    return {"kind": "relation", "anchor": anchor, "relation": side}
+
+
+def compare_query(a: str, b: str, op: str) -> dict[str, Any]:
+    return {"kind": "compare", "a": a, "b": b, "op": op}
+
+
 PHRASINGS: list[tuple[str, dict[str, Any], Any]] = [
-    ("how many chairs are in this room?", {"kind": "count", "category": "chair"}, 2),
-    ("How many couches can you see?", {"kind": "count", "category": "sofa"}, 1),
-    ("Count the armchairs.", {"kind": "count", "category": "chair"}, 2),
-    ("How many TVs are there?", {"kind": "count", "category": "tv"}, 1),
-    ("What is the number of dining tables in the panorama?", {"kind": "count", "category": "table"}, 1),
-    ("how many potted plants are visible?", {"kind": "count", "category": "plant"}, 0),
-    ("How many bookshelves are there?", {"kind": "count", "category": "shelf"}, 0),
-    ("is there a bed?", {"kind": "exists", "category": "bed"}, "no"),
-    ("Is there a tv in view?", {"kind": "exists", "category": "tv"}, "yes"),
-    ("Do you see a television?", {"kind": "exists", "category": "tv"}, "yes"),
-    ("Can you see a sofa?", {"kind": "exists", "category": "sofa"}, "yes"),
-    ("Are there any plants?", {"kind": "exists", "category": "plant"}, "no"),
-    ("Does the room contain a fridge?", {"kind": "exists", "category": "refrigerator"}, "no"),
-    ("Is a table visible?", {"kind": "exists", "category": "table"}, "yes"),
-    ("what is left of the sofa?", {"kind": "relation", "anchor": "sofa", "relation": "left"}, "chair"),
+    ("how many chairs are in this room?", count_query("chair"), 2),
+    ("How many couches can you see?", count_query("sofa"), 1),
+    ("Count the armchairs.", count_query("chair"), 2),
+    ("How many TVs are there?", count_query("tv"), 1),
+    ("What is the number of dining tables in the panorama?", count_query("table"), 1),
+    ("how many potted plants are visible?", count_query("plant"), 0),
+    ("How many bookshelves are there?", count_query("shelf"), 0),
+    ("is there a bed?", exists_query("bed"), "no"),
+    ("Is there a tv in view?", exists_query("tv"), "yes"),
+    ("Do you see a television?", exists_query("tv"), "yes"),
+    ("Can you see a sofa?", exists_query("sofa"), "yes"),
+    ("Are there any plants?", exists_query("plant"), "no"),
+    ("Does the room contain a fridge?", exists_query("refrigerator"), "no"),
+    ("Is a table visible?", exists_query("table"), "yes"),
+    ("what is left of the sofa?", relation_query("sofa", "left"), "chair"),
     (
         "What object is immediately to the right of the couch in the panorama?",
-        {"kind": "relation", "anchor": "sofa", "relation": "right"},
+        relation_query("sofa", "right"),
         "chair",
     ),
-    (
-        "What's to the right of the dining table?",
-        {"kind": "relation", "anchor": "table", "relation": "right"},
-        "none",
-    ),
-    (
-        "Which object is on the left side of the table?",
-        {"kind": "relation", "anchor": "table", "relation": "left"},
-        "chair",
-    ),
-    (
-        "What is the object to the left of the sofa?",
-        {"kind": "relation", "anchor": "sofa", "relation": "left"},
-        "chair",
-    ),
-    (
-        "What do you see to the left of the TV?",
-        {"kind": "relation", "anchor": "tv", "relation": "left"},
-        "none",
-    ),
-    (
-        "Are there more chairs than tables?",
-        {"kind": "compare", "a": "chair", "b": "table", "op": "more"},
-        "yes",
-    ),
-    (
-        "Are there fewer sofas than chairs?",
-        {"kind": "compare", "a": "sofa", "b": "chair", "op": "fewer"},
-        "yes",
-    ),
-    ("Are there as many beds as sofas?", {"kind": "compare", "a": "bed", "b": "sofa", "op": "same"}, "no"),
-    (
-        "Is the number of chairs equal to the number of TVs?",
-        {"kind": "compare", "a": "chair", "b": "tv", "op": "same"},
-        "no",
-    ),
+    ("What's to the right of the dining table?", relation_query("table", "right"), "none"),
+    ("Which object is on the left side of the table?", relation_query("table", "left"), "chair"),
+    ("What is the object to the left of the sofa?", relation_query("sofa", "left"), "chair"),
+    ("What do you see to the left of the TV?", relation_query("tv", "left"), "none"),
+    ("Are there more chairs than tables?", compare_query("chair", "table", "more"), "yes"),
+    ("Are there fewer sofas than chairs?", compare_query("sofa", "chair", "fewer"), "yes"),
+    ("Are there as many beds as sofas?", compare_query("bed", "sofa", "same"), "no"),
+    ("Is the number of chairs equal to the number of TVs?", compare_query("chair", "tv", "same"), "no"),
 ]
 
 
@@ -137,13 +126,10 @@ def test_questions_that_cannot_be_mapped_give_none(question: str) -> None:
 def test_every_generated_question_form_reads_back() -> None:
     """All queries the generator can ask, over the whole category vocabulary."""
     objects = [c for c in CATEGORIES if c not in ("void", "wall", "floor", "ceiling", "door", "object")]
-    queries = [{"kind": k, "category": c} for c in objects for k in ("count", "exists")]
-    queries += [{"kind": "relation", "anchor": c, "relation": r} for c in objects for r in ("left", "right")]
+    queries = [make(c) for c in objects for make in (count_query, exists_query)]
+    queries += [relation_query(c, side) for c in objects for side in ("left", "right")]
     queries += [
-        {"kind": "compare", "a": a, "b": b, "op": op}
-        for a in objects[:3]
-        for b in objects[-3:]
-        for op in ("more", "fewer", "same")
+        compare_query(a, b, op) for a in objects[:3] for b in objects[-3:] for op in ("more", "fewer", "same")
     ]
     for query in queries:
         assert parse_question(question_text(query)) == query, question_text(query)
@@ -181,32 +167,32 @@ def seen(instance: int, category: str) -> dict[str, Any]:
 
 
 def test_count_and_exists_steps() -> None:
-    count = asked({"kind": "count", "category": "chair"})
+    count = asked(count_query("chair"))
     assert TASK.steps(count) == [seen(7, "chair"), seen(8, "chair"), {"count": 2}]
     assert TASK.check_step([seen(8, "chair"), seen(7, "chair"), {"count": 2}], count)
     assert not TASK.check_step([seen(5, "sofa")], count)  # not a chair
     assert not TASK.check_step([seen(7, "chair"), seen(7, "chair")], count)  # a repeat
     assert not TASK.check_step([seen(99, "chair")], count)  # no such instance
     assert not TASK.check_step([seen(7, "chair"), seen(8, "chair"), {"count": 3}], count)  # a wrong count
-    plants = asked({"kind": "count", "category": "plant"})
+    plants = asked(count_query("plant"))
     assert TASK.steps(plants) == [{"count": 0}]
     assert not TASK.check_step([seen(10, "plant")], plants)  # 10 pixels: not visible
-    exists = asked({"kind": "exists", "category": "chair"})
+    exists = asked(exists_query("chair"))
     assert TASK.check_step([seen(8, "chair"), {"answer": "yes"}], exists)
     assert not TASK.check_step([{"answer": "no"}], exists) and not TASK.check_step([seen(9, "table")], exists)
-    absent = asked({"kind": "exists", "category": "bed"})
+    absent = asked(exists_query("bed"))
     assert TASK.steps(absent) == [{"answer": "no"}] and not TASK.check_step([{"answer": "yes"}], absent)
 
 
 def test_relation_and_compare_steps() -> None:
-    relation = asked({"kind": "relation", "anchor": "sofa", "relation": "right"})
+    relation = asked(relation_query("sofa", "right"))
     assert TASK.steps(relation) == [seen(5, "sofa"), seen(8, "chair"), {"answer": "chair"}]
     assert TASK.check_step([seen(5, "sofa"), seen(8, "chair")], relation)
     assert not TASK.check_step([seen(5, "sofa"), seen(7, "chair")], relation)  # that chair is on the left
     assert not TASK.check_step([seen(5, "sofa"), seen(8, "chair"), {"answer": "table"}], relation)
-    nothing = asked({"kind": "relation", "anchor": "table", "relation": "right"})
+    nothing = asked(relation_query("table", "right"))
     assert TASK.steps(nothing) == [seen(9, "table"), {"answer": "none"}]
-    compare = asked({"kind": "compare", "a": "chair", "b": "table", "op": "more"})
+    compare = asked(compare_query("chair", "table", "more"))
     assert TASK.steps(compare) == [{"count": 2}, {"count": 1}, {"answer": "yes"}]
     assert not TASK.check_step([{"count": 1}], compare)
 
@@ -223,11 +209,11 @@ def test_mentioned_categories_not_in_the_panorama() -> None:
 
 
 def test_hallucinations_through_the_question() -> None:
-    exists = asked({"kind": "exists", "category": "bed"}).facts
+    exists = asked(exists_query("bed")).facts
     assert hallucinated_objects("yes", exists) == ["bed"] and hallucinated_objects("no", exists) == []
-    count = asked({"kind": "count", "category": "bathtub"}).facts
+    count = asked(count_query("bathtub")).facts
     assert hallucinated_objects("1", count) == ["bathtub"] and hallucinated_objects("0", count) == []
-    relation = asked({"kind": "relation", "anchor": "sofa", "relation": "right"}).facts
+    relation = asked(relation_query("sofa", "right")).facts
     assert hallucinated_objects("chair", relation) == []
     assert hallucinated_objects("table", relation) == []  # wrong (not the nearest), but on that side
     assert hallucinated_objects("the TV", relation) == ["tv right of the sofa"]
