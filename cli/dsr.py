@@ -155,9 +155,9 @@ def eval_dsr(
                 )
 
             report = run_dsr(
-                chat,
                 settings,
                 out,
+                policy=chat,
                 concurrency=concurrency,
                 on_answer=advance,
                 unsafe_no_sandbox=unsafe_no_sandbox,

@@ -26,7 +26,7 @@ from typing import Any
 
 from embodia.core.chat import ContextOverflowError, Policy, check_output_budget, check_temperature
 from embodia.core.limits import MAX_CONCURRENCY, check_range
-from embodia.core.runs import RecordLog, RunFolder, settings_differences, write_json
+from embodia.core.runs import RecordLog, RunFolder, runner, settings_differences, write_json
 from embodia.envs.dsr import prompts, suites
 from embodia.envs.dsr.core import CATEGORIES, DSRError
 from embodia.envs.dsr.env import score_answer
@@ -152,22 +152,31 @@ def answer_one(
     }
 
 
+@runner
 def run_dsr(
-    policy: Policy,
     settings: DSRSettings,
     out: Path,
     *,
+    resume: bool = True,
+    policy: Policy | None = None,
     concurrency: int = 1,
     on_answer: Callable[[dict[str, Any], int, int], None] | None = None,
     limits: Limits = DEFAULT_LIMITS,
     unsafe_no_sandbox: bool = False,
 ) -> dict[str, Any]:
-    """Ask ``policy`` every selected instance without an answer yet, then write the report.
+    """Ask the policy (``policy``, else the one ``settings.policy`` names) every selected
+    instance without an answer yet, then write the report.
 
-    Answers that are code run isolated by the operating system; where that cannot be had the
-    run is refused before anything is asked, unless ``unsafe_no_sandbox``.
+    A folder that holds this run (same settings) is continued, as ``embodia eval dsr`` always
+    does; ``resume=False`` refuses it instead. Answers that are code run isolated by the
+    operating system; where that cannot be had the run is refused before anything is asked,
+    unless ``unsafe_no_sandbox``.
     """
     check_range("--concurrency", concurrency, 1, MAX_CONCURRENCY, DSRError)
+    if policy is None:
+        from embodia.policies import make_policy
+
+        policy = make_policy(settings.policy, connect=True)
     folder = RunFolder(out, ANSWERS_FILE, settings_file=RUN_FILE)
     # --tokens at or over the model's context gets every request refused (vLLM: HTTP 400)
     check_output_budget(policy, settings.tokens, "--tokens")
@@ -179,6 +188,8 @@ def run_dsr(
         logger.warning("--unsafe-no-sandbox: model-written code runs without operating-system isolation")
     isolated = not unsafe_no_sandbox
     folder.resuming = _check_run(out, settings)
+    if folder.resuming and not resume:
+        raise DSRError(f"{out} holds a DSR run already; continue it (resume) or use another --out")
     recorded = folder.kept_records()
     answers = {record["id"]: record for record in recorded if "id" in record}
     wanted = {i.id for i in instances}

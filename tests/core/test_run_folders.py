@@ -154,14 +154,17 @@ def test_every_runner_has_the_runner_shape() -> None:
     import inspect
 
     from embodia.evals.csmr import run_csmr
+    from embodia.evals.dsr import run_dsr
     from embodia.evals.live_run import run_live
     from embodia.evals.sxs_run import run_sxs_eval
 
-    for runner in (run_exploration, run_csmr, run_sxs_eval, run_live):
+    for runner in (run_exploration, run_csmr, run_sxs_eval, run_live, run_dsr):
         parameters = list(inspect.signature(runner).parameters.values())
         assert [p.name for p in parameters[:2]] == ["settings", "out"], runner.__name__
         rest = {p.name: p for p in parameters[2:]}
-        assert rest["resume"].kind is inspect.Parameter.KEYWORD_ONLY and rest["resume"].default is False
+        assert rest["resume"].kind is inspect.Parameter.KEYWORD_ONLY, runner.__name__
+        # DSR runs are always continued by `embodia eval dsr` (no --resume); the others only on --resume.
+        assert rest["resume"].default is (runner is run_dsr), runner.__name__
         assert all(p.default is not inspect.Parameter.empty for p in rest.values()), runner.__name__
 
 
@@ -219,20 +222,23 @@ def test_a_lost_second_of_a_stream_is_decided_again(tmp_path: Path, caplog: pyte
 
 
 def test_an_answer_after_a_torn_line_is_kept(tmp_path: Path) -> None:
+    from embodia.envs.dsr.core import DSRError
     from embodia.evals.dsr import ANSWERS_FILE, DSRSettings, run_dsr, select_instances
     from embodia.policies import ScriptedPolicy
 
     settings = DSRSettings(policy="scripted", lengths=("short",), limit=3, mode="none")
     answers = [json.dumps({"final_answer": i.truth}) for i in select_instances(settings)]
-    run_dsr(ScriptedPolicy(answers), settings, tmp_path)
+    run_dsr(settings, tmp_path, policy=ScriptedPolicy(answers))
     log = tmp_path / ANSWERS_FILE
     lines = log.read_text().splitlines()
     log.write_text(lines[0] + "\n" + lines[1] + "\n" + lines[2][:30])  # killed mid-write
-    run_dsr(ScriptedPolicy(answers[2:]), settings, tmp_path)
+    run_dsr(settings, tmp_path, policy=ScriptedPolicy(answers[2:]))
     # The new answer starts a line of its own: all three are readable, none is asked again.
     assert [r["id"] for r in resume.read_run_records(log)] == [json.loads(line)["id"] for line in lines]
     asked = ScriptedPolicy([])
-    assert run_dsr(asked, settings, tmp_path)["overall"]["exact"] == 1.0 and asked.calls == 0
+    assert run_dsr(settings, tmp_path, policy=asked)["overall"]["exact"] == 1.0 and asked.calls == 0
+    with pytest.raises(DSRError, match="holds a DSR run already"):
+        run_dsr(settings, tmp_path, resume=False, policy=asked)
 
 
 # ------------------------------------------------------------------ the dfs explorer's checkpoint

@@ -42,7 +42,7 @@ def test_scripted_run_reports_exact_numbers(tmp_path: Path) -> None:
         '{"final_answer": [1, 2',
         json.dumps({"final_answer": instances[5].truth}),
     ]
-    report = run_dsr(ScriptedPolicy(replies), settings, tmp_path)
+    report = run_dsr(settings, tmp_path, policy=ScriptedPolicy(replies))
     assert report["overall"]["n"] == 6
     assert report["overall"]["exact"] == pytest.approx(0.5, abs=1e-4)
     assert report["overall"]["failures"] == {"parse": 2, "wrong_type": 1, "wrong_final": 0}
@@ -60,10 +60,10 @@ def test_a_crashed_run_resumes_without_asking_again(tmp_path: Path) -> None:
     instances = select_instances(settings)
     answers = [json.dumps({"final_answer": i.truth}) for i in instances]
     with pytest.raises(PolicyError, match="ran out of outputs"):
-        run_dsr(ScriptedPolicy(answers[:4]), settings, tmp_path)  # the "server" dies after 4 answers
+        run_dsr(settings, tmp_path, policy=ScriptedPolicy(answers[:4]))  # the "server" dies after 4 answers
     assert len((tmp_path / ANSWERS_FILE).read_text().splitlines()) == 4
     rest = ScriptedPolicy(answers[4:])
-    report = run_dsr(rest, settings, tmp_path)
+    report = run_dsr(settings, tmp_path, policy=rest)
     assert rest.calls == 2  # only the two missing instances were asked
     assert report["overall"] == {
         "n": 6,
@@ -72,7 +72,7 @@ def test_a_crashed_run_resumes_without_asking_again(tmp_path: Path) -> None:
         "failures": {"parse": 0, "wrong_type": 0, "wrong_final": 0},
     }
     again = ScriptedPolicy([])
-    run_dsr(again, settings, tmp_path)
+    run_dsr(settings, tmp_path, policy=again)
     assert again.calls == 0
 
 
@@ -80,24 +80,26 @@ def test_a_torn_last_line_is_asked_again(tmp_path: Path) -> None:
     settings = _settings(limit=2)
     instances = select_instances(settings)
     answers = [json.dumps({"final_answer": i.truth}) for i in instances]
-    run_dsr(ScriptedPolicy(answers), settings, tmp_path)
+    run_dsr(settings, tmp_path, policy=ScriptedPolicy(answers))
     log = tmp_path / ANSWERS_FILE
     lines = log.read_text().splitlines()
     log.write_text(lines[0] + "\n" + lines[1][:20])  # killed while writing the second record
     retry = ScriptedPolicy(answers[1:])
-    report = run_dsr(retry, settings, tmp_path)
+    report = run_dsr(settings, tmp_path, policy=retry)
     assert retry.calls == 1 and report["overall"]["exact"] == 1.0
 
 
 def test_resume_with_other_settings_is_refused(tmp_path: Path) -> None:
-    run_dsr(ScriptedPolicy(["{}"] * 6), _settings(), tmp_path)
+    run_dsr(_settings(), tmp_path, policy=ScriptedPolicy(["{}"] * 6))
     with pytest.raises(DSRError, match="mode: 'none' -> 'stepwise'"):
-        run_dsr(ScriptedPolicy([]), _settings(mode="stepwise"), tmp_path)
+        run_dsr(_settings(mode="stepwise"), tmp_path, policy=ScriptedPolicy([]))
 
 
 def test_concurrent_run_answers_every_instance_once(tmp_path: Path) -> None:
     settings = _settings(limit=12)
-    report = run_dsr(ScriptedPolicy(['{"final_answer": []}'], loop=True), settings, tmp_path, concurrency=4)
+    report = run_dsr(
+        settings, tmp_path, concurrency=4, policy=ScriptedPolicy(['{"final_answer": []}'], loop=True)
+    )
     ids = [json.loads(line)["id"] for line in (tmp_path / ANSWERS_FILE).read_text().splitlines()]
     assert sorted(ids) == sorted(i.id for i in select_instances(settings))
     assert report["overall"]["n"] == 12
@@ -114,7 +116,7 @@ def test_code_suite_run_executes_solutions(tmp_path: Path) -> None:
     )
     enforce = json.dumps({"code": "def solution(): ...", "final_answer": instances[1].truth})
     maybe = "Thinking... " + json.dumps({"final_answer": instances[2].truth})
-    report = run_dsr(ScriptedPolicy([code_only, enforce, maybe]), settings, tmp_path)
+    report = run_dsr(settings, tmp_path, policy=ScriptedPolicy([code_only, enforce, maybe]))
     assert report["overall"]["exact"] == 1.0
     assert set(report["by_prompt_mode"]) == {"CodeOnly", "CodeEnforce", "CodeMaybe"}
 
@@ -134,7 +136,7 @@ def test_tiny_transformers_model_run(tmp_path: Path) -> None:
         description="name",
         operations=("stack.compound", "queue.compound", "array.access"),
     )
-    report = run_dsr(policy, settings, tmp_path / "run")
+    report = run_dsr(settings, tmp_path / "run", policy=policy)
     records = [json.loads(line) for line in (tmp_path / "run" / ANSWERS_FILE).read_text().splitlines()]
     assert len(records) == 3 and all(0 < r["completion_tokens"] <= 24 for r in records)
     assert all(r["prompt_tokens"] > 100 for r in records)  # the whole prompt went in
