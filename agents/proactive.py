@@ -397,6 +397,18 @@ class Utterance:
     text: str
 
 
+class ChunkEvent(TypedDict):
+    """:func:`run_stream`'s progress event: the record of one second as it is decided (the
+    keys below, and the rest of the record), sent to ``on_event``."""
+
+    event: Literal["chunk"]
+    second: int
+    speaker: str | None
+    """The agent that spoke this second, or None when none did."""
+    text: str
+    """What was said (empty when nobody spoke)."""
+
+
 @dataclass
 class StreamRun:
     """What a run produced: per-agent predictions and per-chunk records."""
@@ -412,7 +424,7 @@ def run_stream(
     agents: Sequence[ProactiveAgent],
     record: Callable[[dict[str, Any]], None] | None = None,
     replay: Sequence[Mapping[str, Any]] = (),
-    on_event: Callable[[dict[str, Any]], None] | None = None,
+    on_event: Callable[[ChunkEvent], None] | None = None,
     graph: ChunkGraph | None = None,
     keep_records: bool = True,
 ) -> StreamRun:
@@ -440,7 +452,7 @@ def run_stream(
         if record is not None and fresh:
             record(entry)
         if on_event is not None:
-            on_event({"event": "chunk", **entry})
+            on_event(cast(ChunkEvent, {"event": "chunk", **entry}))
 
     # Recorded seconds go to the agents straight from the stream (the runner's, never the
     # agents'), so a real-time run does not wait through its past again; the env starts after.

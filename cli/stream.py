@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.markup import escape
@@ -15,6 +15,9 @@ from embodia.cli.root import bold, console, err_console, eval_app, finite, strea
 from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
 from embodia.core.limits import MAX_SET_SIZE, check_range, check_seed
 from embodia.errors import EmbodiaError
+
+if TYPE_CHECKING:
+    from embodia.agents.proactive import ChunkEvent
 
 
 def _live_settings() -> type[Any]:
@@ -69,14 +72,9 @@ def stream_run(
         with Progress(*columns, console=err_console, transient=True) as progress:
             task = progress.add_task(f"{escape(settings.scenario)} stream", total=None, line="")
 
-            def show(event: dict[str, Any]) -> None:
-                if event.get("event") == "chunk":
-                    line = (
-                        f"t={event['second']} {event['speaker']}: {event['text']}"
-                        if event.get("text")
-                        else ""
-                    )
-                    progress.update(task, advance=1, line=line[:70])
+            def show(event: ChunkEvent) -> None:
+                line = f"t={event['second']} {event['speaker']}: {event['text']}" if event["text"] else ""
+                progress.update(task, advance=1, line=line[:70])
 
             summary = run_live(settings, out, resume=resume, on_event=show)
     console.print(

@@ -24,6 +24,7 @@ import numpy as np
 
 from embodia.agents.proactive import (
     DEFAULT_BUDGET,
+    ChunkEvent,
     ContextBudget,
     HudSpeaker,
     PolicySpeaker,
@@ -41,7 +42,7 @@ from embodia.core.chat import (
     count_prompt_tokens,
 )
 from embodia.core.limits import MAX_STREAM_AGENTS, check_range
-from embodia.core.runs import RecordCallback, RunFolder, jsonl_text, runner, write_atomic
+from embodia.core.runs import RunFolder, jsonl_text, runner, write_atomic
 from embodia.envs.streams.core import Stream, StreamError
 from embodia.envs.streams.env import DEFAULT_TOKEN_CAP, LiveGamingEnv
 from embodia.envs.streams.sources import check_scenario, open_stream
@@ -283,10 +284,10 @@ def run_live(
     out: Path,
     *,
     resume: bool = False,
-    on_event: RecordCallback | None = None,
+    on_event: Callable[[ChunkEvent], None] | None = None,
 ) -> dict[str, Any]:
     """Run the stream into ``out`` and return the summary (also written to summary.json);
-    ``on_event`` gets each second's decision as it is made (``{"event": "chunk", ...}``)."""
+    ``on_event`` gets each second's decision as it is made (a :class:`ChunkEvent`)."""
     folder = RunFolder(out, DECISIONS)
     folder.begin(asdict(settings), resume)
     stream = open_stream(settings.source, settings.scenario, settings.fps)
