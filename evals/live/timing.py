@@ -4,6 +4,7 @@ co-commentary overlap, guidance delays, concurrent speech and the real-time fact
 from __future__ import annotations
 
 import math
+from abc import ABC, abstractmethod
 from collections import defaultdict
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -349,7 +350,7 @@ class RateTally:
 
 
 @dataclass
-class _RowTally:
+class _RowTally(ABC):
     """A tally that keeps one row per clip it saw; its summary is ``None`` when it saw none."""
 
     rows: list[dict[str, Any]] = field(default_factory=list)
@@ -361,8 +362,9 @@ class _RowTally:
     def summary(self) -> dict[str, Any] | None:
         return self._summarise(self.rows) if self.rows else None
 
+    @abstractmethod
     def _summarise(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
-        raise NotImplementedError
+        """The summary of the rows (at least one)."""
 
 
 class CoCommentaryTally(_RowTally):
