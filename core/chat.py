@@ -14,6 +14,7 @@ question) are built on ``complete`` by the agents, with parsing in :mod:`.parsin
 
 from __future__ import annotations
 
+import logging
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
@@ -23,7 +24,10 @@ from typing import Literal, Protocol, TypedDict, Unpack, runtime_checkable
 import numpy as np
 from numpy.typing import NDArray
 
+from embodia.core.random_weights import random_weights_label
 from embodia.errors import EmbodiaError
+
+logger = logging.getLogger(__name__)
 
 Role = Literal["system", "user", "assistant"]
 FinishReason = Literal["stop", "length", "error"]
@@ -348,9 +352,24 @@ class SamplingParams:
         return self.logprobs or self.top_logprobs > 0
 
 
+@dataclass(frozen=True)
+class ChatRequest:
+    """A checked completion request, as :meth:`ChatPolicy.complete` hands it to a backend: one
+    object, so that what a request can carry grows without changing every backend's signature."""
+
+    messages: Sequence[Message]
+    """The conversation, checked by :func:`check_messages`."""
+    images: Images
+    """Pictures for the last user message."""
+    params: SamplingParams
+    """How to sample the reply."""
+    on_text: OnText | None = None
+    """Called with each new piece of the reply as it is generated, when given."""
+
+
 class ChatPolicy(ABC):
     """The base of embodia's backends: :meth:`complete` checks a request once and hands it
-    to the backend's :meth:`_generate` as messages, images and :class:`SamplingParams`.
+    to the backend's :meth:`_generate` as one :class:`ChatRequest`.
 
     A subclass implements ``_generate`` (and sets ``name``); it overrides
     :meth:`context_window` and :meth:`count_tokens` when its model can say. Any object with
@@ -360,6 +379,18 @@ class ChatPolicy(ABC):
 
     name: str
     """A short identifier for records (the spec it was made from)."""
+    random_weights: str | None = None
+    """Why this model's outputs mean nothing (its weights are random), or None for a trained model."""
+
+    def _mark_random_weights(self, note: str | None) -> None:
+        """Keep ``note`` (:func:`~embodia.core.random_weights.random_weights_note`'s line) as
+        :attr:`random_weights`, warn with it, and label :attr:`name` so every record of this
+        policy's replies says so; a None note (a trained model) changes nothing."""
+        if note is None:
+            return
+        self.random_weights = note
+        logger.warning("%s", note)
+        self.name = random_weights_label(self.name)
 
     def complete(
         self,
@@ -372,13 +403,11 @@ class ChatPolicy(ABC):
         """One chat completion, as :meth:`Policy.complete` describes it; the keywords besides
         ``on_text`` are :class:`SamplingParams`'."""
         check_messages(messages, images)
-        return self._generate(messages, images, SamplingParams(**sampling), on_text)
+        return self._generate(ChatRequest(messages, images, SamplingParams(**sampling), on_text))
 
     @abstractmethod
-    def _generate(
-        self, messages: Sequence[Message], images: Images, params: SamplingParams, on_text: OnText | None
-    ) -> Completion:
-        """The backend's completion of a checked request; ``on_text`` as in :meth:`complete`."""
+    def _generate(self, request: ChatRequest) -> Completion:
+        """The backend's completion of a checked request."""
 
     def context_window(self) -> ContextWindow | None:
         """The model's context window; None when the backend cannot say."""
@@ -387,5 +416,11 @@ class ChatPolicy(ABC):
     def count_tokens(
         self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()
     ) -> int | None:
-        """Tokens of the prompt ``messages`` and ``images`` make; None without a tokenizer."""
+        """Tokens of the prompt ``messages`` and ``images`` make; None without a tokenizer. The
+        request is checked as :meth:`complete` checks it, then counted by :meth:`_count_tokens`."""
+        check_messages(messages, images)
+        return self._count_tokens(messages, images)
+
+    def _count_tokens(self, messages: Sequence[Message], images: Images) -> int | None:
+        """The backend's count of a checked prompt; None when it has no tokenizer."""
         return None

@@ -46,23 +46,9 @@ from transformers.models.auto.modeling_auto import (
     MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING,
 )
 
-from embodia.core.chat import (
-    ChatPolicy,
-    Completion,
-    ContextOverflowError,
-    ContextWindow,
-    FinishReason,
-    Images,
-    Message,
-    OnText,
-    PolicyError,
-    SamplingParams,
-    TextStream,
-    TokenLogprob,
-    check_messages,
-    text_only_model,
-)
-from embodia.core.random_weights import random_weights_label, random_weights_note
+from embodia.core import chat
+from embodia.core.chat import ContextOverflowError, PolicyError
+from embodia.core.random_weights import random_weights_note
 
 logger = logging.getLogger(__name__)
 
@@ -93,7 +79,7 @@ class _Streamer(TextStreamer):
     """Decoded text of the completion as ``generate`` produces it, into a :class:`TextStream`
     (which cuts at stop strings, as the returned text is cut)."""
 
-    def __init__(self, tokenizer: Any, stream: TextStream) -> None:
+    def __init__(self, tokenizer: Any, stream: chat.TextStream) -> None:
         super().__init__(tokenizer, skip_prompt=True, skip_special_tokens=True)
         self.stream = stream
 
@@ -156,7 +142,7 @@ def model_context_length(config: Any, tokenizer: Any = None) -> int | None:
     return None
 
 
-class HFPolicy(ChatPolicy):
+class HFPolicy(chat.ChatPolicy):
     """A chat LM or VLM from a local directory, run with ``transformers``; see the module docstring."""
 
     def __init__(
@@ -182,11 +168,7 @@ class HFPolicy(ChatPolicy):
             raise PolicyError(f"model directory {self.path} does not exist")
         if not (self.path / "config.json").is_file():
             raise PolicyError(f"{self.path} has no config.json: not a transformers model directory")
-        self.random_weights = random_weights_note(self.path)
-        """Why this model's outputs mean nothing (random weights), or None for a trained model."""
-        if self.random_weights is not None:
-            logger.warning("%s", self.random_weights)
-            self.name = random_weights_label(self.name)
+        self._mark_random_weights(random_weights_note(self.path))
         try:
             config = AutoConfig.from_pretrained(self.path, local_files_only=True)
         except (OSError, ValueError, KeyError) as error:
@@ -252,9 +234,8 @@ class HFPolicy(ChatPolicy):
             device,
         )
 
-    def _generate(
-        self, messages: Sequence[Message], images: Images, params: SamplingParams, on_text: OnText | None
-    ) -> Completion:
+    def _generate(self, request: chat.ChatRequest) -> chat.Completion:
+        messages, images, params, on_text = request.messages, request.images, request.params, request.on_text
         started = time.perf_counter()
         self._check_images(images)
         if params.top_logprobs and not params.logprobs:
@@ -291,22 +272,24 @@ class HFPolicy(ChatPolicy):
                 pad_token_id=self.pad_token_id,
                 return_dict_in_generate=True,
                 output_logits=params.logprobs,
-                streamer=None if on_text is None else _Streamer(self.tokenizer, TextStream(on_text, stops)),
+                streamer=None
+                if on_text is None
+                else _Streamer(self.tokenizer, chat.TextStream(on_text, stops)),
             )
         completion_ids = output.sequences[0, prompt_length:].tolist()
         text = self.tokenizer.decode(completion_ids, skip_special_tokens=True)
 
-        finish_reason: FinishReason = "length"
+        finish_reason: chat.FinishReason = "length"
         stop_at = _first_stop(text, stops)
         if stop_at is not None:
             text, finish_reason = text[:stop_at], "stop"
         elif completion_ids and completion_ids[-1] in self.eos_token_ids:
             finish_reason = "stop"
 
-        tokens: tuple[TokenLogprob, ...] = ()
+        tokens: tuple[chat.TokenLogprob, ...] = ()
         if params.logprobs:
             tokens = self._token_logprobs(completion_ids, output.logits, params.top_logprobs)
-        return Completion(
+        return chat.Completion(
             text=text,
             finish_reason=finish_reason,
             prompt_tokens=prompt_length,
@@ -317,16 +300,15 @@ class HFPolicy(ChatPolicy):
             extra={"completion_token_ids": completion_ids, "max_new_tokens": max_new_tokens},
         )
 
-    def context_window(self) -> ContextWindow | None:
+    def context_window(self) -> chat.ContextWindow | None:
         """The positions the model was built for (see :func:`model_context_length`)."""
         if self.context_length is None:
             return None
-        return ContextWindow(self.context_length, str(self.path))
+        return chat.ContextWindow(self.context_length, str(self.path))
 
-    def count_tokens(self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()) -> int:
+    def _count_tokens(self, messages: Sequence[chat.Message], images: chat.Images) -> int:
         """Tokens of the chat prompt as :meth:`complete` would feed it (template, generation
         prompt and each image's tokens included)."""
-        check_messages(messages, images)
         self._check_images(images)
         return int(self._encode(messages, images, to_device=False)["input_ids"].shape[1])
 
@@ -337,7 +319,7 @@ class HFPolicy(ChatPolicy):
             )
 
     def _encode(
-        self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]], *, to_device: bool = True
+        self, messages: Sequence[chat.Message], images: Sequence[NDArray[np.uint8]], *, to_device: bool = True
     ) -> dict[str, Any]:
         """The chat-templated prompt as model inputs, images attached to the last user message."""
         if self.processor is None:
@@ -368,7 +350,7 @@ class HFPolicy(ChatPolicy):
 
     def _token_logprobs(
         self, completion_ids: list[int], step_logits: Sequence[torch.Tensor], top_logprobs: int
-    ) -> tuple[TokenLogprob, ...]:
+    ) -> tuple[chat.TokenLogprob, ...]:
         tokens = []
         for token_id, logits in zip(completion_ids, step_logits, strict=True):
             distribution = torch.log_softmax(logits[0].float(), dim=-1)
@@ -379,7 +361,7 @@ class HFPolicy(ChatPolicy):
                     (self.tokenizer.decode([int(i)]), float(v)) for v, i in zip(values, indices, strict=True)
                 )
             tokens.append(
-                TokenLogprob(
+                chat.TokenLogprob(
                     token=self.tokenizer.decode([token_id]), logprob=float(distribution[token_id]), top=top
                 )
             )
@@ -395,4 +377,4 @@ class HFPolicy(ChatPolicy):
             evidence = f"{self.path} holds a {model_type} language model and no image processor"
         else:
             evidence = f"the processor in {self.path} has no image processor"
-        raise text_only_model(self.name, evidence, needed_by)
+        raise chat.text_only_model(self.name, evidence, needed_by)

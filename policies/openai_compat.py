@@ -34,22 +34,9 @@ from numpy.typing import NDArray
 from openai.types.chat import ChatCompletion, ChatCompletionChunk
 from PIL import Image
 
-from embodia.core.chat import (
-    ChatPolicy,
-    Completion,
-    ContextOverflowError,
-    ContextWindow,
-    FinishReason,
-    Images,
-    Message,
-    OnText,
-    PolicyError,
-    SamplingParams,
-    TokenLogprob,
-    check_messages,
-    text_only_model,
-)
-from embodia.core.random_weights import random_weights_label, random_weights_note
+from embodia.core import chat
+from embodia.core.chat import ContextOverflowError, PolicyError
+from embodia.core.random_weights import random_weights_note
 
 logger = logging.getLogger(__name__)
 
@@ -62,7 +49,7 @@ send; a VLM's processor brings it to its own input size."""
 TEXT_ONLY_REPLY = re.compile(r"not a multimodal model|At most 0 image", re.IGNORECASE)
 """What vLLM says when a request's image reaches a model that takes none."""
 
-_FINISH_REASONS: dict[str, FinishReason] = {
+_FINISH_REASONS: dict[str, chat.FinishReason] = {
     "stop": "stop",
     "tool_calls": "stop",
     "function_call": "stop",
@@ -78,7 +65,7 @@ def image_data_url(image: NDArray[np.uint8]) -> str:
 
 
 def wire_messages(
-    messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()
+    messages: Sequence[chat.Message], images: Sequence[NDArray[np.uint8]] = ()
 ) -> list[dict[str, Any]]:
     """The conversation as the chat API takes it: ``images`` become ``image_url`` parts after
     the text of the last user message (the caller's messages are not modified). The input is
@@ -93,11 +80,11 @@ def wire_messages(
 
 
 def build_chat_request(
-    messages: Sequence[Message],
+    messages: Sequence[chat.Message],
     images: Sequence[NDArray[np.uint8]] = (),
     *,
     model: str,
-    params: SamplingParams | None = None,
+    params: chat.SamplingParams | None = None,
     extra_body: Mapping[str, Any] | None = None,
 ) -> dict[str, Any]:
     """Keyword arguments for ``client.chat.completions.create`` (``params`` default:
@@ -107,7 +94,7 @@ def build_chat_request(
     only when asked for (``top_logprobs > 0`` implies ``logprobs``); ``stop`` and
     ``extra_body`` only when non-empty.
     """
-    params = params or SamplingParams()
+    params = params or chat.SamplingParams()
     request: dict[str, Any] = {
         "model": model,
         "messages": wire_messages(messages, images),
@@ -215,7 +202,7 @@ def completion_from_response(
     *,
     source: str = "the policy server",
     top_logprobs: int | None = None,
-) -> Completion:
+) -> chat.Completion:
     """Our :class:`Completion` from the first choice of a chat completion.
 
     With ``top_logprobs`` each position's alternatives are sorted best first and cut to that
@@ -231,10 +218,10 @@ def completion_from_response(
         )
     raw_finish = str(choice.finish_reason) if choice.finish_reason is not None else None
     finish_reason = _FINISH_REASONS.get(raw_finish or "", "error")
-    tokens: tuple[TokenLogprob, ...] = ()
+    tokens: tuple[chat.TokenLogprob, ...] = ()
     if choice.logprobs is not None and choice.logprobs.content:
         tokens = tuple(
-            TokenLogprob(
+            chat.TokenLogprob(
                 token=t.token,
                 logprob=float(t.logprob),
                 top=_ranked(
@@ -259,7 +246,7 @@ def completion_from_response(
         extra["finish_reason"] = raw_finish
     if response.id:
         extra["id"] = response.id
-    return Completion(
+    return chat.Completion(
         text=content or "",
         finish_reason=finish_reason,
         prompt_tokens=int(usage.prompt_tokens) if usage is not None else 0,
@@ -363,13 +350,13 @@ def overflow_from_message(
     limit = _CONTEXT_LIMIT.search(message)
     if limit is None:
         return None
-    window = ContextWindow(int(next(g for g in limit.groups() if g)), model, at, remedy)
+    window = chat.ContextWindow(int(next(g for g in limit.groups() if g)), model, at, remedy)
     size = _PROMPT_SIZE.search(message)
     prompt_tokens = int(next(g for g in size.groups() if g)) if size else None
     return ContextOverflowError(window, prompt_tokens=prompt_tokens, max_tokens=max_tokens)
 
 
-class OpenAICompatPolicy(ChatPolicy):
+class OpenAICompatPolicy(chat.ChatPolicy):
     """Chat completions from an OpenAI-compatible server (``vllm serve``, or any other).
 
     Nothing is contacted until the first call; :meth:`wait_until_ready` polls ``/models``
@@ -405,15 +392,12 @@ class OpenAICompatPolicy(ChatPolicy):
         self._client = openai.OpenAI(
             base_url=self.base_url, api_key=api_key, timeout=self.timeout_s, max_retries=self.max_retries
         )
-        self._window: ContextWindow | None = None
+        self._window: chat.ContextWindow | None = None
         self._window_asked = False
-        self.random_weights: str | None = None
-        """Why the served model's outputs mean nothing (embodia's random weights), or None."""
         self._tokenize_missing = False
 
-    def _generate(
-        self, messages: Sequence[Message], images: Images, params: SamplingParams, on_text: OnText | None
-    ) -> Completion:
+    def _generate(self, request: chat.ChatRequest) -> chat.Completion:
+        messages, images, params, on_text = request.messages, request.images, request.params, request.on_text
         # vLLM 0.32's server lists the sampled token first among the top logprobs, so at
         # temperature > 0 the k-th best goes missing when it was not sampled; one more than
         # asked, ranked and cut, is the true top k (docs/vllm.md).
@@ -452,7 +436,10 @@ class OpenAICompatPolicy(ChatPolicy):
         )
 
     def _counted(
-        self, overflow: ContextOverflowError, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]]
+        self,
+        overflow: ContextOverflowError,
+        messages: Sequence[chat.Message],
+        images: Sequence[NDArray[np.uint8]],
     ) -> ContextOverflowError:
         """The overflow with the prompt's exact size: vLLM 0.32 says only "at least N" (and N is
         one past the context)."""
@@ -491,7 +478,7 @@ class OpenAICompatPolicy(ChatPolicy):
             retries=self.max_retries if retries is None else retries,
         )
 
-    def context_window(self) -> ContextWindow | None:
+    def context_window(self) -> chat.ContextWindow | None:
         """The served model's context, from the ``max_model_len`` vLLM lists for it under
         ``GET /models`` (asked once); None when the server does not say (OpenAI's API does not)."""
         if not self._window_asked:
@@ -505,21 +492,18 @@ class OpenAICompatPolicy(ChatPolicy):
             listed = next((m for m in page.data if m.id == self.model), None) if page else None
             tokens = (listed.model_extra or {}).get("max_model_len") if listed else None
             if isinstance(tokens, int) and tokens > 0:
-                self._window = ContextWindow(tokens, self.model, self.base_url, SERVER_CONTEXT_REMEDY)
+                self._window = chat.ContextWindow(tokens, self.model, self.base_url, SERVER_CONTEXT_REMEDY)
             else:
                 logger.info("%s does not say how long %s's context is", self.base_url, self.model)
             self._window_asked = True
         return self._window
 
-    def count_tokens(
-        self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()
-    ) -> int | None:
+    def _count_tokens(self, messages: Sequence[chat.Message], images: chat.Images) -> int | None:
         """Tokens of the chat prompt, from vLLM's ``POST /tokenize`` (the server's own chat
         template and tokenizer, generation prompt included). None when the server has no such
         endpoint (any OpenAI-compatible server but vLLM's); that is logged once."""
         if self._tokenize_missing:
             return None
-        check_messages(messages, images)
         payload = {
             "model": self.model,
             "messages": wire_messages(messages, images),
@@ -578,9 +562,7 @@ class OpenAICompatPolicy(ChatPolicy):
         root = (listed.model_extra or {}).get("root") if listed is not None else None
         note = random_weights_note(root) if isinstance(root, str) and root else None
         if note is not None and self.random_weights is None:
-            self.random_weights = f"{self.model} at {self.base_url}: {note}"
-            logger.warning("%s", self.random_weights)
-            self.name = random_weights_label(self.name)
+            self._mark_random_weights(f"{self.model} at {self.base_url}: {note}")
 
     def wait_until_ready(self, timeout_s: float = 120.0, poll_s: float = 0.5) -> list[str]:
         """Poll ``GET /models`` until the server answers and serves this model; returns its models.
@@ -632,7 +614,7 @@ class OpenAICompatPolicy(ChatPolicy):
             [{"role": "user", "content": "What colour is this picture?"}],
             [probe],
             model=self.model,
-            params=SamplingParams(max_tokens=1),
+            params=chat.SamplingParams(max_tokens=1),
             extra_body=self.extra_body,
         )
         try:
@@ -640,7 +622,7 @@ class OpenAICompatPolicy(ChatPolicy):
         except openai.BadRequestError as error:
             said = _server_message(error)
             if TEXT_ONLY_REPLY.search(said):
-                raise text_only_model(self.name, f"the server says: {said}", needed_by) from error
+                raise chat.text_only_model(self.name, f"the server says: {said}", needed_by) from error
             raise PolicyError(
                 f"the policy server at {self.base_url} refused a request with one {PROBE_SIDE}x{PROBE_SIDE} "
                 f"image (HTTP 400): {said}; {needed_by} works from pictures"

@@ -26,27 +26,18 @@ from typing import cast
 import numpy as np
 from numpy.typing import NDArray
 
-from embodia.core.chat import (
-    ChatPolicy,
-    Completion,
-    FinishReason,
-    Images,
-    Message,
-    OnText,
-    PolicyError,
-    SamplingParams,
-    TokenLogprob,
-)
+from embodia.core import chat
+from embodia.core.chat import PolicyError
 from embodia.errors import read_text_file
 
-_FINISH_REASONS: tuple[FinishReason, ...] = ("stop", "length", "error")
+_FINISH_REASONS: tuple[chat.FinishReason, ...] = ("stop", "length", "error")
 
 
 @dataclass(frozen=True)
 class ScriptedRequest:
     """One call the scripted policy received, kept so tests can check prompts and images."""
 
-    messages: tuple[Message, ...]
+    messages: tuple[chat.Message, ...]
     images: tuple[NDArray[np.uint8], ...]
     max_tokens: int
     temperature: float
@@ -58,8 +49,8 @@ class ScriptedRequest:
 @dataclass(frozen=True)
 class _Scripted:
     text: str
-    finish_reason: FinishReason
-    tokens: tuple[TokenLogprob, ...]
+    finish_reason: chat.FinishReason
+    tokens: tuple[chat.TokenLogprob, ...]
     error: str | None = None
 
 
@@ -85,10 +76,10 @@ def _parse_output(index: int, output: object) -> _Scripted:
             f"{where}: finish_reason must be one of {', '.join(_FINISH_REASONS)}, got {finish_reason!r}"
         )
     tokens = tuple(_parse_token(f"{where} token {i}", t) for i, t in enumerate(output.get("tokens", ())))
-    return _Scripted(text, cast(FinishReason, finish_reason), tokens)
+    return _Scripted(text, cast(chat.FinishReason, finish_reason), tokens)
 
 
-def _parse_token(where: str, token: object) -> TokenLogprob:
+def _parse_token(where: str, token: object) -> chat.TokenLogprob:
     if not isinstance(token, Mapping) or not isinstance(token.get("token"), str):
         raise PolicyError(f"{where} must be an object with a string 'token'")
     try:
@@ -96,10 +87,10 @@ def _parse_token(where: str, token: object) -> TokenLogprob:
         top = tuple((str(alt), float(lp)) for alt, lp in token.get("top", ()))
     except (KeyError, TypeError, ValueError) as error:
         raise PolicyError(f"{where} needs a numeric 'logprob' and 'top' as [token, logprob] pairs") from error
-    return TokenLogprob(token["token"], logprob, top)
+    return chat.TokenLogprob(token["token"], logprob, top)
 
 
-class ScriptedPolicy(ChatPolicy):
+class ScriptedPolicy(chat.ChatPolicy):
     """Replays ``outputs`` in order, one per ``complete`` call (cycling when ``loop``)."""
 
     def __init__(
@@ -140,9 +131,8 @@ class ScriptedPolicy(ChatPolicy):
     def calls(self) -> int:
         return len(self.requests)
 
-    def _generate(
-        self, messages: Sequence[Message], images: Images, params: SamplingParams, on_text: OnText | None
-    ) -> Completion:
+    def _generate(self, request: chat.ChatRequest) -> chat.Completion:
+        messages, images, params, on_text = request.messages, request.images, request.params, request.on_text
         started = time.perf_counter()
         self.requests.append(
             ScriptedRequest(
@@ -169,14 +159,14 @@ class ScriptedPolicy(ChatPolicy):
         if len(words) > params.max_tokens:
             text, finish_reason = _first_words(text, params.max_tokens), "length"
             words = words[: params.max_tokens]
-        tokens: tuple[TokenLogprob, ...] = ()
+        tokens: tuple[chat.TokenLogprob, ...] = ()
         if params.wants_logprobs:
             top = params.top_logprobs
-            tokens = tuple(TokenLogprob(t.token, t.logprob, t.top[:top]) for t in scripted.tokens)
+            tokens = tuple(chat.TokenLogprob(t.token, t.logprob, t.top[:top]) for t in scripted.tokens)
         if on_text is not None:  # word by word, each with the whitespace before it
             for piece in re.findall(r"\s*\S+|\s+\Z", text):
                 on_text(piece)
-        return Completion(
+        return chat.Completion(
             text=text,
             finish_reason=finish_reason,
             prompt_tokens=sum(len(m["content"].split()) for m in messages),

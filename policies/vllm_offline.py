@@ -24,32 +24,16 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-from numpy.typing import NDArray
-
-from embodia.core.chat import (
-    ChatPolicy,
-    Completion,
-    ContextOverflowError,
-    ContextWindow,
-    FinishReason,
-    Images,
-    Message,
-    OnText,
-    PolicyError,
-    SamplingParams,
-    TokenLogprob,
-    check_messages,
-    text_only_model,
-)
-from embodia.core.random_weights import random_weights_label, random_weights_note
+from embodia.core import chat
+from embodia.core.chat import ContextOverflowError, PolicyError
+from embodia.core.random_weights import random_weights_note
 from embodia.policies.openai_compat import overflow_from_message, wire_messages
 
 logger = logging.getLogger(__name__)
 
 CONTEXT_REMEDY = "load it with a larger max_model_len (vllm:DIR?max_model_len=N)"
 
-_FINISH_REASONS: dict[str, FinishReason] = {"stop": "stop", "length": "length"}
+_FINISH_REASONS: dict[str, chat.FinishReason] = {"stop": "stop", "length": "length"}
 
 
 def _import_vllm() -> Any:
@@ -65,7 +49,7 @@ def _import_vllm() -> Any:
 
 def token_logprobs(
     token_ids: Sequence[int], positions: Sequence[Mapping[int, Any] | None], top_logprobs: int
-) -> tuple[TokenLogprob, ...]:
+) -> tuple[chat.TokenLogprob, ...]:
     """Our per-token logprobs from vLLM's ``{token_id: Logprob}`` per generated position.
 
     vLLM returns the ``top_logprobs`` most likely tokens plus the sampled one when it is not
@@ -86,11 +70,13 @@ def token_logprobs(
             for entry in ranked
             if entry.rank is None or entry.rank <= top_logprobs
         )[:top_logprobs]
-        tokens.append(TokenLogprob(token=str(chosen.decoded_token), logprob=float(chosen.logprob), top=top))
+        tokens.append(
+            chat.TokenLogprob(token=str(chosen.decoded_token), logprob=float(chosen.logprob), top=top)
+        )
     return tuple(tokens)
 
 
-class VLLMOfflinePolicy(ChatPolicy):
+class VLLMOfflinePolicy(chat.ChatPolicy):
     """Chat completions from a local model directory through ``vllm.LLM.chat``.
 
     The model loads when the policy is made (tens of seconds on CPU). Calls are serialised:
@@ -114,11 +100,7 @@ class VLLMOfflinePolicy(ChatPolicy):
         if max_model_len < 1:
             raise PolicyError(f"max_model_len must be at least 1, got {max_model_len}")
         self.name = name or f"vllm:{self.path}"
-        self.random_weights = random_weights_note(self.path)
-        """Why this model's outputs mean nothing (random weights), or None for a trained model."""
-        if self.random_weights is not None:
-            logger.warning("%s", self.random_weights)
-            self.name = random_weights_label(self.name)
+        self._mark_random_weights(random_weights_note(self.path))
         self.seed = int(seed)
         self.max_model_len = int(max_model_len)
         self.max_logprobs = int(max_logprobs)
@@ -152,20 +134,17 @@ class VLLMOfflinePolicy(ChatPolicy):
             if engine_core is not None:
                 engine_core.shutdown()
 
-    def context_window(self) -> ContextWindow:
+    def context_window(self) -> chat.ContextWindow:
         """The engine's ``max_model_len`` (vLLM clamps each reply to the room the prompt leaves)."""
         config = getattr(getattr(self._llm, "llm_engine", None), "model_config", None)
         tokens = int(getattr(config, "max_model_len", self.max_model_len))
-        return ContextWindow(tokens, str(self.path), remedy=CONTEXT_REMEDY)
+        return chat.ContextWindow(tokens, str(self.path), remedy=CONTEXT_REMEDY)
 
-    def count_tokens(
-        self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()
-    ) -> int | None:
+    def _count_tokens(self, messages: Sequence[chat.Message], images: chat.Images) -> int | None:
         """Tokens of the chat prompt from the engine's tokenizer and chat template; None with
         images, whose tokens only vLLM's multimodal processor knows."""
         if images:
             return None
-        check_messages(messages)
         try:
             ids = self._llm.get_tokenizer().apply_chat_template(
                 wire_messages(messages), add_generation_prompt=True, tokenize=True
@@ -176,9 +155,8 @@ class VLLMOfflinePolicy(ChatPolicy):
             ids = ids["input_ids"]
         return len(ids)
 
-    def _generate(
-        self, messages: Sequence[Message], images: Images, params: SamplingParams, on_text: OnText | None
-    ) -> Completion:
+    def _generate(self, request: chat.ChatRequest) -> chat.Completion:
+        messages, images, params, on_text = request.messages, request.images, request.params, request.on_text
         if params.top_logprobs > self.max_logprobs:
             raise PolicyError(
                 f"top_logprobs {params.top_logprobs} exceeds this policy's max_logprobs {self.max_logprobs}"
@@ -221,7 +199,7 @@ class VLLMOfflinePolicy(ChatPolicy):
         result = outputs[0]
         output = result.outputs[0]
         token_ids = list(output.token_ids)
-        tokens: tuple[TokenLogprob, ...] = ()
+        tokens: tuple[chat.TokenLogprob, ...] = ()
         if params.wants_logprobs:
             tokens = token_logprobs(token_ids, list(output.logprobs or ()), params.top_logprobs)
         raw_finish = str(output.finish_reason) if output.finish_reason is not None else None
@@ -234,7 +212,7 @@ class VLLMOfflinePolicy(ChatPolicy):
         # (_add_request in entrypoints/common/offline.py), so nothing partial comes out.
         if on_text is not None and output.text:
             on_text(output.text)
-        return Completion(
+        return chat.Completion(
             text=output.text,
             finish_reason=_FINISH_REASONS.get(raw_finish or "", "error"),
             prompt_tokens=len(result.prompt_token_ids or ()),
@@ -259,4 +237,4 @@ class VLLMOfflinePolicy(ChatPolicy):
             if multimodal is None
             else f"vLLM loads {self.path} ({architectures}) with images switched off"
         )
-        raise text_only_model(self.name, evidence, needed_by)
+        raise chat.text_only_model(self.name, evidence, needed_by)

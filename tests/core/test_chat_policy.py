@@ -3,17 +3,16 @@
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
 
 import numpy as np
 import pytest
 
 from embodia.core.chat import (
     ChatPolicy,
+    ChatRequest,
     Completion,
     Images,
     Message,
-    OnText,
     Policy,
     PolicyError,
     SamplingParams,
@@ -30,9 +29,8 @@ class Echo(ChatPolicy):
     def __init__(self) -> None:
         self.received: list[SamplingParams] = []
 
-    def _generate(
-        self, messages: Sequence[Message], images: Images, params: SamplingParams, on_text: OnText | None
-    ) -> Completion:
+    def _generate(self, request: ChatRequest) -> Completion:
+        messages, images, params, on_text = request.messages, request.images, request.params, request.on_text
         self.received.append(params)
         text = f"{len(messages)} messages, {len(images)} images"
         if on_text is not None:
