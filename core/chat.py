@@ -27,8 +27,6 @@ from numpy.typing import NDArray
 from embodia.core.random_weights import random_weights_label
 from embodia.errors import EmbodiaError
 
-logger = logging.getLogger(__name__)
-
 Role = Literal["system", "user", "assistant"]
 FinishReason = Literal["stop", "length", "error"]
 
@@ -389,7 +387,7 @@ class ChatPolicy(ABC):
         if note is None:
             return
         self.random_weights = note
-        logger.warning("%s", note)
+        logging.getLogger(type(self).__module__).warning("%s", note)  # the backend's own logger
         self.name = random_weights_label(self.name)
 
     def complete(

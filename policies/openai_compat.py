@@ -403,7 +403,7 @@ class OpenAICompatPolicy(chat.ChatPolicy):
         # asked, ranked and cut, is the true top k (docs/vllm.md).
         top = params.top_logprobs
         asked = top + 1 if params.temperature > 0 and 0 < top < MAX_TOP_LOGPROBS else top
-        request = build_chat_request(
+        payload = build_chat_request(
             messages,
             images,
             model=self.model,
@@ -413,10 +413,10 @@ class OpenAICompatPolicy(chat.ChatPolicy):
         started = time.perf_counter()
         try:
             if on_text is None:
-                raw = self._client.chat.completions.with_raw_response.create(**request)
+                raw = self._client.chat.completions.with_raw_response.create(**payload)
             else:
                 stream = self._client.chat.completions.create(
-                    **request, stream=True, stream_options={"include_usage": True}
+                    **payload, stream=True, stream_options={"include_usage": True}
                 )
         except openai.OpenAIError as error:
             if isinstance(error, openai.BadRequestError):

@@ -18,21 +18,11 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from embodia.errors import PoseError
+from embodia.sim import protocol
 from embodia.sim.backend import SimulatorBase, check_action, loaded
 from embodia.sim.geometry import forward_vector
 from embodia.sim.loading import UpAxis, load_scene
 from embodia.sim.navigation import NavGrid
-from embodia.sim.protocol import (
-    Action,
-    Panorama,
-    PinholeFrame,
-    Pose,
-    SceneSpec,
-    ShortestPath,
-    SimConfig,
-    StepResult,
-    TopDownMap,
-)
 from embodia.sim.raycast import Raycaster
 from embodia.sim.render import Renderer
 from embodia.sim.scene import Scene
@@ -43,15 +33,15 @@ logger = logging.getLogger(__name__)
 class EmbeddedSimulator(SimulatorBase):
     """CPU simulator over a labelled triangle mesh (see the module docstring)."""
 
-    def __init__(self, config: SimConfig | None = None, *, up: UpAxis = "auto") -> None:
-        self.config = config or SimConfig()
+    def __init__(self, config: protocol.SimConfig | None = None, *, up: UpAxis = "auto") -> None:
+        self.config = config or protocol.SimConfig()
         self.up: UpAxis = up
         self._scene: Scene | None = None
         self._scene_key: object = None
         self._renderer: Renderer | None = None
         self._nav: NavGrid | None = None
-        self._topdown: dict[float, TopDownMap] = {}
-        self._pose: Pose | None = None
+        self._topdown: dict[float, protocol.TopDownMap] = {}
+        self._pose: protocol.Pose | None = None
 
     # ------------------------------------------------------------------ state
 
@@ -71,7 +61,9 @@ class EmbeddedSimulator(SimulatorBase):
     def categories(self) -> list[str]:
         return list(self.scene.categories)
 
-    def reset(self, scene: SceneSpec | Scene, start_pose: Pose | None = None) -> Pose:
+    def reset(
+        self, scene: protocol.SceneSpec | Scene, start_pose: protocol.Pose | None = None
+    ) -> protocol.Pose:
         """Load ``scene`` (kept when the spec is unchanged) and place the agent.
 
         Without ``start_pose`` the agent starts at the most open point of the largest
@@ -107,7 +99,7 @@ class EmbeddedSimulator(SimulatorBase):
             if not np.all(np.isfinite(position)):
                 raise PoseError(f"start pose {start_pose.position} cannot be snapped onto the floor")
             yaw = start_pose.yaw
-        self._pose = Pose.from_array(position, yaw)
+        self._pose = protocol.Pose.from_array(position, yaw)
         return self._pose
 
     def close(self) -> None:
@@ -117,49 +109,49 @@ class EmbeddedSimulator(SimulatorBase):
 
     # ------------------------------------------------------------------ actions
 
-    def step(self, action: Action) -> StepResult:
+    def step(self, action: protocol.Action) -> protocol.StepResult:
         """Apply one primitive action; ``move_forward`` stops short at obstacles (no sliding)."""
         pose = self.pose
         check_action(action)
         if action == "turn_left" or action == "turn_right":
             sign = 1.0 if action == "turn_left" else -1.0
             yaw = math.remainder(pose.yaw + sign * math.radians(self.config.turn_angle_deg), 2 * math.pi)
-            self._pose = Pose(pose.position, yaw)
-            return StepResult(self._pose, collided=False)
+            self._pose = protocol.Pose(pose.position, yaw)
+            return protocol.StepResult(self._pose, collided=False)
         start = pose.array
         target = start + self.config.forward_step * forward_vector(pose.yaw)
         fraction = self.nav.free_fraction(start, target)
         end = start + fraction * (target - start)
         end[1] = self.nav.floor_at(end) if self.nav.on_island(end) else start[1]
-        self._pose = Pose.from_array(end, pose.yaw)
-        return StepResult(self._pose, collided=fraction < 1.0)
+        self._pose = protocol.Pose.from_array(end, pose.yaw)
+        return protocol.StepResult(self._pose, collided=fraction < 1.0)
 
     def _stand(self, position: NDArray[np.float64], yaw: float) -> None:
         if self.nav.on_island(position):
             position[1] = self.nav.floor_at(position)
-        self._pose = Pose.from_array(position, yaw)
+        self._pose = protocol.Pose.from_array(position, yaw)
 
     # ------------------------------------------------------------------ sensors
 
     def _sensor(self) -> NDArray[np.float64]:
         return self.pose.sensor_position(self.config.sensor_height)
 
-    def panorama(self, height: int = 512, width: int = 1024) -> Panorama:
+    def panorama(self, height: int = 512, width: int = 1024) -> protocol.Panorama:
         """Equirectangular RGB, radial range (m, 0 = miss) and category ids."""
         frame = self.renderer.panorama(self._sensor(), self.pose.yaw, height, width)
-        return Panorama(rgb=frame.rgb, depth=frame.depth, semantic=frame.semantic, pose=self.pose)
+        return protocol.Panorama(rgb=frame.rgb, depth=frame.depth, semantic=frame.semantic, pose=self.pose)
 
-    def panorama_at(self, pose: Pose, height: int = 512, width: int = 1024) -> Panorama:
+    def panorama_at(self, pose: protocol.Pose, height: int = 512, width: int = 1024) -> protocol.Panorama:
         """The panorama seen from ``pose``; the agent stays where it is."""
         frame = self.renderer.panorama(
             pose.sensor_position(self.config.sensor_height), pose.yaw, height, width
         )
-        return Panorama(rgb=frame.rgb, depth=frame.depth, semantic=frame.semantic, pose=pose)
+        return protocol.Panorama(rgb=frame.rgb, depth=frame.depth, semantic=frame.semantic, pose=pose)
 
-    def pinhole(self, height: int = 256, width: int = 256, hfov_deg: float = 90.0) -> PinholeFrame:
+    def pinhole(self, height: int = 256, width: int = 256, hfov_deg: float = 90.0) -> protocol.PinholeFrame:
         """Perspective RGB, planar depth (m, 0 = miss) and category ids along the heading."""
         frame = self.renderer.pinhole(self._sensor(), self.pose.yaw, height, width, hfov_deg)
-        return PinholeFrame(
+        return protocol.PinholeFrame(
             rgb=frame.rgb,
             depth=frame.depth,
             semantic=frame.semantic,
@@ -175,10 +167,10 @@ class EmbeddedSimulator(SimulatorBase):
     def snap_point(self, point: ArrayLike) -> NDArray[np.float64]:
         return self.nav.snap_point(point)
 
-    def shortest_path(self, start: ArrayLike, end: ArrayLike) -> ShortestPath:
+    def shortest_path(self, start: ArrayLike, end: ArrayLike) -> protocol.ShortestPath:
         return self.nav.shortest_path(start, end)
 
-    def _topdown_map(self, resolution: float) -> TopDownMap:
+    def _topdown_map(self, resolution: float) -> protocol.TopDownMap:
         """Ground-truth navigable island at ``resolution`` (explorable area in m2)."""
         if resolution not in self._topdown:
             nav = self.nav

@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from embodia.envs.puzzles import core
 from embodia.envs.puzzles.clevr_scene import (
     COLOURS,
     HEIGHT,
@@ -54,14 +55,6 @@ from embodia.envs.puzzles.clevr_text import (
     mentioned_objects,
     parse_attribute,
     parse_question,
-)
-from embodia.envs.puzzles.core import (
-    Parsed,
-    PuzzleInstance,
-    SceneGraphTask,
-    Verdict,
-    answer_format_note,
-    find_answer,
 )
 from embodia.envs.puzzles.scene_questions import (
     check_count_prefix,
@@ -128,7 +121,7 @@ def _example_answer(query: Mapping[str, Any]) -> Any:
     return {"count": 3, "yesno": "yes", "colour": "red", "shape": "cube", "size": "small"}[answer_type]
 
 
-class ClevrTask(SceneGraphTask):
+class ClevrTask(core.SceneGraphTask):
     """Questions about a CLEVR-like scene; difficulty sets object count and question mix."""
 
     name = "clevr"
@@ -136,7 +129,7 @@ class ClevrTask(SceneGraphTask):
     parse_question = staticmethod(parse_question)
     hallucinated_objects = staticmethod(hallucinated_objects)
 
-    def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+    def generate(self, seed: int, difficulty: str = "medium") -> core.PuzzleInstance:
         seed, rng = self._seeded_generator(seed, difficulty, 0xC1E)
         lo, hi = OBJECT_COUNTS[difficulty]
         objects = draw_scene(rng, int(rng.integers(lo, hi + 1)))
@@ -152,7 +145,7 @@ class ClevrTask(SceneGraphTask):
         prompt = (
             "The image shows a scene of simple objects (cubes, spheres, cylinders; small or large; "
             f"{', '.join(COLOURS)}). Left/right refer to the image x axis, behind/in front of to "
-            f"the image y axis (behind = higher up).\n{question}\n{answer_format_note(example)}"
+            f"the image y axis (behind = higher up).\n{question}\n{core.answer_format_note(example)}"
         )
         return self._instance(seed, difficulty, prompt, answer, facts)
 
@@ -168,11 +161,11 @@ class ClevrTask(SceneGraphTask):
                 return query
         return {"kind": "count", "filters": random_filters(rng, facts["objects"], False)}
 
-    def render(self, instance: PuzzleInstance) -> np.ndarray:
+    def render(self, instance: core.PuzzleInstance) -> np.ndarray:
         return render_scene(instance.facts)
 
-    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
-        raw = find_answer(reply, ("answer", "count", "colour", "color", "shape", "size"))
+    def parse(self, reply: str, instance: core.PuzzleInstance) -> core.Parsed:
+        raw = core.find_answer(reply, ("answer", "count", "colour", "color", "shape", "size"))
         if not raw.ok:
             return raw
         value = raw.value
@@ -183,10 +176,10 @@ class ClevrTask(SceneGraphTask):
             return yes_no_answer(value)
         return parse_attribute(str(value), kind)
 
-    def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
+    def check(self, value: Any, instance: core.PuzzleInstance) -> core.Verdict:
         return exact_check(value, instance.answer)
 
-    def steps(self, instance: PuzzleInstance) -> list[Any]:
+    def steps(self, instance: core.PuzzleInstance) -> list[Any]:
         """The steps of the true answer, with objects as ``{"object": id}``:
 
         - count: every object the question picks out (id order), then ``{"count": n}``;
@@ -203,7 +196,7 @@ class ClevrTask(SceneGraphTask):
         """
         return question_steps(instance.facts, instance.facts["question"])
 
-    def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
+    def check_step(self, prefix: Sequence[Any], instance: core.PuzzleInstance) -> bool:
         """Whether ``prefix`` can be continued into a correct solution. Count: matching objects
         in any order, each once, and the right count only after all of them; exists: any one
         matching object as the witness, then "yes" (just "no" when none matches). The other
@@ -246,21 +239,21 @@ class ClevrDescribeTask(ClevrTask):
                 return {"kind": "describe", **located}
         return {"kind": "describe"}
 
-    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
-        raw = find_answer(reply, ("answer", "description"))
+    def parse(self, reply: str, instance: core.PuzzleInstance) -> core.Parsed:
+        raw = core.find_answer(reply, ("answer", "description"))
         if not raw.ok:
             return raw
         value = raw.value
         text = (" ".join(str(v) for v in value) if isinstance(value, list) else str(value)).strip()
-        return Parsed(text) if text else Parsed.fail("empty description")
+        return core.Parsed(text) if text else core.Parsed.fail("empty description")
 
-    def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
+    def check(self, value: Any, instance: core.PuzzleInstance) -> core.Verdict:
         from embodia.core.scores import rouge_l
 
         score = rouge_l(str(value), str(instance.answer))
         correct = score >= ROUGE_L_THRESHOLD
         bound = "at least" if correct else "below"
-        return Verdict(
+        return core.Verdict(
             correct, score, f"ROUGE-L F1 {score:.3f} against the reference ({bound} {ROUGE_L_THRESHOLD})"
         )
 

@@ -30,15 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from embodia.envs.puzzles.core import (
-    Parsed,
-    PuzzleError,
-    PuzzleInstance,
-    SceneGraphTask,
-    Verdict,
-    answer_format_note,
-    find_answer,
-)
+from embodia.envs.puzzles import core
 from embodia.envs.puzzles.scene_questions import (
     Reading,
     check_count_prefix,
@@ -221,7 +213,7 @@ def oracle(facts: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
     if kind == "relation":
         relation = query.get("relation", "left")
         if relation not in ("left", "right"):
-            raise PuzzleError(f"unknown relation {relation!r}; known: left, right")
+            raise core.PuzzleError(f"unknown relation {relation!r}; known: left, right")
         anchors = _visible(facts, str(query["anchor"]))
         if not anchors:
             return "none"
@@ -229,7 +221,7 @@ def oracle(facts: Mapping[str, Any], query: Mapping[str, Any]) -> Any:
             return "ambiguous"
         near = _neighbour(facts, anchors[0], relation)
         return "none" if near is None else near["category"]
-    raise PuzzleError(f"unknown query kind {kind!r}; known: count, exists, compare, relation, objects")
+    raise core.PuzzleError(f"unknown query kind {kind!r}; known: count, exists, compare, relation, objects")
 
 
 def _plural(category: str) -> str:
@@ -299,13 +291,13 @@ def _category_word(word: str, categories: Sequence[str]) -> str | None:
     return None
 
 
-def _parse_category(text: str, categories: list[str]) -> Parsed:
+def _parse_category(text: str, categories: list[str]) -> core.Parsed:
     hits = {c for c in (_category_word(w, categories) for w in tokens(text)) if c is not None}
     if not hits:
-        return Parsed.fail(f"answer {text[:60]!r} names no object category")
+        return core.Parsed.fail(f"answer {text[:60]!r} names no object category")
     if len(hits) > 1:
-        return Parsed.fail(f"answer {text[:60]!r} names several categories: {', '.join(sorted(hits))}")
-    return Parsed(hits.pop())
+        return core.Parsed.fail(f"answer {text[:60]!r} names several categories: {', '.join(sorted(hits))}")
+    return core.Parsed(hits.pop())
 
 
 def _vocabulary(facts: Mapping[str, Any] | None) -> list[str]:
@@ -451,7 +443,7 @@ def _answer_assertions(
     return []
 
 
-class EmbodiedTask(SceneGraphTask):
+class EmbodiedTask(core.SceneGraphTask):
     """Counting, presence and azimuth-order questions over a procedural-house panorama."""
 
     name = "embodied"
@@ -459,7 +451,7 @@ class EmbodiedTask(SceneGraphTask):
     parse_question = staticmethod(parse_question)
     hallucinated_objects = staticmethod(hallucinated_objects)
 
-    def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+    def generate(self, seed: int, difficulty: str = "medium") -> core.PuzzleInstance:
         from embodia.sim.protocol import Pose
 
         seed, rng = self._seeded_generator(seed, difficulty, 0xE3B)
@@ -505,11 +497,11 @@ class EmbodiedTask(SceneGraphTask):
             "The image is a 360-degree equirectangular panorama taken inside a house; the centre "
             "column looks ahead, the left edge is behind you to the left, the right edge behind you "
             "to the right. Left/right refer to columns of the image.\n"
-            f"{question}\n{answer_format_note(example)}"
+            f"{question}\n{core.answer_format_note(example)}"
         )
         return self._instance(seed, difficulty, prompt, oracle(facts, query), facts)
 
-    def render(self, instance: PuzzleInstance) -> np.ndarray:
+    def render(self, instance: core.PuzzleInstance) -> np.ndarray:
         from embodia.sim.protocol import Pose
 
         facts = instance.facts
@@ -518,7 +510,7 @@ class EmbodiedTask(SceneGraphTask):
         rgb: np.ndarray = sim.panorama_at(pose, int(facts["height"]), int(facts["width"]))["rgb"]
         return rgb
 
-    def semantic(self, instance: PuzzleInstance) -> tuple[np.ndarray, np.ndarray]:
+    def semantic(self, instance: core.PuzzleInstance) -> tuple[np.ndarray, np.ndarray]:
         """(category ids, instance ids) of the instance's panorama, for pixel-level checks."""
         from embodia.sim.protocol import Pose
 
@@ -528,8 +520,8 @@ class EmbodiedTask(SceneGraphTask):
         h, w = int(facts["height"]), int(facts["width"])
         return sim.panorama_at(pose, h, w)["semantic"], instance_image(sim, pose, h, w)
 
-    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
-        raw = find_answer(reply, ("answer", "count", "object", "category"))
+    def parse(self, reply: str, instance: core.PuzzleInstance) -> core.Parsed:
+        raw = core.find_answer(reply, ("answer", "count", "object", "category"))
         if not raw.ok:
             return raw
         value, kind = raw.value, instance.facts["answer_type"]
@@ -541,10 +533,10 @@ class EmbodiedTask(SceneGraphTask):
 
         return _parse_category(str(value), list(CATEGORIES))
 
-    def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
+    def check(self, value: Any, instance: core.PuzzleInstance) -> core.Verdict:
         return exact_check(value, instance.answer)
 
-    def steps(self, instance: PuzzleInstance) -> list[Any]:
+    def steps(self, instance: core.PuzzleInstance) -> list[Any]:
         """The steps of the true answer, with objects as ``{"instance": id, "category": c}``
         (visible ones only, :data:`MIN_PIXELS`):
 
@@ -556,7 +548,7 @@ class EmbodiedTask(SceneGraphTask):
         """
         return question_steps(instance.facts, instance.facts["question"])
 
-    def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
+    def check_step(self, prefix: Sequence[Any], instance: core.PuzzleInstance) -> bool:
         """Whether ``prefix`` can be continued into a correct solution. Count: visible instances
         in any order, each once, and the right count only after all of them; exists: any one
         visible instance as the witness, then "yes" (just "no" when none is visible). Relation

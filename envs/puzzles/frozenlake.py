@@ -22,18 +22,8 @@ from typing import Any
 
 import numpy as np
 
+from embodia.envs.puzzles import grid as lattice
 from embodia.envs.puzzles.core import PuzzleInstance, Verdict, answer_format_note
-from embodia.envs.puzzles.grid import (
-    MOVES,
-    Cell,
-    MoveTask,
-    bfs,
-    cells_to_moves,
-    distances,
-    grid_neighbours,
-    path_to,
-    prefix_moves,
-)
 
 SIZES: dict[str, int] = {"easy": 4, "medium": 6, "hard": 8}
 HOLES: dict[str, float] = {"easy": 0.15, "medium": 0.2, "hard": 0.25}
@@ -43,14 +33,14 @@ DETOUR: dict[str, int] = {"easy": 0, "medium": 2, "hard": 4}
 """Least excess of the shortest path over the Manhattan distance."""
 
 
-def _neighbours(rows: Sequence[str]) -> Callable[[Cell], Iterator[Cell]]:
-    def off_holes(cell: Cell, move: Cell) -> bool:
+def _neighbours(rows: Sequence[str]) -> Callable[[lattice.Cell], Iterator[lattice.Cell]]:
+    def off_holes(cell: lattice.Cell, move: lattice.Cell) -> bool:
         return rows[cell[0] + move[0]][cell[1] + move[1]] != "H"
 
-    return grid_neighbours(len(rows), len(rows), off_holes)
+    return lattice.grid_neighbours(len(rows), len(rows), off_holes)
 
 
-class FrozenLakeTask(MoveTask):
+class FrozenLakeTask(lattice.MoveTask):
     """Grid of ice ('F'), holes ('H'), start ('S') and goal ('G'); answer = moves U/D/L/R."""
 
     name = "frozenlake"
@@ -67,10 +57,10 @@ class FrozenLakeTask(MoveTask):
             cells[start[0] * n + start[1]] = "S"
             cells[goal[0] * n + goal[1]] = "G"
             rows = ["".join(cells[r * n : r * n + n]) for r in range(n)]
-            parent = bfs(start, _neighbours(rows))
-            if goal in parent and len(path_to(parent, goal)) - 1 >= manhattan + DETOUR[difficulty]:
+            parent = lattice.bfs(start, _neighbours(rows))
+            if goal in parent and len(lattice.moves_to(parent, goal)) >= manhattan + DETOUR[difficulty]:
                 break
-        moves = cells_to_moves(path_to(parent, goal))
+        moves = lattice.moves_to(parent, goal)
         prompt = (
             f"The image shows a {n}x{n} frozen lake: light blue is ice, dark blue cells are holes, the "
             "green cell is the start and the gold cell is the goal. Give moves U (up), D (down), "
@@ -96,14 +86,14 @@ class FrozenLakeTask(MoveTask):
         img[::px, :] = img[:, ::px] = 255  # grid lines so cells can be counted
         return np.ascontiguousarray(img)
 
-    def _walk(self, moves: str, instance: PuzzleInstance) -> tuple[Cell, str | None]:
+    def _walk(self, moves: str, instance: PuzzleInstance) -> tuple[lattice.Cell, str | None]:
         f = instance.facts
         rows, n = f["rows"], f["size"]
         r, c = f["start"]
         for i, m in enumerate(moves, start=1):
             if rows[r][c] == "G":
                 return (r, c), f"moves continue after reaching the goal at step {i - 1}"
-            dr, dc = MOVES[m]
+            dr, dc = lattice.MOVES[m]
             r, c = r + dr, c + dc
             if not (0 <= r < n and 0 <= c < n):
                 return (r, c), f"path leaves the grid at step {i}"
@@ -132,8 +122,8 @@ class FrozenLakeTask(MoveTask):
     def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
         """A move prefix is consistent iff it stays on ice and the goal is still reachable."""
         f = instance.facts
-        parsed = prefix_moves(prefix, tuple(f["start"]))
+        parsed = lattice.prefix_moves(prefix, tuple(f["start"]))
         if not parsed.ok:
             return False
         end, error = self._walk(parsed.value, instance)
-        return error is None and tuple(f["goal"]) in distances(end, _neighbours(f["rows"]))
+        return error is None and tuple(f["goal"]) in lattice.distances(end, _neighbours(f["rows"]))

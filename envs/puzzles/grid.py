@@ -167,10 +167,16 @@ def grid_neighbours(
 
 
 def path_to(parent: dict[Cell, Cell | None], goal: Cell) -> list[Cell]:
+    """The cells of the shortest path from a :func:`bfs`'s start to ``goal``, both included."""
     cells = [goal]
     while (p := parent[cells[-1]]) is not None:
         cells.append(p)
     return cells[::-1]
+
+
+def moves_to(parent: dict[Cell, Cell | None], goal: Cell) -> str:
+    """The moves of the shortest path from a :func:`bfs`'s start to ``goal`` (one per step)."""
+    return cells_to_moves(path_to(parent, goal))
 
 
 def prefix_moves(prefix: Any, start: Cell) -> Parsed:

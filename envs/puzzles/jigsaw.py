@@ -17,17 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from embodia.envs.puzzles.core import (
-    MAX_DIGITS,
-    Parsed,
-    PuzzleInstance,
-    PuzzleTask,
-    Verdict,
-    answer_format_note,
-    find_answer,
-    int_sequence,
-    is_permutation,
-)
+from embodia.envs.puzzles import core
 
 SIZES: dict[str, int] = {"easy": 2, "medium": 3, "hard": 4}
 SIDE = 240
@@ -102,12 +92,12 @@ def tiles_distinct(image: np.ndarray, k: int) -> bool:
     return True
 
 
-class JigsawTask(PuzzleTask):
+class JigsawTask(core.PuzzleTask):
     """Answer = list of original tile numbers at each shuffled position (row by row, 0-based)."""
 
     name = "jigsaw"
 
-    def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+    def generate(self, seed: int, difficulty: str = "medium") -> core.PuzzleInstance:
         seed, rng = self._seeded(seed, difficulty)
         k = SIZES[difficulty]
         perm = list(range(k * k))
@@ -117,7 +107,7 @@ class JigsawTask(PuzzleTask):
             f"The image is a picture cut into a {k}x{k} grid of tiles that were shuffled. Number the tiles "
             f"of the original picture 0-{k * k - 1} row by row. For each position of the shuffled image, "
             "row by row, give the number of the original tile shown there. "
-            + answer_format_note('{"permutation": [2, 0, 3, 1]}')
+            + core.answer_format_note('{"permutation": [2, 0, 3, 1]}')
         )
         picture_seed = rng.randrange(2**31)
         while not tiles_distinct(picture(picture_seed, k * (SIDE // k)), k):
@@ -125,7 +115,7 @@ class JigsawTask(PuzzleTask):
         facts = {"k": k, "picture_seed": picture_seed, "perm": list(perm), "tile_px": SIDE // k}
         return self._instance(seed, difficulty, prompt, perm, facts)
 
-    def render(self, instance: PuzzleInstance) -> np.ndarray:
+    def render(self, instance: core.PuzzleInstance) -> np.ndarray:
         f = instance.facts
         k, t = f["k"], f["tile_px"]
         src = picture(f["picture_seed"], k * t)
@@ -137,49 +127,49 @@ class JigsawTask(PuzzleTask):
             ]
         return out
 
-    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
-        raw = find_answer(reply, ("permutation", "perm", "answer", "tiles"))
+    def parse(self, reply: str, instance: core.PuzzleInstance) -> core.Parsed:
+        raw = core.find_answer(reply, ("permutation", "perm", "answer", "tiles"))
         if not raw.ok:
             return raw
         k = instance.facts["k"]
         n = k * k
-        parsed = int_sequence(raw.value, "tile")
+        parsed = core.int_sequence(raw.value, "tile")
         if isinstance(raw.value, str) and (not parsed.ok or len(parsed.value) != n):
             grid = _grid_rows(reply, k)  # the k x k grid written as k lines of k numbers
             if grid is not None:
-                parsed = Parsed(grid)
+                parsed = core.Parsed(grid)
         if not parsed.ok:
             return parsed
         perm = parsed.value
         if len(perm) != n:
-            return Parsed.fail(f"expected {n} tile numbers, found {len(perm)}")
+            return core.Parsed.fail(f"expected {n} tile numbers, found {len(perm)}")
         bad = [v for v in perm if not 0 <= v < n]
         if bad:
-            return Parsed.fail(f"tile {bad[0]} does not exist (tiles are 0-{n - 1})")
+            return core.Parsed.fail(f"tile {bad[0]} does not exist (tiles are 0-{n - 1})")
         dup = sorted(v for v in set(perm) if perm.count(v) > 1)
         if dup:
-            return Parsed.fail(f"not a permutation: tile {dup[0]} appears more than once")
-        return Parsed(perm)
+            return core.Parsed.fail(f"not a permutation: tile {dup[0]} appears more than once")
+        return core.Parsed(perm)
 
-    def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
+    def check(self, value: Any, instance: core.PuzzleInstance) -> core.Verdict:
         truth = instance.answer
-        if not is_permutation(value, len(truth)):
-            return Verdict(False, 0.0, "answer is not a permutation of the tiles")
+        if not core.is_permutation(value, len(truth)):
+            return core.Verdict(False, 0.0, "answer is not a permutation of the tiles")
         wrong = [p for p, (a, b) in enumerate(zip(value, truth, strict=True)) if a != b]
         score = 1 - len(wrong) / len(truth)
         if not wrong:
-            return Verdict(True, 1.0, "all tiles placed")
+            return core.Verdict(True, 1.0, "all tiles placed")
         if len(wrong) == 2:
-            return Verdict(False, score, f"tiles at positions {wrong[0]} and {wrong[1]} are swapped")
-        return Verdict(
+            return core.Verdict(False, score, f"tiles at positions {wrong[0]} and {wrong[1]} are swapped")
+        return core.Verdict(
             False, score, f"{len(wrong)} of {len(truth)} positions wrong, first at position {wrong[0]}"
         )
 
-    def steps(self, instance: PuzzleInstance) -> list[Any]:
+    def steps(self, instance: core.PuzzleInstance) -> list[Any]:
         """The original tile number at each position, in position order."""
         return list(instance.answer)
 
-    def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
+    def check_step(self, prefix: Sequence[Any], instance: core.PuzzleInstance) -> bool:
         return list(prefix) == list(instance.answer[: len(prefix)])
 
 
@@ -189,7 +179,7 @@ def _grid_rows(reply: str, k: int) -> list[int] | None:
     block: list[list[str]] = []  # the rows read so far, from the last line up
     for line in reversed(reply.splitlines()):
         row = re.findall(r"\d+", line) if numeric.fullmatch(line) else []
-        if len(row) == k and all(len(t) <= MAX_DIGITS for t in row):
+        if len(row) == k and all(len(t) <= core.MAX_DIGITS for t in row):
             block.append(row)
             if len(block) == k:
                 return [int(t) for r in reversed(block) for t in r]

@@ -13,18 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from embodia.envs.puzzles import grid as lattice
 from embodia.envs.puzzles.core import PuzzleInstance, Verdict, answer_format_note
-from embodia.envs.puzzles.grid import (
-    MOVES,
-    Cell,
-    MoveTask,
-    bfs,
-    cells_to_moves,
-    distances,
-    grid_neighbours,
-    path_to,
-    prefix_moves,
-)
 
 SIZES: dict[str, int] = {"easy": 5, "medium": 9, "hard": 15}
 LOOPS: dict[str, float] = {"easy": 0.0, "medium": 0.08, "hard": 0.12}
@@ -67,14 +57,16 @@ def carve(rows: int, cols: int, rng: random.Random, loop_fraction: float) -> lis
     return [text[i : i + width] for i in range(0, len(text), width)]
 
 
-def _neighbours(grid: Sequence[str], rows: int, cols: int) -> Callable[[Cell], Iterator[Cell]]:
-    def no_wall(cell: Cell, move: Cell) -> bool:
+def _neighbours(
+    grid: Sequence[str], rows: int, cols: int
+) -> Callable[[lattice.Cell], Iterator[lattice.Cell]]:
+    def no_wall(cell: lattice.Cell, move: lattice.Cell) -> bool:
         return grid[2 * cell[0] + 1 + move[0]][2 * cell[1] + 1 + move[1]] == "."
 
-    return grid_neighbours(rows, cols, no_wall)
+    return lattice.grid_neighbours(rows, cols, no_wall)
 
 
-class MazeTask(MoveTask):
+class MazeTask(lattice.MoveTask):
     """Shortest path from the green start cell to the red goal cell; answer = moves U/D/L/R."""
 
     name = "maze"
@@ -85,9 +77,9 @@ class MazeTask(MoveTask):
         n = SIZES[difficulty]
         grid = carve(n, n, rng, LOOPS[difficulty])
         start = (rng.randrange(n), rng.randrange(n))
-        parent = bfs(start, _neighbours(grid, n, n))
+        parent = lattice.bfs(start, _neighbours(grid, n, n))
         goal = _farthest(parent)
-        moves = cells_to_moves(path_to(parent, goal))
+        moves = lattice.moves_to(parent, goal)
         prompt = (
             f"The image shows a {n}x{n} maze: dark blocks are walls, the green cell is the start and the "
             "red cell is the goal. Give a shortest path from start to goal as a string of moves "
@@ -114,12 +106,12 @@ class MazeTask(MoveTask):
             img[2 * r + 1, 2 * c + 1] = color
         return np.ascontiguousarray(img.repeat(px, axis=0).repeat(px, axis=1))
 
-    def _walk(self, moves: str, instance: PuzzleInstance) -> tuple[Cell, str | None]:
+    def _walk(self, moves: str, instance: PuzzleInstance) -> tuple[lattice.Cell, str | None]:
         f = instance.facts
         rows, cols, grid = f["rows"], f["cols"], f["grid"]
         r, c = f["start"]
         for i, m in enumerate(moves, start=1):
-            dr, dc = MOVES[m]
+            dr, dc = lattice.MOVES[m]
             if not (0 <= r + dr < rows and 0 <= c + dc < cols):
                 return (r, c), f"path leaves the grid at step {i} ({m} from [{r}, {c}])"
             if grid[2 * r + 1 + dr][2 * c + 1 + dc] != ".":
@@ -154,17 +146,17 @@ class MazeTask(MoveTask):
         the start and at distance optimum - k from the goal."""
         f = instance.facts
         start = tuple(f["start"])
-        parsed = prefix_moves(prefix, start)
+        parsed = lattice.prefix_moves(prefix, start)
         if not parsed.ok or len(parsed.value) > f["shortest_length"]:
             return False
         end, error = self._walk(parsed.value, instance)
         if error:
             return False
         nb = _neighbours(f["grid"], f["rows"], f["cols"])
-        from_goal = distances(tuple(f["goal"]), nb)
+        from_goal = lattice.distances(tuple(f["goal"]), nb)
         return from_goal.get(end, -1) == f["shortest_length"] - len(parsed.value)
 
 
-def _farthest(parent: dict[Cell, Cell | None]) -> Cell:
+def _farthest(parent: dict[lattice.Cell, lattice.Cell | None]) -> lattice.Cell:
     # BFS parent maps are filled in distance order, so the last key inserted is a farthest cell.
     return next(reversed(parent))

@@ -21,15 +21,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from embodia.envs.puzzles.core import (
-    Parsed,
-    PuzzleInstance,
-    PuzzleTask,
-    Verdict,
-    answer_format_note,
-    as_int,
-    find_answer,
-)
+from embodia.envs.puzzles import core
 
 GIVENS: dict[str, int] = {"easy": 40, "medium": 32, "hard": 26}
 POOL = 32
@@ -142,12 +134,12 @@ def _rc(i: int) -> str:
     return f"row {i // 9 + 1} col {i % 9 + 1}"
 
 
-class SudokuTask(PuzzleTask):
+class SudokuTask(core.PuzzleTask):
     """Classic sudoku; answer = the 81 digits of the solved grid, row by row."""
 
     name = "sudoku"
 
-    def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+    def generate(self, seed: int, difficulty: str = "medium") -> core.PuzzleInstance:
         seed, rng = self._seeded(seed, difficulty)
         givens, solution = base_puzzle(difficulty, rng.randrange(POOL))
         sym = _symmetry(rng)
@@ -155,7 +147,7 @@ class SudokuTask(PuzzleTask):
         prompt = (
             "The image shows a sudoku: fill every empty cell with a digit 1-9 so that each row, column "
             "and 3x3 box holds each digit once. Give the full solved grid as 81 digits, row by row. "
-            + answer_format_note('{"solution": "534678912..."}')
+            + core.answer_format_note('{"solution": "534678912..."}')
         )
         facts = {
             "givens": puzzle,
@@ -165,7 +157,7 @@ class SudokuTask(PuzzleTask):
         }
         return self._instance(seed, difficulty, prompt, answer, facts)
 
-    def render(self, instance: PuzzleInstance) -> np.ndarray:
+    def render(self, instance: core.PuzzleInstance) -> np.ndarray:
         cell, pad = 26, 6
         size = 9 * cell + 2 * pad
         img = Image.new("RGB", (size, size), (255, 255, 255))
@@ -181,8 +173,8 @@ class SudokuTask(PuzzleTask):
                 draw.text((x, y), ch, fill=(0, 0, 0), anchor="mm", font_size=18)
         return np.asarray(img)
 
-    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
-        raw = find_answer(reply, ("solution", "grid", "answer"))
+    def parse(self, reply: str, instance: core.PuzzleInstance) -> core.Parsed:
+        raw = core.find_answer(reply, ("solution", "grid", "answer"))
         text = _flatten(raw.value) if raw.ok else ""
         if len(text) != 81 and isinstance(reply, str):
             # a row label ("Row 1:", "R1:", "1.") is not a digit of the grid
@@ -193,58 +185,60 @@ class SudokuTask(PuzzleTask):
         if len(text) != 81:
             if not raw.ok:
                 return raw
-            return Parsed.fail(f"expected 81 digits, found {len(text)}")
+            return core.Parsed.fail(f"expected 81 digits, found {len(text)}")
         for i, ch in enumerate(text):
             if ch in "0.":
-                return Parsed.fail(f"digit {ch} at {_rc(i)}")
-        return Parsed(text)
+                return core.Parsed.fail(f"digit {ch} at {_rc(i)}")
+        return core.Parsed(text)
 
-    def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
+    def check(self, value: Any, instance: core.PuzzleInstance) -> core.Verdict:
         if not isinstance(value, str) or len(value) != 81 or not set(value) <= set("123456789"):
-            return Verdict(False, 0.0, "answer is not 81 digits 1-9")
+            return core.Verdict(False, 0.0, "answer is not 81 digits 1-9")
         givens, answer = instance.facts["givens"], instance.answer
         blanks = [i for i, g in enumerate(givens) if g == "0"]
         right = sum(value[i] == answer[i] for i in blanks)
         score = right / len(blanks)
         for i, g in enumerate(givens):
             if g != "0" and value[i] != g:
-                return Verdict(False, score, f"given {g} at {_rc(i)} changed to {value[i]}")
+                return core.Verdict(False, score, f"given {g} at {_rc(i)} changed to {value[i]}")
         if value == answer:
-            return Verdict(True, 1.0, "solved")
+            return core.Verdict(True, 1.0, "solved")
         for i in range(81):
             for j in _PEERS[i]:
                 if j > i and value[i] == value[j]:
-                    return Verdict(False, score, f"digit {value[i]} repeats at {_rc(i)} and {_rc(j)}")
+                    return core.Verdict(False, score, f"digit {value[i]} repeats at {_rc(i)} and {_rc(j)}")
         wrong = [i for i in blanks if value[i] != answer[i]]
-        return Verdict(False, score, f"{len(wrong)} of {len(blanks)} cells wrong, first at {_rc(wrong[0])}")
+        return core.Verdict(
+            False, score, f"{len(wrong)} of {len(blanks)} cells wrong, first at {_rc(wrong[0])}"
+        )
 
     step_format = (
         "state each digit you commit to as a JSON [row, col, digit] triple (1-based), e.g. [1, 3, 4], "
         "and the final answer as the JSON object asked for"
     )
 
-    def text(self, instance: PuzzleInstance) -> str:
+    def text(self, instance: core.PuzzleInstance) -> str:
         rows = instance.facts["rows"]
         return "Sudoku, row by row ('.' is an empty cell):\n" + "\n".join(
             " ".join("." if ch == "0" else ch for ch in row) for row in rows
         )
 
-    def answer_steps(self, value: Any, instance: PuzzleInstance) -> list[Any]:
+    def answer_steps(self, value: Any, instance: core.PuzzleInstance) -> list[Any]:
         g = instance.facts["givens"]
         return [[i // 9 + 1, i % 9 + 1, int(value[i])] for i in range(81) if g[i] == "0"]
 
-    def steps(self, instance: PuzzleInstance) -> list[Any]:
+    def steps(self, instance: core.PuzzleInstance) -> list[Any]:
         """Placements [row, col, digit] (1-based) of the blank cells in row-major order."""
         return self.answer_steps(instance.answer, instance)
 
-    def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
+    def check_step(self, prefix: Sequence[Any], instance: core.PuzzleInstance) -> bool:
         """Placements in any order are consistent iff each fills a blank with its (unique) solution digit."""
         g, a = instance.facts["givens"], instance.answer
         seen: set[int] = set()
         for step in prefix:
             if not isinstance(step, list | tuple) or len(step) != 3:
                 return False
-            r, c, d = (as_int(x) if not isinstance(x, str) else None for x in step)
+            r, c, d = (core.as_int(x) if not isinstance(x, str) else None for x in step)
             if r is None or c is None or d is None:
                 return False
             i = (r - 1) * 9 + (c - 1)

@@ -16,16 +16,7 @@ from typing import Any
 import numpy as np
 from PIL import Image, ImageDraw
 
-from embodia.envs.puzzles.core import (
-    Parsed,
-    PuzzleInstance,
-    PuzzleTask,
-    Verdict,
-    answer_format_note,
-    find_answer,
-    int_sequence,
-    is_permutation,
-)
+from embodia.envs.puzzles import core
 
 SIZES: dict[str, int] = {"easy": 5, "medium": 7, "hard": 10}
 TOL = 1e-6
@@ -113,12 +104,12 @@ def tie_gap(points: Sequence[Sequence[int]]) -> float:
     return ranked[2][0] / ranked[0][0] - 1
 
 
-class TSPTask(PuzzleTask):
+class TSPTask(core.PuzzleTask):
     """Numbered points on a plot; answer = the visiting order of a shortest closed tour."""
 
     name = "tsp"
 
-    def generate(self, seed: int, difficulty: str = "medium") -> PuzzleInstance:
+    def generate(self, seed: int, difficulty: str = "medium") -> core.PuzzleInstance:
         seed, rng = self._seeded(seed, difficulty)
         n = SIZES[difficulty]
         while True:
@@ -134,12 +125,12 @@ class TSPTask(PuzzleTask):
         prompt = (
             f"The image shows {n} numbered points (0-{n - 1}). Give the order in which to visit every "
             "point exactly once, returning to the first, so that the total straight-line length is as "
-            "short as possible. " + answer_format_note('{"tour": [0, 3, 1, 2]}')
+            "short as possible. " + core.answer_format_note('{"tour": [0, 3, 1, 2]}')
         )
         facts = {"points": points, "optimal_length": best, "legend": "points are [x, y] on 0..100, y down"}
         return self._instance(seed, difficulty, prompt, order, facts)
 
-    def render(self, instance: PuzzleInstance) -> np.ndarray:
+    def render(self, instance: core.PuzzleInstance) -> np.ndarray:
         size, scale = 240, 2.2
         img = Image.new("RGB", (size, size), (255, 255, 255))
         draw = ImageDraw.Draw(img)
@@ -149,11 +140,11 @@ class TSPTask(PuzzleTask):
             draw.text((cx + 6, cy - 6), str(i), fill=(0, 0, 0), font_size=12)
         return np.asarray(img)
 
-    def parse(self, reply: str, instance: PuzzleInstance) -> Parsed:
-        raw = find_answer(reply, ("tour", "order", "answer"))
+    def parse(self, reply: str, instance: core.PuzzleInstance) -> core.Parsed:
+        raw = core.find_answer(reply, ("tour", "order", "answer"))
         if not raw.ok:
             return raw
-        parsed = int_sequence(raw.value, "point")
+        parsed = core.int_sequence(raw.value, "point")
         if not parsed.ok:
             return parsed
         order = parsed.value
@@ -162,38 +153,38 @@ class TSPTask(PuzzleTask):
         n = len(instance.facts["points"])
         bad = [v for v in order if not 0 <= v < n]
         if bad:
-            return Parsed.fail(f"point {bad[0]} does not exist (points are 0-{n - 1})")
+            return core.Parsed.fail(f"point {bad[0]} does not exist (points are 0-{n - 1})")
         dup = [v for v in set(order) if order.count(v) > 1]
         if dup:
-            return Parsed.fail(f"point {min(dup)} is visited more than once")
+            return core.Parsed.fail(f"point {min(dup)} is visited more than once")
         if len(order) != n:
             missing = sorted(set(range(n)) - set(order))
-            return Parsed.fail(f"tour misses point {missing[0]}")
-        return Parsed(order)
+            return core.Parsed.fail(f"tour misses point {missing[0]}")
+        return core.Parsed(order)
 
-    def check(self, value: Any, instance: PuzzleInstance) -> Verdict:
+    def check(self, value: Any, instance: core.PuzzleInstance) -> core.Verdict:
         points = instance.facts["points"]
-        if not is_permutation(value, len(points)):
-            return Verdict(False, 0.0, "answer is not a permutation of the points")
+        if not core.is_permutation(value, len(points)):
+            return core.Verdict(False, 0.0, "answer is not a permutation of the points")
         length, best = tour_length(points, value), instance.facts["optimal_length"]
         if length <= best + TOL:
-            return Verdict(True, 1.0, f"optimal tour (length {best:.3f})")
-        return Verdict(False, best / length, f"tour length {length:.3f}; optimal is {best:.3f}")
+            return core.Verdict(True, 1.0, f"optimal tour (length {best:.3f})")
+        return core.Verdict(False, best / length, f"tour length {length:.3f}; optimal is {best:.3f}")
 
     step_format = (
         "state the tour so far as a JSON list of point numbers, e.g. [0, 3], and the final answer as "
         "the JSON object asked for; write coordinates as (x, y), never as JSON lists"
     )
 
-    def text(self, instance: PuzzleInstance) -> str:
+    def text(self, instance: core.PuzzleInstance) -> str:
         return "Points as (x, y), y down:\n" + "\n".join(
             f"point {i}: ({x}, {y})" for i, (x, y) in enumerate(instance.facts["points"])
         )
 
-    def steps(self, instance: PuzzleInstance) -> list[Any]:
+    def steps(self, instance: core.PuzzleInstance) -> list[Any]:
         return list(instance.answer)
 
-    def check_step(self, prefix: Sequence[Any], instance: PuzzleInstance) -> bool:
+    def check_step(self, prefix: Sequence[Any], instance: core.PuzzleInstance) -> bool:
         """A partial tour is consistent iff its best completion is still optimal (exact DP)."""
         points = instance.facts["points"]
         n = len(points)

@@ -35,19 +35,9 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import ndimage
 
 from embodia.errors import BackendUnavailableError, EmbodiaError, PoseError, SceneError
+from embodia.sim import protocol
 from embodia.sim.backend import SimulatorBase, check_action, loaded
 from embodia.sim.geometry import equirect_directions, quaternion_to_yaw, yaw_to_quaternion
-from embodia.sim.protocol import (
-    Action,
-    Panorama,
-    PinholeFrame,
-    Pose,
-    SceneSpec,
-    ShortestPath,
-    SimConfig,
-    StepResult,
-    TopDownMap,
-)
 from embodia.sim.scene import CATEGORIES, PROCEDURAL_PREFIX, Scene, category_from_name
 
 logger = logging.getLogger(__name__)
@@ -213,7 +203,7 @@ class HabitatSimulator(SimulatorBase):
 
     def __init__(
         self,
-        config: SimConfig | None = None,
+        config: protocol.SimConfig | None = None,
         *,
         gpu_device_id: int = 0,
         scene_dataset_config_file: str = "default",
@@ -232,18 +222,18 @@ class HabitatSimulator(SimulatorBase):
         self._hs = import_habitat_sim()
         # magnum ships with habitat_sim; its vectors and angles are what the bindings take.
         self._mn = importlib.import_module("magnum")
-        self.config = config or SimConfig()
+        self.config = config or protocol.SimConfig()
         self.gpu_device_id = int(gpu_device_id)
         self.scene_dataset_config_file = scene_dataset_config_file
         self._sim: Any = None
         self._sim_cfg: Any = None
         self._scene_id: str | None = None
         self._sensor_key: SensorKey = ("panorama", 512, 1024)
-        self._pose: Pose | None = None
+        self._pose: protocol.Pose | None = None
         self._island = -1
         self._categories: list[str] = list(CATEGORIES)
         self._semantic_table = np.zeros(1, dtype=np.int32)
-        self._topdown: dict[tuple[float, int, float], TopDownMap] = {}
+        self._topdown: dict[tuple[float, int, float], protocol.TopDownMap] = {}
         self._exports: tempfile.TemporaryDirectory[str] | None = None
 
     # ------------------------------------------------------------------ state
@@ -258,7 +248,9 @@ class HabitatSimulator(SimulatorBase):
         loaded(self._sim)
         return list(self._categories)
 
-    def reset(self, scene: SceneSpec | Scene, start_pose: Pose | None = None) -> Pose:
+    def reset(
+        self, scene: protocol.SceneSpec | Scene, start_pose: protocol.Pose | None = None
+    ) -> protocol.Pose:
         """Load ``scene`` (kept when unchanged) and place the agent.
 
         Without ``start_pose`` the agent starts at the most open of a fixed-seed sample of
@@ -295,15 +287,15 @@ class HabitatSimulator(SimulatorBase):
 
     # ------------------------------------------------------------------ actions
 
-    def step(self, action: Action) -> StepResult:
+    def step(self, action: protocol.Action) -> protocol.StepResult:
         """Apply one primitive action; ``move_forward`` stops short at obstacles (no sliding)."""
         check_action(action)
         agent = self.sim.get_agent(0)
         collided = bool(agent.act(action))
         state = agent.get_state()
         yaw = math.remainder(quaternion_to_yaw(_quaternion_wxyz(state.rotation)), 2 * math.pi)
-        self._pose = Pose.from_array(_vec3(state.position), yaw)
-        return StepResult(self._pose, collided=collided and action == "move_forward")
+        self._pose = protocol.Pose.from_array(_vec3(state.position), yaw)
+        return protocol.StepResult(self._pose, collided=collided and action == "move_forward")
 
     def _stand(self, position: NDArray[np.float64], yaw: float) -> None:
         """The agent is placed where a walk ends with ``set_state``, snapped onto the navmesh."""
@@ -315,14 +307,14 @@ class HabitatSimulator(SimulatorBase):
 
     # ------------------------------------------------------------------ sensors
 
-    def panorama(self, height: int = 512, width: int = 1024) -> Panorama:
+    def panorama(self, height: int = 512, width: int = 1024) -> protocol.Panorama:
         """Equirectangular RGB, radial range (m, 0 = miss) and category ids."""
         height, width = _resolution(height, width)
         obs = self._observe(("panorama", height, width))
         depth = cube_depth_to_radial_range(_depth(obs["depth"]), height, width)
-        return Panorama(rgb=obs["rgb"], depth=depth, semantic=obs["semantic"], pose=self.pose)
+        return protocol.Panorama(rgb=obs["rgb"], depth=depth, semantic=obs["semantic"], pose=self.pose)
 
-    def panorama_at(self, pose: Pose, height: int = 512, width: int = 1024) -> Panorama:
+    def panorama_at(self, pose: protocol.Pose, height: int = 512, width: int = 1024) -> protocol.Panorama:
         """The panorama seen from ``pose``: the agent is placed there for the render and put
         back (habitat renders from the agent's state)."""
         here = self.pose
@@ -331,15 +323,15 @@ class HabitatSimulator(SimulatorBase):
             view = self.panorama(height, width)
         finally:
             self._place(np.asarray(here.position, dtype=np.float64), here.yaw)
-        return Panorama(rgb=view["rgb"], depth=view["depth"], semantic=view["semantic"], pose=pose)
+        return protocol.Panorama(rgb=view["rgb"], depth=view["depth"], semantic=view["semantic"], pose=pose)
 
-    def pinhole(self, height: int = 256, width: int = 256, hfov_deg: float = 90.0) -> PinholeFrame:
+    def pinhole(self, height: int = 256, width: int = 256, hfov_deg: float = 90.0) -> protocol.PinholeFrame:
         """Perspective RGB, planar depth (m, 0 = miss) and category ids along the heading."""
         height, width = _resolution(height, width)
         if not 0.0 < hfov_deg < 180.0:
             raise EmbodiaError(f"hfov must be in (0, 180) degrees, got {hfov_deg}")
         obs = self._observe(("pinhole", height, width, float(hfov_deg)))
-        return PinholeFrame(
+        return protocol.PinholeFrame(
             rgb=obs["rgb"],
             depth=_depth(obs["depth"]),
             semantic=obs["semantic"],
@@ -367,11 +359,11 @@ class HabitatSimulator(SimulatorBase):
         snapped = _vec3(self.sim.pathfinder.snap_point(self._mn_vec(p), island_index=self._island))
         return snapped if np.all(np.isfinite(snapped)) else np.full(3, np.nan)
 
-    def shortest_path(self, start: ArrayLike, end: ArrayLike) -> ShortestPath:
+    def shortest_path(self, start: ArrayLike, end: ArrayLike) -> protocol.ShortestPath:
         """habitat's navmesh shortest path (start and end are snapped by habitat)."""
         a = np.asarray(start, dtype=np.float64).reshape(-1)
         b = np.asarray(end, dtype=np.float64).reshape(-1)
-        none = ShortestPath(np.empty((0, 3), dtype=np.float64), math.inf)
+        none = protocol.ShortestPath(np.empty((0, 3), dtype=np.float64), math.inf)
         if a.shape != (3,) or b.shape != (3,) or not np.all(np.isfinite(np.r_[a, b])):
             return none
         request = self._hs.ShortestPath()
@@ -383,9 +375,9 @@ class HabitatSimulator(SimulatorBase):
         distance = float(request.geodesic_distance)
         if not math.isfinite(distance):
             return none
-        return ShortestPath(points, distance)
+        return protocol.ShortestPath(points, distance)
 
-    def _topdown_map(self, resolution: float) -> TopDownMap:
+    def _topdown_map(self, resolution: float) -> protocol.TopDownMap:
         """The agent's navmesh island sliced at its floor height, at ``resolution``.
 
         habitat samples cell (r, c) at ``lower_bound + (c, r) * resolution`` in (x, z); the
@@ -404,7 +396,7 @@ class HabitatSimulator(SimulatorBase):
                 navigable = island_mask(view, row, col, island=self._island)
             else:
                 navigable = island_mask(pathfinder.get_topdown_view(resolution, height), row, col)
-            self._topdown[key] = TopDownMap(
+            self._topdown[key] = protocol.TopDownMap(
                 navigable=navigable,
                 origin=origin,
                 resolution=float(resolution),
@@ -418,7 +410,7 @@ class HabitatSimulator(SimulatorBase):
     def _mn_vec(self, p: NDArray[np.float64]) -> Any:
         return self._mn.Vector3(float(p[0]), float(p[1]), float(p[2]))
 
-    def _scene_id_of(self, scene: SceneSpec | Scene) -> str:
+    def _scene_id_of(self, scene: protocol.SceneSpec | Scene) -> str:
         """What habitat loads for a spec: a mesh path, a dataset scene name or an export."""
         if isinstance(scene, Scene):
             return self._export(scene)
@@ -536,7 +528,7 @@ class HabitatSimulator(SimulatorBase):
         state.position = np.asarray(position, dtype=np.float32)
         state.rotation = quaternion.quaternion(*yaw_to_quaternion(yaw))
         self.sim.get_agent(0).set_state(state)
-        self._pose = Pose.from_array(position, math.remainder(yaw, 2 * math.pi))
+        self._pose = protocol.Pose.from_array(position, math.remainder(yaw, 2 * math.pi))
 
     def _agent_config(self, key: SensorKey) -> Any:
         hs = self._hs

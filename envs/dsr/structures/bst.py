@@ -7,21 +7,7 @@ import random
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, Literal
 
-from embodia.envs.dsr.core import (
-    INT,
-    INT_LIST,
-    KEY_HIGH,
-    KEY_LOW,
-    Operation,
-    Problem,
-    distinct_values,
-    fresh_key,
-    from_empty,
-    insert_delete_ops,
-    op_label,
-    operation_maker,
-    steps_from,
-)
+from embodia.envs.dsr import core
 
 
 class _BSTNode:
@@ -152,20 +138,20 @@ def describe_bst(nodes: list[list[int | None]]) -> str:
 
 
 def _given_bst(rng: random.Random, size: int) -> tuple[list[int], BST]:
-    keys = distinct_values(rng, size, KEY_LOW, KEY_HIGH)
+    keys = core.distinct_values(rng, size, core.KEY_LOW, core.KEY_HIGH)
     return keys, BST(keys)
 
 
-def _bst_update(kind: str) -> Callable[[random.Random, int, Mapping[str, Any]], Problem]:
+def _bst_update(kind: str) -> Callable[[random.Random, int, Mapping[str, Any]], core.Problem]:
     """bst.insert / bst.remove: one insertion or removal in a given tree of ``size`` nodes."""
 
-    def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
         keys, tree = _given_bst(rng, size)
         nodes = tree.nodes()
         before = tree.traversals()
         if kind == "insert":
             # As the reference: a key strictly inside the tree's key range, so it lands deep.
-            key = fresh_key(rng, keys, min(keys), max(keys))
+            key = core.fresh_key(rng, keys, min(keys), max(keys))
             tree.insert(key)
             action = f"inserting a node with value {key}"
         else:
@@ -178,12 +164,14 @@ def _bst_update(kind: str) -> Callable[[random.Random, int, Mapping[str, Any]], 
             f"post-order traversals of the tree after {action}?"
         )
         data = {"keys": keys, "tree": nodes, kind: key}
-        return Problem(question, truth, data, steps_from([op_label(kind, key)], [truth]), before)
+        return core.Problem(
+            question, truth, data, core.steps_from([core.op_label(kind, key)], [truth]), before
+        )
 
     return generate
 
 
-def _bst_traversal(query: str) -> Callable[[random.Random, int, Mapping[str, Any]], Problem]:
+def _bst_traversal(query: str) -> Callable[[random.Random, int, Mapping[str, Any]], core.Problem]:
     """bst.preorder / inorder / postorder / depth of a given tree of ``size`` nodes."""
     questions = {
         "preorder": "What is the pre-order traversal of the tree?",
@@ -192,20 +180,22 @@ def _bst_traversal(query: str) -> Callable[[random.Random, int, Mapping[str, Any
         "depth": "What is the depth of the tree?",
     }
 
-    def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
         keys, tree = _given_bst(rng, size)
         nodes = tree.nodes()
         truth: Any = tree.depth() if query == "depth" else getattr(tree, query)()
         question = f"You are given a binary search tree. {describe_bst(nodes)} Q: {questions[query]}"
-        return Problem(question, truth, {"keys": keys, "tree": nodes})
+        return core.Problem(question, truth, {"keys": keys, "tree": nodes})
 
     return generate
 
 
-def _bst_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
-    ops = insert_delete_ops(rng, size, lambda present: fresh_key(rng, present), lambda draw: draw >= 0.7)
+def _bst_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
+    ops = core.insert_delete_ops(
+        rng, size, lambda present: core.fresh_key(rng, present), lambda draw: draw >= 0.7
+    )
     tree = BST()
-    return from_empty(
+    return core.from_empty(
         tree, ops, "binary search tree", "the pre-order traversal of the binary search tree", []
     )
 
@@ -236,7 +226,7 @@ _DEPTH = (
 )
 _TRAVERSALS_SCHEMA: dict[str, Any] = {
     "type": "object",
-    "properties": {"pre_order": INT_LIST, "post_order": INT_LIST},
+    "properties": {"pre_order": core.INT_LIST, "post_order": core.INT_LIST},
     "required": ["pre_order", "post_order"],
     "additionalProperties": False,
 }
@@ -246,14 +236,14 @@ _TRAVERSALS_RULE = (
 )
 
 
-_BST_OPERATION = operation_maker("bst", "hierarchical", "binary search tree", _BST_BASE)
+_BST_OPERATION = core.operation_maker("bst", "hierarchical", "binary search tree", _BST_BASE)
 
 
-def _bst_op(name: str, description: str, rules: str, schema: dict[str, Any], generate: Any) -> Operation:
+def _bst_op(name: str, description: str, rules: str, schema: dict[str, Any], generate: Any) -> core.Operation:
     return _BST_OPERATION(name, description, rules=rules, answer_schema=schema, generate=generate)
 
 
-BST_OPERATIONS: tuple[Operation, ...] = (
+BST_OPERATIONS: tuple[core.Operation, ...] = (
     _bst_op(
         "insert", _BST_INSERT + _PRE + _POST, _TRAVERSALS_RULE, _TRAVERSALS_SCHEMA, _bst_update("insert")
     ),
@@ -270,31 +260,35 @@ BST_OPERATIONS: tuple[Operation, ...] = (
         "(insert, k) inserts k and (delete, k) removes k. " + _BST_INSERT + _BST_REMOVE + _PRE,
         "A deleted node with two children takes its in-order successor's key (never its predecessor's). "
         "Give the pre-order traversal of the final tree as a list of keys ([] if the tree is empty).",
-        INT_LIST,
+        core.INT_LIST,
         _bst_compound,
     ),
     _bst_op(
         "preorder",
         _PRE,
         "Give the pre-order traversal as a list of keys.",
-        INT_LIST,
+        core.INT_LIST,
         _bst_traversal("preorder"),
     ),
     _bst_op(
-        "inorder", _IN, "Give the in-order traversal as a list of keys.", INT_LIST, _bst_traversal("inorder")
+        "inorder",
+        _IN,
+        "Give the in-order traversal as a list of keys.",
+        core.INT_LIST,
+        _bst_traversal("inorder"),
     ),
     _bst_op(
         "postorder",
         _POST,
         "Give the post-order traversal as a list of keys.",
-        INT_LIST,
+        core.INT_LIST,
         _bst_traversal("postorder"),
     ),
     _bst_op(
         "depth",
         _DEPTH,
         "Count nodes, not edges (a single node has depth 1). Give the depth as one integer.",
-        INT,
+        core.INT,
         _bst_traversal("depth"),
     ),
 )

@@ -7,20 +7,7 @@ import random
 from collections.abc import Iterable, Mapping
 from typing import Any, Literal
 
-from embodia.envs.dsr.core import (
-    INT,
-    KEY_HIGH,
-    KEY_LOW,
-    Operation,
-    Problem,
-    distinct_values,
-    fresh_key,
-    from_empty,
-    insert_delete_ops,
-    list_schema,
-    operation_maker,
-    replay,
-)
+from embodia.envs.dsr import core
 
 RED, BLACK = "r", "b"
 COLOR_CODE = {RED: 0, BLACK: 1}
@@ -229,48 +216,48 @@ def _rb_mixed_ops(
     count: int,
     present: list[int],
     p_delete: float,
-    low: int = KEY_LOW,
-    high: int = KEY_HIGH,
+    low: int = core.KEY_LOW,
+    high: int = core.KEY_HIGH,
 ) -> list[list[Any]]:
     """``count`` insert/delete ops on distinct keys; deletes w.p. ``p_delete`` when the tree is not empty."""
 
     def new_key(keys: list[int]) -> int:
-        return fresh_key(rng, keys, low, high)
+        return core.fresh_key(rng, keys, low, high)
 
-    return insert_delete_ops(rng, count, new_key, lambda draw: draw < p_delete, present)
+    return core.insert_delete_ops(rng, count, new_key, lambda draw: draw < p_delete, present)
 
 
-def _rb_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
-    keys = distinct_values(rng, size, KEY_LOW, KEY_HIGH)
+def _rb_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
+    keys = core.distinct_values(rng, size, core.KEY_LOW, core.KEY_HIGH)
     tree = RedBlackTree()
-    labels, steps = replay(tree, [["insert", key] for key in keys])
+    labels, steps = core.replay(tree, [["insert", key] for key in keys])
     question = (
         "You are given an empty red-black tree initially. Q: What is the state of the red-black tree after "
         f"inserting the following values in order: {keys}?"
     )
-    return Problem(question, tree.state(), {"keys": keys}, steps, [])
+    return core.Problem(question, tree.state(), {"keys": keys}, steps, [])
 
 
-def _rb_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+def _rb_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
     ops = _rb_mixed_ops(rng, size, [], 0.3)
     tree = RedBlackTree()
-    return from_empty(tree, ops, "red-black tree", "the state of the red-black tree", [])
+    return core.from_empty(tree, ops, "red-black tree", "the state of the red-black tree", [])
 
 
-def _rb_construct_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
-    keys = distinct_values(rng, size, KEY_LOW, KEY_HIGH)
+def _rb_construct_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
+    keys = core.distinct_values(rng, size, core.KEY_LOW, core.KEY_HIGH)
     tree = RedBlackTree(keys)
     nodes = tree.nodes()
     before = tree.state()
     # As the reference: new keys come from the gaps of the initial tree's key range.
     ops = _rb_mixed_ops(rng, size, keys, 0.5, min(keys), max(keys))
-    labels, steps = replay(tree, ops)
+    labels, steps = core.replay(tree, ops)
     question = (
         f"You are given the following red-black tree. {describe_rb(nodes)} Q: What is the state of the "
         f"red-black tree after the following operations: {', '.join(labels)}?"
     )
     data = {"keys": keys, "tree": nodes, "ops": ops}
-    return Problem(question, tree.state(), data, steps, before)
+    return core.Problem(question, tree.state(), data, steps, before)
 
 
 _RB_BASE = (
@@ -304,7 +291,7 @@ _RB_DELETE = (
     "left-rotate the parent, and stop. If x is a right child, do the same with left and right exchanged. "
     "Finally color x black. NIL leaves count as black. "
 )
-_RB_SCHEMA = list_schema({"type": "array", "items": INT, "minItems": 2, "maxItems": 2})
+_RB_SCHEMA = core.list_schema({"type": "array", "items": core.INT, "minItems": 2, "maxItems": 2})
 _RB_RULES = (
     "Use the CLRS fix-ups exactly as described; a deleted node with two children is replaced by its in-order "
     "successor. Give the final tree as its pre-order traversal (node, left subtree, right subtree) listing "
@@ -313,14 +300,14 @@ _RB_RULES = (
 )
 
 
-_RB_OPERATION = operation_maker("rb_tree", "hierarchical", "red-black tree", _RB_BASE)
+_RB_OPERATION = core.operation_maker("rb_tree", "hierarchical", "red-black tree", _RB_BASE)
 
 
-def _rb_op(name: str, description: str, generate: Any) -> Operation:
+def _rb_op(name: str, description: str, generate: Any) -> core.Operation:
     return _RB_OPERATION(name, description, rules=_RB_RULES, answer_schema=_RB_SCHEMA, generate=generate)
 
 
-RED_BLACK_OPERATIONS: tuple[Operation, ...] = (
+RED_BLACK_OPERATIONS: tuple[core.Operation, ...] = (
     _rb_op("construct", _RB_INSERT, _rb_construct),
     _rb_op("compound", _RB_INSERT + _RB_DELETE, _rb_compound),
     _rb_op("construct_compound", _RB_INSERT + _RB_DELETE, _rb_construct_compound),
