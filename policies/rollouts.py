@@ -591,7 +591,9 @@ class RolloutEngine:
             fns = [functools.partial(_held_env, self.env_id, self.env_options)] * self._num_envs
             # DISABLED: the HoldAtEnd wrapper never reports an end, episodes are reset by the engine.
             if self.settings.vectorization == "async":
-                self._vector = AsyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
+                # Pipes, not shared memory: gymnasium reads a Text observation back from shared
+                # memory padded to the space's max_length.
+                self._vector = AsyncVectorEnv(fns, shared_memory=False, autoreset_mode=AutoresetMode.DISABLED)
             else:
                 self._vector = SyncVectorEnv(fns, autoreset_mode=AutoresetMode.DISABLED)
             self._fresh = True
