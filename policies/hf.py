@@ -194,14 +194,14 @@ class HFPolicy(ChatPolicy):
         except (OSError, ValueError, KeyError) as error:
             raise PolicyError(f"cannot read the model config in {self.path}: {error}") from error
 
-        if not any((self.path / file).is_file() for file in TOKENIZER_FILES):
+        has_processor = any((self.path / file).is_file() for file in PROCESSOR_FILES)
+        is_image_text = type(config) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
+        is_causal_lm = type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
+        if (is_image_text or is_causal_lm) and not any((self.path / f).is_file() for f in TOKENIZER_FILES):
             raise PolicyError(
                 f"{self.path} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}): "
                 "save the tokenizer (or processor) into the model directory"
             )
-        has_processor = any((self.path / file).is_file() for file in PROCESSOR_FILES)
-        is_image_text = type(config) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
-        is_causal_lm = type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
         model_class: Any
         try:
             if has_processor and is_image_text:

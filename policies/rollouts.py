@@ -264,7 +264,9 @@ class WaypointView(ChatView):
                 for number, row, col in shown
             ]
             images = (draw_candidates(rgb, markers),)
-        return ChatPrompt(({"role": "system", "content": WAYPOINT_SYSTEM}, {"role": "user", "content": text}), images)
+        return ChatPrompt(
+            ({"role": "system", "content": WAYPOINT_SYSTEM}, {"role": "user", "content": text}), images
+        )
 
     def action(self, reply: str, observation: Any) -> Any:
         shown = [number for number, _, _ in self._shown(observation)]
@@ -300,7 +302,9 @@ class LiveGamingView(ChatView):
         text = f"Second {second}.\nCo-caster lines:\n{history}\nViewer query: {query}\nWhat do you say?"
         frames = np.asarray(observation["frames"], dtype=np.uint8)
         images = (frames[-1],) if self.uses_images and len(frames) else ()
-        return ChatPrompt(({"role": "system", "content": LIVE_SYSTEM}, {"role": "user", "content": text}), images)
+        return ChatPrompt(
+            ({"role": "system", "content": LIVE_SYSTEM}, {"role": "user", "content": text}), images
+        )
 
     def action(self, reply: str, observation: Any) -> Any:
         return self._action(reply.strip())
@@ -365,7 +369,9 @@ def json_safe(value: Any, *, max_array: int = 64) -> Any:
     if isinstance(value, list | tuple):
         return [json_safe(v, max_array=max_array) for v in value]
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: json_safe(getattr(value, f.name), max_array=max_array) for f in dataclasses.fields(value)}
+        return {
+            f.name: json_safe(getattr(value, f.name), max_array=max_array) for f in dataclasses.fields(value)
+        }
     return {"type": type(value).__name__}
 
 
@@ -457,7 +463,7 @@ def _held_env(env_id: str, options: Mapping[str, Any]) -> Any:
     return _HoldAtEnd(gymnasium.make(env_id, **options))
 
 
-class _HoldAtEnd(gymnasium.Wrapper):  # type: ignore[type-arg]
+class _HoldAtEnd(gymnasium.Wrapper[Any, Any, Any, Any]):
     """Keeps a finished episode still instead of letting the vector env reset it.
 
     The vector envs step every sub-env together; an episode that has ended (or that the engine
@@ -719,7 +725,9 @@ def _prompt_seed(prompt: Any) -> int:
     )
 
 
-def as_trl_rollout_func(engine: RolloutEngine, policy: SamplingPolicy) -> Callable[[list[Any], Any], dict[str, Any]]:
+def as_trl_rollout_func(
+    engine: RolloutEngine, policy: SamplingPolicy
+) -> Callable[[list[Any], Any], dict[str, Any]]:
     """A ``rollout_func`` for TRL's ``GRPOTrainer`` that collects episodes with ``engine``.
 
     TRL calls it with the process's prompts, each repeated ``num_generations`` times in a row,
@@ -746,7 +754,8 @@ def as_trl_rollout_func(engine: RolloutEngine, policy: SamplingPolicy) -> Callab
         sizes = {size for _, size in runs}
         if len(sizes) != 1:
             raise RolloutError(
-                f"rollout prompts must come in runs of equal length (num_generations), got runs of {sorted(sizes)}"
+                "rollout prompts must come in runs of equal length (num_generations), "
+                f"got runs of {sorted(sizes)}"
             )
         trajectories = engine.collect(policy, [seed for seed, _ in runs], group_size=sizes.pop())
         for trajectory in trajectories:

@@ -95,24 +95,13 @@ def _load_peft() -> Any:
 class TrainablePolicy(HFPolicy):
     """A chat LM or VLM from ``path`` (as ``hf:DIR``), in train mode, LoRA optional; see the module docstring.
 
-    ``path``, ``device``, ``dtype``, ``max_new_tokens_cap``, ``name`` and ``seed`` are
-    :class:`~embodia.policies.hf.HFPolicy`'s; ``lora`` wraps the model in adapters.
+    ``path`` and the keyword ``options`` (``device``, ``dtype``, ``max_new_tokens_cap``,
+    ``name``, ``seed``) are :class:`~embodia.policies.hf.HFPolicy`'s; ``lora`` wraps the
+    model in adapters.
     """
 
-    def __init__(
-        self,
-        path: Path | str,
-        *,
-        lora: LoraSettings | None = None,
-        device: str = "cpu",
-        dtype: str = "float32",
-        max_new_tokens_cap: int = 1024,
-        name: str | None = None,
-        seed: int = 0,
-    ) -> None:
-        super().__init__(
-            path, device=device, dtype=dtype, max_new_tokens_cap=max_new_tokens_cap, name=name, seed=seed
-        )
+    def __init__(self, path: Path | str, *, lora: LoraSettings | None = None, **options: Any) -> None:
+        super().__init__(path, **options)
         self.lora = lora
         base = self.model
         self._generation_config = base.generation_config
@@ -273,7 +262,8 @@ class TrainablePolicy(HFPolicy):
         pictures (a VLM's prompt ids hold their placeholder tokens; the pixels come from here)."""
         if len(prompt_ids) != len(completion_ids):
             raise PolicyError(
-                f"{len(prompt_ids)} prompts but {len(completion_ids)} completions: give one completion per prompt"
+                f"{len(prompt_ids)} prompts but {len(completion_ids)} completions: "
+                "give one completion per prompt"
             )
         if not prompt_ids:
             raise PolicyError("completion_logps needs at least one prompt and completion")
@@ -340,7 +330,8 @@ class TrainablePolicy(HFPolicy):
         model: Any = self.model
         if self.lora is not None:
             # A merge changes the module tree in place: merge a copy, keep training the adapters.
-            model = copy.deepcopy(self.model).merge_and_unload()
+            copied: Any = copy.deepcopy(self.model)
+            model = copied.merge_and_unload()
         model.generation_config = self._generation_config
         model.save_pretrained(target)
         owner = self.processor if self.processor is not None else self.tokenizer

@@ -13,6 +13,7 @@ import pytest
 import torch
 from gymnasium import spaces
 
+from embodia.core.chat import PolicyError
 from embodia.policies.rollouts import (
     ChatPrompt,
     InvalidReply,
@@ -52,7 +53,9 @@ def _collect(policy: TrainablePolicy, env_id: str, seeds: list[int], **settings:
 
 
 def test_dsr_groups_records_and_logprobs(chat: TrainablePolicy) -> None:
-    trajectories = _collect(chat, "embodia/DSR-v0", [5, 9], env_options=DSR, group_size=3, num_envs=4, max_new_tokens=8)
+    trajectories = _collect(
+        chat, "embodia/DSR-v0", [5, 9], env_options=DSR, group_size=3, num_envs=4, max_new_tokens=8
+    )
     assert [(t.seed, t.group, t.member) for t in trajectories] == [
         (5, 0, 0), (5, 0, 1), (5, 0, 2), (9, 1, 0), (9, 1, 1), (9, 1, 2)
     ]  # fmt: skip
@@ -82,7 +85,7 @@ def test_dsr_rewards_come_from_the_env_scorer(chat: TrainablePolicy) -> None:
         def __init__(self) -> None:
             self.env = gymnasium.make("embodia/DSR-v0", **DSR)
 
-        def sample(self, prompts, *, n=1, max_new_tokens=256, temperature=1.0):  # noqa: ANN001, ANN202
+        def sample(self, prompts, *, n=1, max_new_tokens=256, temperature=1.0):
             out = []
             for i, prompt in enumerate(prompts):
                 for seed in range(1000):  # find the instance behind the prompt text
@@ -125,12 +128,16 @@ def test_multi_turn_dsr_interactive(chat: TrainablePolicy) -> None:
         assert t.turns[0].messages[-1]["content"].count("operation 1 of") == 1
         if len(t.turns) > 1:
             assert "operation 2 of" in t.turns[1].messages[-1]["content"]
-    assert [turn.prompt_ids for turn in trajectories[0].turns] == [turn.prompt_ids for turn in trajectories[1].turns]
+    assert [turn.prompt_ids for turn in trajectories[0].turns] == [
+        turn.prompt_ids for turn in trajectories[1].turns
+    ]
 
 
 def test_puzzle_images_reach_a_vlm_with_their_entropy(vlm: TrainablePolicy) -> None:
     options = {"task": "maze", "difficulty": "easy", "image_size": 64}
-    trajectories = _collect(vlm, "embodia/Puzzle-v0", [4], env_options=options, group_size=2, max_new_tokens=6)
+    trajectories = _collect(
+        vlm, "embodia/Puzzle-v0", [4], env_options=options, group_size=2, max_new_tokens=6
+    )
     env = gymnasium.make("embodia/Puzzle-v0", **options)
     observation, _ = env.reset(seed=4)
     expected = image_entropy_bits(observation["image"])
@@ -142,9 +149,11 @@ def test_puzzle_images_reach_a_vlm_with_their_entropy(vlm: TrainablePolicy) -> N
 
 
 def test_puzzle_needs_a_policy_that_takes_images(chat: TrainablePolicy) -> None:
-    with RolloutEngine("embodia/Puzzle-v0", env_options={"image_size": 32}) as engine:
-        with pytest.raises(Exception, match="does not take images"):
-            engine.collect(chat, [0])
+    with (
+        RolloutEngine("embodia/Puzzle-v0", env_options={"image_size": 32}) as engine,
+        pytest.raises(PolicyError, match="does not take images"),
+    ):
+        engine.collect(chat, [0])
 
 
 def test_image_entropy_bits() -> None:
@@ -157,7 +166,13 @@ def test_image_entropy_bits() -> None:
 
 
 def test_json_safe_makes_info_plain() -> None:
-    value = {1: np.float32(0.5), "a": np.arange(3), "big": np.zeros((10, 10)), "nan": float("nan"), "o": object()}
+    value = {
+        1: np.float32(0.5),
+        "a": np.arange(3),
+        "big": np.zeros((10, 10)),
+        "nan": float("nan"),
+        "o": object(),
+    }
     assert json_safe(value) == {
         "1": 0.5,
         "a": [0, 1, 2],
@@ -173,15 +188,17 @@ class _Echo(gymnasium.Env):  # type: ignore[type-arg]
     def __init__(self, discrete: bool = False) -> None:
         charset = frozenset(string.printable)
         self.observation_space = spaces.Text(200, charset=charset)
-        self.action_space = spaces.Discrete(5) if discrete else spaces.Text(200, min_length=0, charset=charset)
+        self.action_space = (
+            spaces.Discrete(5) if discrete else spaces.Text(200, min_length=0, charset=charset)
+        )
         self.turn = 0
 
-    def reset(self, *, seed: int | None = None, options: dict | None = None):  # noqa: ANN201
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
         super().reset(seed=seed)
         self.turn, self.target = 0, int(self.np_random.integers(5))
         return f"Say {self.target}.", {"target": self.target}
 
-    def step(self, action):  # noqa: ANN001, ANN201
+    def step(self, action):
         self.turn += 1
         reward = float(str(self.target) in str(action))
         return f"Again, say {self.target}.", reward, self.turn >= 2, False, {"turn": self.turn}
@@ -191,7 +208,9 @@ gymnasium.register("test-rollouts/Echo-v0", entry_point=_Echo)
 
 
 def test_a_third_party_text_env_follows_the_generic_rule(chat: TrainablePolicy) -> None:
-    trajectories = _collect(chat, "test-rollouts/Echo-v0", [0, 1], group_size=2, max_turns=5, max_new_tokens=4)
+    trajectories = _collect(
+        chat, "test-rollouts/Echo-v0", [0, 1], group_size=2, max_turns=5, max_new_tokens=4
+    )
     for t in trajectories:
         assert t.ended_by == "terminated" and len(t.turns) == 2
         assert t.turns[0].messages == [{"role": "user", "content": f"Say {t.reset_info['target']}."}]
@@ -214,7 +233,7 @@ def test_an_invalid_reply_ends_its_episode_only(chat: TrainablePolicy) -> None:
     class Scripted:
         """Member 0 answers a number, member 1 rambles."""
 
-        def sample(self, prompts, *, n=1, max_new_tokens=256, temperature=1.0):  # noqa: ANN001, ANN202
+        def sample(self, prompts, *, n=1, max_new_tokens=256, temperature=1.0):
             replies = ["Answer: 2", "hmm"] if len(prompts) == 2 else ["Answer: 2"]
             return [Sample(i, [1], [2], [-0.5], r, "stop") for i, r in enumerate(replies)]
 
@@ -250,7 +269,9 @@ def test_active_mapping_waypoint_picks_candidates(vlm: TrainablePolicy) -> None:
 
 def test_live_gaming_view_reads_frames_and_speech(vlm: TrainablePolicy) -> None:
     options = {"source": "procedural:arena,seed=0,duration=4", "fps": 1.0}
-    trajectories = _collect(vlm, "embodia/LiveGaming-v0", [0], env_options=options, group_size=1, max_turns=2, max_new_tokens=4)
+    trajectories = _collect(
+        vlm, "embodia/LiveGaming-v0", [0], env_options=options, group_size=1, max_turns=2, max_new_tokens=4
+    )
     (t,) = trajectories
     assert len(t.turns) == 2 and t.ended_by == "max_turns" and t.image_count == 2
     assert t.turns[0].messages[-1]["content"].startswith("Second 0.")
@@ -283,7 +304,9 @@ def test_trl_rollout_func_returns_what_grpo_trainer_reads(chat: TrainablePolicy)
             rollout([[{"role": "user", "content": "hi"}]], None)
     assert {"prompt_ids", "completion_ids", "logprobs", "env_reward", "trajectory"} <= output.keys()
     assert all(len(output[key]) == 6 for key in output)
-    for prompt, completion, logprobs in zip(output["prompt_ids"], output["completion_ids"], output["logprobs"], strict=True):
+    for prompt, completion, logprobs in zip(
+        output["prompt_ids"], output["completion_ids"], output["logprobs"], strict=True
+    ):
         assert all(isinstance(i, int) for i in prompt + completion)
         assert len(logprobs) == len(completion) and all(lp <= 0 for lp in logprobs)
     assert output["prompt_ids"][0] == output["prompt_ids"][2] != output["prompt_ids"][3]

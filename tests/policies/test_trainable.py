@@ -41,7 +41,10 @@ def _image(seed: int) -> np.ndarray:
 
 def _recomputed(policy: TrainablePolicy, samples: list, temperature: float, images=None) -> torch.Tensor:
     scores = policy.completion_logps(
-        [s.prompt_ids for s in samples], [s.completion_ids for s in samples], temperature=temperature, images=images
+        [s.prompt_ids for s in samples],
+        [s.completion_ids for s in samples],
+        temperature=temperature,
+        images=images,
     )
     return scores
 
@@ -59,7 +62,9 @@ def test_sampling_logprobs_equal_the_recomputed_ones(policy: TrainablePolicy, te
         assert len(sample.logprobs) == len(sample.completion_ids) == int(scores.mask[row].sum())
         recomputed = scores.logps[row, : len(sample.completion_ids)]
         assert torch.allclose(recomputed, torch.tensor(sample.logprobs), atol=LOGP_TOLERANCE)
-        assert sample.finish_reason == ("stop" if sample.completion_ids[-1] in policy.eos_token_ids else "length")
+        assert sample.finish_reason == (
+            "stop" if sample.completion_ids[-1] in policy.eos_token_ids else "length"
+        )
         if sample.finish_reason == "length":
             assert len(sample.completion_ids) == 12
     # Padding is masked out: zero scores beyond each completion.
@@ -86,12 +91,14 @@ def test_seeded_sampling_is_reproducible(policy: TrainablePolicy) -> None:
     assert [s.logprobs for s in first] == [s.logprobs for s in again]
     assert [s.completion_ids for s in first] != [s.completion_ids for s in other]
     generator = torch.Generator().manual_seed(11)
-    assert [s.completion_ids for s in policy.sample(PROMPTS, n=2, max_new_tokens=10, generator=generator)] == [
-        s.completion_ids for s in first
-    ]
+    assert [
+        s.completion_ids for s in policy.sample(PROMPTS, n=2, max_new_tokens=10, generator=generator)
+    ] == [s.completion_ids for s in first]
 
 
-def test_the_models_repetition_penalty_does_not_reshape_sampling(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
+def test_the_models_repetition_penalty_does_not_reshape_sampling(
+    tiny_chat_lm_dir: Path, tmp_path: Path
+) -> None:
     model_dir = tmp_path / "penalised"
     shutil.copytree(tiny_chat_lm_dir, model_dir)
     config_path = model_dir / "generation_config.json"
@@ -104,7 +111,9 @@ def test_the_models_repetition_penalty_does_not_reshape_sampling(tiny_chat_lm_di
     with torch.no_grad():
         scores = _recomputed(penalised, samples, 1.0)
     for row, sample in enumerate(samples):
-        assert torch.allclose(scores.logps[row, : len(sample.logprobs)], torch.tensor(sample.logprobs), atol=LOGP_TOLERANCE)
+        assert torch.allclose(
+            scores.logps[row, : len(sample.logprobs)], torch.tensor(sample.logprobs), atol=LOGP_TOLERANCE
+        )
     assert penalised.model.generation_config.repetition_penalty == 3.0  # restored for complete()
 
 
@@ -124,7 +133,9 @@ def test_gradients_flow_through_completion_logps(policy: TrainablePolicy) -> Non
 
 
 def test_lora_trains_only_the_adapters_and_saves_merged(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
-    lora = TrainablePolicy(tiny_chat_lm_dir, lora=LoraSettings(r=4, alpha=8, target_modules=("q_proj", "v_proj")))
+    lora = TrainablePolicy(
+        tiny_chat_lm_dir, lora=LoraSettings(r=4, alpha=8, target_modules=("q_proj", "v_proj"))
+    )
     names = {name for name, p in lora.model.named_parameters() if p.requires_grad}
     assert names and all("lora_" in name for name in names)
     assert len(names) == 2 * 2 * 2  # 2 layers x (q, v) x (A, B)
@@ -155,7 +166,9 @@ def test_lora_trains_only_the_adapters_and_saves_merged(tiny_chat_lm_dir: Path, 
     assert not torch.allclose(trained, base, atol=1e-3)  # the training changed something
 
 
-def test_save_then_load_gives_identical_logits_and_a_chat_policy(policy: TrainablePolicy, tmp_path: Path) -> None:
+def test_save_then_load_gives_identical_logits_and_a_chat_policy(
+    policy: TrainablePolicy, tmp_path: Path
+) -> None:
     saved = policy.save(tmp_path / "final")
     assert (saved / BUILD_MARKER).is_file()  # still random weights, and says so
     loaded = HFPolicy(saved)
@@ -179,7 +192,9 @@ def test_vlm_samples_and_scores_with_images(tiny_vlm_dir: Path, tmp_path: Path) 
     with torch.no_grad():
         scores = _recomputed(vlm, samples, 1.0, images=[p.images for p in prompts for _ in range(2)])
     for row, sample in enumerate(samples):
-        assert torch.allclose(scores.logps[row, : len(sample.logprobs)], torch.tensor(sample.logprobs), atol=LOGP_TOLERANCE)
+        assert torch.allclose(
+            scores.logps[row, : len(sample.logprobs)], torch.tensor(sample.logprobs), atol=LOGP_TOLERANCE
+        )
     saved = vlm.save(tmp_path / "vlm")
     assert HFPolicy(saved).accepts_images
 
