@@ -323,3 +323,42 @@ def test_prompt_views_are_explicit() -> None:
     assert prompt.messages == ({"role": "user", "content": observation["prompt"]},)
     assert np.array_equal(prompt.images[0], observation["image"])
     assert view.action("my answer", observation) == "my answer"
+
+
+def test_a_real_grpo_trainer_trains_on_the_rollout_func(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
+    trl = pytest.importorskip("trl")
+    datasets = pytest.importorskip("datasets")
+    policy = TrainablePolicy(tiny_chat_lm_dir, seed=0)
+    settings = RolloutSettings(max_turns=1, max_new_tokens=6)
+    seen: list[list[Any]] = []
+    with RolloutEngine("embodia/DSR-v0", env_options=DSR, settings=settings) as engine:
+        rollout = as_trl_rollout_func(engine, policy)
+
+        def recorded(prompts: list[Any], trainer: Any) -> dict[str, Any]:
+            seen.append(list(prompts))
+            return rollout(prompts, trainer)
+
+        args = trl.GRPOConfig(
+            output_dir=str(tmp_path / "trl"),
+            per_device_train_batch_size=4,
+            num_generations=2,
+            max_completion_length=6,
+            max_steps=1,
+            use_cpu=True,
+            report_to=[],
+            save_strategy="no",
+            logging_steps=1,
+        )
+        trainer = trl.GRPOTrainer(
+            model=policy.model,
+            reward_funcs=[env_reward],
+            args=args,
+            train_dataset=datasets.Dataset.from_dict({"prompt": [str(i) for i in range(4)]}),
+            processing_class=policy.tokenizer,
+            rollout_func=recorded,
+        )
+        trainer.train()
+    assert len(seen) == 1 and len(seen[0]) == 4
+    assert seen[0][0] == seen[0][1] and seen[0][2] == seen[0][3]  # TRL repeats each prompt G times
+    logged = trainer.state.log_history[0]
+    assert logged["num_tokens"] > 0 and "rewards/env_reward/mean" in logged
