@@ -53,10 +53,12 @@ from embodia.core.random_weights import random_weights_note
 logger = logging.getLogger(__name__)
 
 PROCESSOR_FILES = ("processor_config.json", "preprocessor_config.json")
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "tokenizer.model", "vocab.json", "vocab.txt")
+"""Any of these beside ``config.json`` means the directory has a tokenizer."""
 DTYPES = {"float32": torch.float32, "float16": torch.float16, "bfloat16": torch.bfloat16}
 
 
-class _SeededSampler(LogitsProcessor):
+class SeededSampler(LogitsProcessor):
     """Draws the next token from softmax(scores / T) with a given generator.
 
     ``generate`` samples with the global RNG; doing the draw here (and decoding greedily
@@ -177,6 +179,11 @@ class HFPolicy(chat.ChatPolicy):
         has_processor = any((self.path / file).is_file() for file in PROCESSOR_FILES)
         is_image_text = type(config) in MODEL_FOR_IMAGE_TEXT_TO_TEXT_MAPPING
         is_causal_lm = type(config) in MODEL_FOR_CAUSAL_LM_MAPPING
+        if (is_image_text or is_causal_lm) and not any((self.path / f).is_file() for f in TOKENIZER_FILES):
+            raise PolicyError(
+                f"{self.path} has no tokenizer (none of {', '.join(TOKENIZER_FILES)}): "
+                "save the tokenizer (or processor) into the model directory"
+            )
         model_class: Any
         try:
             if has_processor and is_image_text:
@@ -257,7 +264,7 @@ class HFPolicy(chat.ChatPolicy):
 
         logits_processor = LogitsProcessorList()
         if params.temperature > 0:
-            logits_processor.append(_SeededSampler(params.temperature, self._generator))
+            logits_processor.append(SeededSampler(params.temperature, self._generator))
         stopping_criteria = StoppingCriteriaList()
         if stops:
             stopping_criteria.append(_StopOnText(self.tokenizer, stops, prompt_length))

@@ -1,0 +1,342 @@
+"""A transformers policy that can be trained: sampling with logprobs, differentiable scores, LoRA, save.
+
+:class:`TrainablePolicy` loads a causal LM or VLM from a local directory exactly as
+``hf:DIR`` does (it *is* an :class:`~embodia.policies.hf.HFPolicy`, so ``complete`` drives
+agents and envs as before), puts the model in train mode and optionally wraps it in LoRA
+adapters (peft). On top of the chat contract it gives what a policy-gradient recipe needs:
+
+- :meth:`TrainablePolicy.sample`: ``n`` completions per chat prompt, batched, with each
+  completion token's logprob under the **sampling distribution**:
+  ``log_softmax(logits / temperature)`` at the sampled token, the distribution the token was
+  drawn from (temperature 0 decodes greedily and reports ``log_softmax(logits)``, the model
+  at temperature 1). No logits processor runs (the model's own ``generation_config`` such as a
+  repetition penalty is set aside while sampling), so these are exactly the numbers
+  :meth:`completion_logps` recomputes, which is what an importance ratio needs. Sampling
+  runs in eval mode (no dropout) with this policy's seeded ``torch.Generator``.
+- :meth:`TrainablePolicy.completion_logps`: per-token logprobs and entropies of given
+  completions after given prompts, differentiable, batched with right padding and a mask.
+- :meth:`TrainablePolicy.save`: a directory ``hf:DIR`` loads again (LoRA merged into the
+  weights, tokenizer or processor and chat template included).
+
+``complete`` (the chat path) keeps HFPolicy's conventions: the model's own generation config
+and logprobs of the raw distribution.
+"""
+
+from __future__ import annotations
+
+import copy
+import shutil
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from PIL import Image
+from transformers import GenerationConfig, LogitsProcessorList
+
+from embodia.core.chat import ContextOverflowError, PolicyError, check_messages, check_temperature
+from embodia.core.random_weights import BUILD_MARKER
+from embodia.policies.hf import HFPolicy, SeededSampler
+from embodia.policies.rollouts import ChatPrompt, Sample
+
+
+@dataclass(frozen=True)
+class LoraSettings:
+    """LoRA adapters (peft) on the model's linear layers; only the adapters are trained."""
+
+    r: int = 8
+    """Rank of each adapter's two factors."""
+    alpha: float = 16.0
+    """Scale numerator: an adapter's update is multiplied by ``alpha / r``."""
+    dropout: float = 0.0
+    """Dropout on the adapters' input while training."""
+    target_modules: str | tuple[str, ...] = "all-linear"
+    """Module names (suffixes) that get adapters, or peft's ``"all-linear"`` (every linear
+    layer but the output head)."""
+
+    def __post_init__(self) -> None:
+        if self.r < 1:
+            raise PolicyError(f"LoRA rank r must be at least 1, got {self.r}")
+        if not self.alpha > 0:
+            raise PolicyError(f"LoRA alpha must be positive, got {self.alpha}")
+        if not 0.0 <= self.dropout < 1.0:
+            raise PolicyError(f"LoRA dropout must be in [0, 1), got {self.dropout}")
+        if not self.target_modules:
+            raise PolicyError("LoRA target_modules must name at least one module (or be 'all-linear')")
+
+
+@dataclass(frozen=True)
+class TokenScores:
+    """Per-token scores of a batch of completions, right-padded to the longest one."""
+
+    logps: torch.Tensor
+    """(B, L) log-probability of each completion token (0 where ``mask`` is 0)."""
+    entropies: torch.Tensor
+    """(B, L) entropy (nats) of the distribution each token was drawn from (0 where masked)."""
+    mask: torch.Tensor
+    """(B, L) 1.0 for a real completion token, 0.0 for padding."""
+
+
+def _load_peft() -> Any:
+    try:
+        import peft
+    except ImportError as error:
+        raise PolicyError(
+            f"LoRA needs the peft package, which does not import here ({error}): install peft, or train "
+            "without LoRA"
+        ) from None
+    return peft
+
+
+class TrainablePolicy(HFPolicy):
+    """A chat LM or VLM from ``path`` (as ``hf:DIR``), in train mode, LoRA optional; see the module docstring.
+
+    ``path`` and the keyword ``options`` (``device``, ``dtype``, ``max_new_tokens_cap``,
+    ``name``, ``seed``) are :class:`~embodia.policies.hf.HFPolicy`'s; ``lora`` wraps the
+    model in adapters.
+    """
+
+    def __init__(self, path: Path | str, *, lora: LoraSettings | None = None, **options: Any) -> None:
+        super().__init__(path, **options)
+        self.lora = lora
+        base = self.model
+        self._generation_config = base.generation_config
+        # Sampling: nothing but eos/pad, so no processor reshapes the distribution drawn from.
+        self._plain_generation_config = GenerationConfig(
+            eos_token_id=self.eos_token_ids,
+            pad_token_id=self.pad_token_id,
+            bos_token_id=getattr(self._generation_config, "bos_token_id", None),
+        )
+        if lora is not None:
+            peft = _load_peft()
+            config = peft.LoraConfig(
+                r=lora.r,
+                lora_alpha=lora.alpha,
+                lora_dropout=lora.dropout,
+                target_modules=lora.target_modules
+                if isinstance(lora.target_modules, str)
+                else list(lora.target_modules),
+                bias="none",
+            )
+            try:
+                self.model = peft.get_peft_model(base, config)
+            except ValueError as error:
+                raise PolicyError(f"cannot add LoRA adapters to {self.path}: {error}") from error
+        self._base_model = base
+        self.model.train()
+
+    # ------------------------------------------------------------------ parameters
+
+    def trainable_parameters(self) -> list[torch.nn.Parameter]:
+        """The parameters an optimiser updates: the adapters with LoRA, else every weight."""
+        return [p for p in self.model.parameters() if p.requires_grad]
+
+    def manual_seed(self, seed: int) -> None:
+        """Restart the sampling generator from ``seed`` (what ``hf:DIR?seed=N`` sets at load)."""
+        self._generator.manual_seed(seed)
+
+    # ------------------------------------------------------------------ sampling
+
+    @contextmanager
+    def _sampling_mode(self) -> Iterator[None]:
+        """Eval mode and the plain generation config for one ``generate`` call, then back."""
+        was_training = self.model.training
+        self.model.eval()
+        self._base_model.generation_config = self._plain_generation_config
+        try:
+            yield
+        finally:
+            self._base_model.generation_config = self._generation_config
+            self.model.train(was_training)
+
+    def sample(
+        self,
+        prompts: Sequence[ChatPrompt],
+        *,
+        n: int = 1,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+        generator: torch.Generator | None = None,
+    ) -> list[Sample]:
+        """``n`` completions of each prompt, prompt-major (``samples[i * n + k]`` is the k-th of
+        prompt i); logprobs as the module docstring states. ``generator`` defaults to this
+        policy's own (seeded at load, :meth:`manual_seed`)."""
+        if n < 1:
+            raise PolicyError(f"n (completions per prompt) must be at least 1, got {n}")
+        if max_new_tokens < 1:
+            raise PolicyError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        check_temperature(temperature)
+        if not prompts:
+            return []
+        encoded = []
+        for prompt in prompts:
+            check_messages(prompt.messages, prompt.images)
+            self._check_images(prompt.images)
+            encoded.append(self._encode(prompt.messages, prompt.images, to_device=False))
+        rows = [item for item in encoded for _ in range(n)]
+        inputs = self._left_padded(rows)
+        padded_length = int(inputs["input_ids"].shape[1])
+        longest_prompt = max(int(item["input_ids"].shape[1]) for item in encoded)
+        max_new_tokens = min(max_new_tokens, self.max_new_tokens_cap)
+        window = self.context_window()
+        if window is not None:
+            room = window.tokens - longest_prompt
+            if room < 1:
+                raise ContextOverflowError(window, prompt_tokens=longest_prompt, max_tokens=max_new_tokens)
+            max_new_tokens = min(max_new_tokens, room)
+
+        processors = LogitsProcessorList()
+        if temperature > 0:
+            processors.append(SeededSampler(temperature, generator or self._generator))
+        config = copy.deepcopy(self._plain_generation_config)
+        config.update(
+            max_new_tokens=max_new_tokens,
+            do_sample=False,
+            return_dict_in_generate=True,
+            output_logits=True,
+        )
+        with self._sampling_mode(), torch.no_grad():
+            output = self.model.generate(  # type: ignore[operator]
+                **inputs, generation_config=config, logits_processor=processors
+            )
+        generated = output.sequences[:, padded_length:]
+        step_logits = torch.stack(output.logits, dim=1).float()  # (B, steps, V), raw
+        if temperature > 0:
+            step_logits = step_logits / temperature
+        chosen = torch.log_softmax(step_logits, dim=-1).gather(-1, generated[..., None])[..., 0]
+
+        samples = []
+        eos = set(self.eos_token_ids)
+        for row in range(generated.shape[0]):
+            ids = generated[row].tolist()
+            end = next((k + 1 for k, token in enumerate(ids) if token in eos), None)
+            completion = ids if end is None else ids[:end]
+            prompt_ids = encoded[row // n]["input_ids"][0].tolist()
+            samples.append(
+                Sample(
+                    prompt_index=row // n,
+                    prompt_ids=prompt_ids,
+                    completion_ids=completion,
+                    logprobs=chosen[row, : len(completion)].tolist(),
+                    text=self.tokenizer.decode(completion, skip_special_tokens=True),
+                    finish_reason="length" if end is None else "stop",
+                )
+            )
+        return samples
+
+    def _left_padded(self, rows: Sequence[dict[str, Any]]) -> dict[str, torch.Tensor]:
+        """One batch of encoded prompts: ids and masks padded on the left (generation appends
+        on the right), image tensors (pixel values, grids) concatenated in order."""
+        longest = max(int(row["input_ids"].shape[1]) for row in rows)
+        ids = torch.full((len(rows), longest), self.pad_token_id, dtype=torch.long)
+        mask = torch.zeros((len(rows), longest), dtype=torch.long)
+        for i, row in enumerate(rows):
+            length = int(row["input_ids"].shape[1])
+            ids[i, longest - length :] = row["input_ids"][0]
+            mask[i, longest - length :] = 1
+        batch: dict[str, torch.Tensor] = {"input_ids": ids, "attention_mask": mask}
+        for key in rows[0]:
+            if key not in batch:
+                parts = [row[key] for row in rows if key in row]
+                if parts:
+                    batch[key] = torch.cat(parts, dim=0)
+        return {key: value.to(self.device) for key, value in batch.items()}
+
+    # ------------------------------------------------------------------ scoring
+
+    def completion_logps(
+        self,
+        prompt_ids: Sequence[Sequence[int]],
+        completion_ids: Sequence[Sequence[int]],
+        *,
+        images: Sequence[Sequence[NDArray[np.uint8]]] | None = None,
+        temperature: float = 1.0,
+    ) -> TokenScores:
+        """Per-token logprobs and entropies of each completion after its prompt, under
+        ``softmax(logits / temperature)`` (temperature 0 counts as 1, as in :meth:`sample`);
+        differentiable through the model in its current mode. ``images[i]`` are prompt i's
+        pictures (a VLM's prompt ids hold their placeholder tokens; the pixels come from here)."""
+        if len(prompt_ids) != len(completion_ids):
+            raise PolicyError(
+                f"{len(prompt_ids)} prompts but {len(completion_ids)} completions: "
+                "give one completion per prompt"
+            )
+        if not prompt_ids:
+            raise PolicyError("completion_logps needs at least one prompt and completion")
+        check_temperature(temperature)
+        if images is not None and len(images) != len(prompt_ids):
+            raise PolicyError(f"images are given for {len(images)} prompts, but there are {len(prompt_ids)}")
+        for i, (prompt, completion) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
+            if not prompt or not completion:
+                raise PolicyError(f"prompt {i} and its completion must each hold at least one token")
+        prompt_lengths = [len(p) for p in prompt_ids]
+        completion_lengths = [len(c) for c in completion_ids]
+        total = max(p + c for p, c in zip(prompt_lengths, completion_lengths, strict=True))
+        batch = len(prompt_ids)
+        # Right padding: every row keeps positions 0..len-1, as when it was generated alone.
+        ids = torch.full((batch, total), self.pad_token_id, dtype=torch.long)
+        attention = torch.zeros((batch, total), dtype=torch.long)
+        for i, (prompt, completion) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
+            row = list(prompt) + list(completion)
+            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
+            attention[i, : len(row)] = 1
+        inputs: dict[str, torch.Tensor] = {"input_ids": ids, "attention_mask": attention}
+        flat_images = [image for group in images or () for image in group]
+        if flat_images:
+            self._check_images(flat_images)
+            pixels = self.processor.image_processor(
+                images=[Image.fromarray(np.ascontiguousarray(image)) for image in flat_images],
+                return_tensors="pt",
+            )
+            inputs.update(dict(pixels))
+        inputs = {key: value.to(self.device) for key, value in inputs.items()}
+        logits = self.model(**inputs).logits.float()  # (B, T, V)
+
+        longest = max(completion_lengths)
+        offsets = torch.arange(longest)
+        # The logits at position t predict token t + 1: completion token j of row i is
+        # predicted at prompt_length_i - 1 + j.
+        positions = torch.tensor(prompt_lengths)[:, None] - 1 + offsets[None, :]
+        mask = (offsets[None, :] < torch.tensor(completion_lengths)[:, None]).float()
+        positions = torch.minimum(positions, torch.tensor(total - 1)).to(self.device)
+        picked = logits.gather(1, positions[..., None].expand(-1, -1, logits.shape[-1]))
+        if temperature > 0:
+            picked = picked / temperature
+        log_probs = torch.log_softmax(picked, dim=-1)
+        targets = torch.zeros((batch, longest), dtype=torch.long)
+        for i, completion in enumerate(completion_ids):
+            targets[i, : len(completion)] = torch.tensor(list(completion), dtype=torch.long)
+        targets = targets.to(self.device)
+        mask = mask.to(self.device)
+        token_logps = log_probs.gather(-1, targets[..., None])[..., 0] * mask
+        entropies = -(log_probs.exp() * log_probs).sum(-1) * mask
+        return TokenScores(logps=token_logps, entropies=entropies, mask=mask)
+
+    # ------------------------------------------------------------------ saving
+
+    def save(self, directory: Path | str) -> Path:
+        """Write the model (LoRA merged into a copy of it, the training model untouched), its
+        generation config, tokenizer or processor and chat template into ``directory``, which
+        ``hf:DIR`` then loads. A model built with random weights stays marked as such."""
+        target = Path(directory)
+        try:
+            target.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise PolicyError(f"cannot create {target}: {error.strerror or error}") from None
+        model: Any = self.model
+        if self.lora is not None:
+            # A merge changes the module tree in place: merge a copy, keep training the adapters.
+            copied: Any = copy.deepcopy(self.model)
+            model = copied.merge_and_unload()
+        model.generation_config = self._generation_config
+        model.save_pretrained(target)
+        owner = self.processor if self.processor is not None else self.tokenizer
+        owner.save_pretrained(target)
+        marker = self.path / BUILD_MARKER
+        if marker.is_file() and marker.resolve() != (target / BUILD_MARKER).resolve():
+            shutil.copyfile(marker, target / BUILD_MARKER)
+        return target
