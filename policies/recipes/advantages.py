@@ -194,7 +194,8 @@ class Durian(AdvantageEstimator):
         """d = alpha * z(H_vis) + (1 - alpha) * z(U); U alone without images, H_vis alone without U."""
         if features is None or (features.uncertainty is None and features.visual_entropy is None):
             raise EmbodiaError(
-                "the durian advantage needs difficulty features: reasoning uncertainty and/or visual entropy per prompt"
+                "the durian advantage needs difficulty features: "
+                "reasoning uncertainty and/or visual entropy per prompt"
             )
         parts = []
         for what, values, weight in (
@@ -237,7 +238,9 @@ def image_entropy(images: Sequence[Image.Image | np.ndarray]) -> float:
     from PIL import Image
 
     if len(images) == 0:
-        raise EmbodiaError("image_entropy needs at least one image (a prompt without images has no visual entropy)")
+        raise EmbodiaError(
+            "image_entropy needs at least one image (a prompt without images has no visual entropy)"
+        )
     entropies = []
     for image in images:
         if not isinstance(image, Image.Image):
@@ -256,7 +259,11 @@ def _as_uint8(array: np.ndarray) -> np.ndarray:
         raise EmbodiaError(f"an image must be H x W, H x W x 3 or H x W x 4, got shape {array.shape}")
     if array.dtype == np.uint8:
         return array
-    if np.issubdtype(array.dtype, np.floating) and np.isfinite(array).all() and 0 <= array.min() <= array.max() <= 1:
+    if (
+        np.issubdtype(array.dtype, np.floating)
+        and np.isfinite(array).all()
+        and 0 <= array.min() <= array.max() <= 1
+    ):
         return np.round(array * 255).astype(np.uint8)
     raise EmbodiaError(f"image values must be uint8 or floats in 0..1, got {array.dtype}")
 
@@ -280,15 +287,17 @@ def reasoning_uncertainty(
     import torch
 
     if kind not in UNCERTAINTY_KINDS:
-        raise EmbodiaError(f"unknown uncertainty kind {kind!r}: expected one of {', '.join(UNCERTAINTY_KINDS)}")
+        raise EmbodiaError(
+            f"unknown uncertainty kind {kind!r}: expected one of {', '.join(UNCERTAINTY_KINDS)}"
+        )
     values = token_entropies if kind == "entropy" else logps
     if values is None:
         needed = "token_entropies" if kind == "entropy" else "logps"
         raise EmbodiaError(f"the {kind!r} uncertainty needs {needed}")
     if values.shape != mask.shape or values.dim() != 2 or values.shape[0] % group_size:
         raise EmbodiaError(
-            f"per-token values {tuple(values.shape)} and mask {tuple(mask.shape)} must be one (num_prompts * G, T) "
-            f"shape with G = {group_size}"
+            f"per-token values {tuple(values.shape)} and mask {tuple(mask.shape)} must be one "
+            f"(num_prompts * G, T) shape with G = {group_size}"
         )
     m = mask.to(values.dtype)
     values = values.detach() * m
@@ -344,7 +353,9 @@ def _per_prompt(what: str, values: Any, num_prompts: int) -> torch.Tensor:
 
     v = torch.as_tensor(values, dtype=torch.float64).detach()
     if v.shape != (num_prompts,):
-        raise EmbodiaError(f"{what} must have one value per prompt ({num_prompts}), got shape {tuple(v.shape)}")
+        raise EmbodiaError(
+            f"{what} must have one value per prompt ({num_prompts}), got shape {tuple(v.shape)}"
+        )
     if not torch.isfinite(v).all():
         raise EmbodiaError(f"{what} must be finite for every prompt")
     return v
@@ -368,7 +379,9 @@ def _stats(rewards: torch.Tensor, values: torch.Tensor, scale: torch.Tensor | No
         "advantage_abs_max": float(values.abs().max()),
         "advantage_abs_mean": float(values.abs().mean()),
         "reward_mean": float(torch.nanmean(rewards)),
-        "reward_std": float(torch.nan_to_num(_level_std(rewards, torch.zeros_like(own_std, dtype=torch.long))[0], nan=0.0)),
+        "reward_std": float(
+            torch.nan_to_num(_level_std(rewards, torch.zeros_like(own_std, dtype=torch.long))[0], nan=0.0)
+        ),
         "frac_reward_zero_std": float(zero_std.float().mean()),
     }
     if scale is not None:

@@ -8,8 +8,8 @@ completion token, the per-token loss is
     l = -min(ρ·A, clamp(ρ, 1 - ε_low, 1 + ε_high)·A)  [+ β·k3],   k3 = exp(ref - logp) - (ref - logp) - 1
 
 (ε_high > ε_low is DAPO's Clip-Higher; k3 is Schulman's KL estimator to a reference policy,
-off by default as in TRL and DAPO, optionally weighted by ρ as DeepSeek-V3.2 does), and :func:`grpo_loss` aggregates it over the completion
-tokens as TRL's ``GRPOTrainer`` does:
+off by default as in TRL and DAPO, optionally weighted by ρ as DeepSeek-V3.2 does), and
+:func:`grpo_loss` aggregates it over the completion tokens as TRL's ``GRPOTrainer`` does:
 
 =========  ===========================================================  =========================
 loss_type  aggregation                                                  from
@@ -106,14 +106,17 @@ class GRPOConfig:
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise EmbodiaError(f"{name}.{field_name} must be a whole number >= 1, got {value!r}")
         if self.group_size < 2:
-            raise EmbodiaError(f"{name}.group_size must be at least 2 (a group of one has no advantage), got 1")
+            raise EmbodiaError(
+                f"{name}.group_size must be at least 2 (a group of one has no advantage), got 1"
+            )
         if self.max_completion_length is not None and (
             isinstance(self.max_completion_length, bool)
             or not isinstance(self.max_completion_length, int)
             or self.max_completion_length < 1
         ):
             raise EmbodiaError(
-                f"{name}.max_completion_length must be a whole number >= 1 or None, got {self.max_completion_length!r}"
+                f"{name}.max_completion_length must be a whole number >= 1 or None, "
+                f"got {self.max_completion_length!r}"
             )
         _check_number(f"{name}.epsilon", self.epsilon, 0.0, 1.0, low_open=True, high_open=True)
         if self.epsilon_high is not None:
@@ -123,16 +126,26 @@ class GRPOConfig:
         _check_number(f"{name}.temperature", self.temperature, 0.0, float("inf"), low_open=True)
         _check_number(f"{name}.durian_alpha", self.durian_alpha, 0.0, 1.0)
         if self.loss_type not in LOSS_TYPES:
-            raise EmbodiaError(f"{name}.loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}")
+            raise EmbodiaError(
+                f"{name}.loss_type must be one of {', '.join(LOSS_TYPES)}, got {self.loss_type!r}"
+            )
         if self.advantage not in ESTIMATORS:
-            raise EmbodiaError(f"{name}.advantage must be one of {', '.join(ESTIMATORS)}, got {self.advantage!r}")
+            raise EmbodiaError(
+                f"{name}.advantage must be one of {', '.join(ESTIMATORS)}, got {self.advantage!r}"
+            )
         if self.durian_uncertainty not in UNCERTAINTY_KINDS:
             raise EmbodiaError(
                 f"{name}.durian_uncertainty must be one of {', '.join(UNCERTAINTY_KINDS)}, "
                 f"got {self.durian_uncertainty!r}"
             )
-        if isinstance(self.durian_levels, bool) or not isinstance(self.durian_levels, int) or self.durian_levels < 1:
-            raise EmbodiaError(f"{name}.durian_levels must be a whole number >= 1, got {self.durian_levels!r}")
+        if (
+            isinstance(self.durian_levels, bool)
+            or not isinstance(self.durian_levels, int)
+            or self.durian_levels < 1
+        ):
+            raise EmbodiaError(
+                f"{name}.durian_levels must be a whole number >= 1, got {self.durian_levels!r}"
+            )
         for flag in ("dynamic_sampling", "kl_importance_weight"):
             if not isinstance(getattr(self, flag), bool):
                 raise EmbodiaError(f"{name}.{flag} must be true or false, got {getattr(self, flag)!r}")
@@ -201,7 +214,9 @@ def grpo_loss(
     if advantages.dim() == 1:
         advantages = advantages.unsqueeze(1)
     if advantages.shape not in ((logps.shape[0], 1), tuple(logps.shape)):
-        raise EmbodiaError(f"advantages must be (B,) or (B, T) for B = {logps.shape[0]}, got {tuple(advantages.shape)}")
+        raise EmbodiaError(
+            f"advantages must be (B,) or (B, T) for B = {logps.shape[0]}, got {tuple(advantages.shape)}"
+        )
     if config.beta != 0.0 and (ref_logps is None or ref_logps.shape != logps.shape):
         raise EmbodiaError("beta > 0 needs ref_logps of the same (B, T) shape as logps")
     m = mask.to(logps.dtype)
@@ -241,7 +256,7 @@ def grpo_loss(
         active = m.bool()
         ratios = ratio[active] if active.any() else ratio.new_ones(1)
         stats = {
-            "policy_loss": float(policy_loss),
+            "policy_loss": float(policy_loss.detach()),
             "clip_ratio/low_mean": float((low * m).sum() / total),
             "clip_ratio/high_mean": float((high * m).sum() / total),
             "clip_ratio/region_mean": float(((low | high) * m).sum() / total),
@@ -284,7 +299,9 @@ def completion_logps(
     # The logits at position t predict token t + 1: the last `width + 1` positions cover the
     # completion (the final one predicts past it and is dropped).
     model_inputs.setdefault("use_cache", False)
-    outputs = model(input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=width + 1, **model_inputs)
+    outputs = model(
+        input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=width + 1, **model_inputs
+    )
     logits = outputs.logits[:, -width - 1 : -1].float() / temperature
     log_probs = torch.log_softmax(logits, dim=-1)
     keep = completion_mask.to(log_probs.dtype)

@@ -22,14 +22,14 @@ import pytest
 
 pytest.importorskip("trl", reason="TRL is in the optional 'train' extra: pip install 'embodia[train]'")
 
-import torch  # noqa: E402
-from datasets import Dataset  # noqa: E402
-from transformers import AutoModelForCausalLM, AutoTokenizer  # noqa: E402
-from trl import GRPOConfig as TRLConfig  # noqa: E402
-from trl import GRPOTrainer  # noqa: E402
+import torch
+from datasets import Dataset
+from transformers import AutoModelForCausalLM, AutoTokenizer
+from trl import GRPOConfig as TRLConfig
+from trl import GRPOTrainer
 
-from embodia.policies.recipes.advantages import advantage_estimator  # noqa: E402
-from embodia.policies.recipes.grpo import GRPOConfig, completion_logps, grpo_loss  # noqa: E402
+from embodia.policies.recipes.advantages import advantage_estimator
+from embodia.policies.recipes.grpo import GRPOConfig, completion_logps, grpo_loss
 
 GROUP = 4
 PROMPTS = 2
@@ -155,7 +155,9 @@ def test_loss_and_gradients_equal_trl(case: str, model_dir: Path, tmp_path: Path
         **{k: v for k, v in options.items() if k != "loss_type"},
         loss_type=options["loss_type"],
     )
-    ours_logps, _ = completion_logps(model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], mask)
+    ours_logps, _ = completion_logps(
+        model, batch["prompt_ids"], batch["prompt_mask"], batch["completion_ids"], mask
+    )
     loss, stats = grpo_loss(
         ours_logps,
         old_logps,
@@ -174,7 +176,12 @@ def test_loss_and_gradients_equal_trl(case: str, model_dir: Path, tmp_path: Path
         torch.testing.assert_close(our_grads[name], grad, rtol=1e-5, atol=1e-6, msg=f"gradient of {name}")
     # the batch exercises both clip bounds, so the clip metrics are compared on non-trivial values
     assert stats["clip_ratio/region_mean"] > 0
-    for key in ("clip_ratio/low_mean", "clip_ratio/high_mean", "clip_ratio/region_mean", "clip_ratio/high_max"):
+    for key in (
+        "clip_ratio/low_mean",
+        "clip_ratio/high_mean",
+        "clip_ratio/region_mean",
+        "clip_ratio/high_max",
+    ):
         assert stats[key] == pytest.approx(trl_metrics[key], abs=1e-6), key
     if options.get("beta"):
         assert stats["kl"] == pytest.approx(trl_metrics["kl"], rel=1e-5)
