@@ -53,7 +53,6 @@ from embodia.errors import EmbodiaError
 from embodia.policies.spec import make_policy, parse_policy_spec
 
 if TYPE_CHECKING:
-    from datasets import Dataset
     from transformers import PreTrainedModel, TrainerCallback
 
 logger = logging.getLogger(__name__)
@@ -318,8 +317,9 @@ def _has_tokenizer(directory: Path) -> bool:
     return any((directory / name).is_file() for name in _TOKENIZER_FILES)
 
 
-def _dataset(records: Sequence[Record], completion_only_loss: bool) -> Dataset:
-    from datasets import Dataset
+def _dataset(records: Sequence[Record], completion_only_loss: bool) -> Any:
+    """A ``datasets.Dataset`` of :func:`trainer_rows` (datasets ships no type information)."""
+    from datasets import Dataset  # type: ignore[import-untyped]
 
     return Dataset.from_list(trainer_rows(records, completion_only_loss))
 
@@ -353,7 +353,7 @@ def _metrics_callback(note: MetricsCallback, tokens_before: int) -> TrainerCallb
     or not)."""
     from transformers import TrainerCallback
 
-    class _Metrics(TrainerCallback):  # type: ignore[misc]
+    class _Metrics(TrainerCallback):
         def __init__(self) -> None:
             self.started = time.perf_counter()
             self.last_time = self.started
@@ -517,7 +517,8 @@ def _trainer(
         )
     except ValueError as error:  # e.g. LoRA targets the model does not have
         raise SFTError(f"cannot set up SFT of {settings.model}: {error}") from error
-    if len(trainer.train_dataset) == 0:
+    prepared: Any = trainer.train_dataset  # records cut to max_length with no completion left are dropped
+    if len(prepared) == 0:
         raise SFTError(f"no training record has a token to learn within max_length {settings.max_length}")
     # the run's lines go to metrics.jsonl and on_log; the trainer's own printing would repeat them
     trainer.remove_callback(PrinterCallback)
