@@ -1,0 +1,603 @@
+"""Supervised fine-tuning (SFT) of a local causal LM on chat records, with TRL's ``SFTTrainer``.
+
+The warm-up every RL recipe needs: a model that has never written the answer format earns no
+reward, so GRPO has nothing to work with until SFT has taught it the format
+(:mod:`embodia.policies.recipes.solutions` generates such records from embodia's envs).
+
+Data: a JSONL file or an in-memory sequence of records, all of one of two kinds:
+
+- chat records ``{"messages": [{"role": "system" | "user" | "assistant", "content": str}, ...]}``
+  ending with an assistant message. With the completion-only loss (the default) the loss is
+  on that last assistant message (the model's chat template closes it, end-of-turn token
+  included); the messages before it are the prompt, earlier assistant turns included.
+- prompt/completion records ``{"prompt": str, "completion": str}``: plain text, no chat
+  template; the tokenizer's end-of-sequence token is appended to the completion.
+
+Without the completion-only loss every token of a record is trained on.
+
+The run folder (``out``), written through :class:`~embodia.core.runs.RunFolder`:
+
+- ``config.yaml``: the settings (in-memory data as its record count and SHA-256, a file as its
+  path and SHA-256, so a resume with other data is refused);
+- ``metrics.jsonl``: one line per logging step (``step``, ``epoch``, ``loss``,
+  ``learning_rate``, ``grad_norm``, ``entropy``, ``mean_token_accuracy``, ``tokens``,
+  ``tokens_per_s``, ``wall_s``), and with held-out data one ``eval_loss`` line before
+  training and one after;
+- ``checkpoints/checkpoint-N``: the trainer's checkpoints (weights, optimiser, scheduler and
+  RNG state); ``--resume`` continues from the last complete one;
+- ``final/``: the trained model with its tokenizer and chat template (LoRA adapters merged
+  into the weights), loadable as ``hf:OUT/final`` by every runner;
+- ``summary.json``: steps, losses, the held-out losses before and after, and a trivial
+  baseline for them (:func:`unigram_entropy`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import shutil
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from embodia.core.chat import PolicyError
+from embodia.core.limits import MAX_SET_SIZE, MAX_STEPS, check_range, check_seed
+from embodia.core.runs import RunFolder, read_jsonl, runner, set_aside
+from embodia.errors import EmbodiaError
+from embodia.policies.spec import make_policy, parse_policy_spec
+
+if TYPE_CHECKING:
+    from transformers import PreTrainedModel, TrainerCallback
+
+logger = logging.getLogger(__name__)
+
+METRICS = "metrics.jsonl"
+CHECKPOINTS = "checkpoints"
+FINAL = "final"
+SUMMARY = "summary.json"
+ROLES = ("system", "user", "assistant")
+SCHEDULERS = ("linear", "cosine", "constant", "constant_with_warmup")
+MAX_LENGTH = 131_072
+
+Record = Mapping[str, Any]
+"""One SFT record: ``{"messages": [...]}`` or ``{"prompt": str, "completion": str}``."""
+MetricsCallback = Callable[[dict[str, Any]], None]
+"""What ``run_sft``'s ``on_log`` is: called with each ``metrics.jsonl`` line as it is written."""
+
+
+class SFTError(EmbodiaError, ValueError):
+    """SFT settings or data that cannot be used; the message names the bad value."""
+
+
+@dataclass(frozen=True)
+class SFTSettings:
+    """What an SFT run is (see the module docstring)."""
+
+    model: str
+    """The model to fine-tune: ``hf:DIR``, a local transformers causal-LM directory with its
+    ``config.json``, tokenizer and chat template (options as for ``--policy hf:``, e.g.
+    ``?dtype=bfloat16``)."""
+    data: str | tuple[Record, ...]
+    """The training records: a JSONL file's path, or the records themselves."""
+    eval_data: str | tuple[Record, ...] | None = None
+    """Held-out records, of the same kind, whose loss is measured before and after training;
+    None to measure none."""
+    epochs: float = 1.0
+    """Passes over the training records (fractions allowed); ignored when ``max_steps`` is set."""
+    max_steps: int = 0
+    """Optimiser steps to take; 0 means as many as ``epochs`` make."""
+    learning_rate: float = 1e-4
+    """The AdamW learning rate at the schedule's peak."""
+    lr_scheduler: Literal["linear", "cosine", "constant", "constant_with_warmup"] = "linear"
+    """How the learning rate moves after the warm-up: to 0 linearly or as a cosine, or constant."""
+    warmup_steps: int = 0
+    """Optimiser steps over which the learning rate rises from 0 to its peak."""
+    weight_decay: float = 0.0
+    """AdamW's decoupled weight decay."""
+    batch_size: int = 8
+    """Records per forward pass (per device)."""
+    gradient_accumulation: int = 1
+    """Forward passes whose gradients are summed into one optimiser step (the effective batch
+    is ``batch_size * gradient_accumulation``)."""
+    max_length: int = 1024
+    """Tokens per record (longer ones are cut at the end), or per packed row with ``packing``."""
+    packing: bool = False
+    """Pack several records into each row of ``max_length`` tokens (best-fit, no record split)
+    instead of padding each one: fewer wasted tokens when records are short."""
+    completion_only_loss: bool = True
+    """Train on the completion only (the last assistant message, or ``completion``), not on
+    the prompt."""
+    lora_r: int = 0
+    """LoRA rank; 0 trains every weight instead (full fine-tuning)."""
+    lora_alpha: int = 16
+    """LoRA scaling numerator (the update is scaled by ``lora_alpha / lora_r``)."""
+    lora_dropout: float = 0.0
+    """Dropout on the LoRA branch's input."""
+    lora_targets: tuple[str, ...] = ()
+    """Module names LoRA adapts (e.g. ``q_proj``, ``v_proj``); empty means every linear layer
+    but the output head."""
+    logging_steps: int = 10
+    """Optimiser steps between two ``metrics.jsonl`` lines."""
+    save_steps: int = 100
+    """Optimiser steps between two checkpoints (a resumed run continues from the last one)."""
+    seed: int = 0
+    """Seed of the data order, dropout and LoRA initialisation."""
+
+    def __post_init__(self) -> None:
+        scheme, _, _ = parse_policy_spec(self.model)
+        if scheme != "hf":
+            raise SFTError(
+                f"SFT trains a local transformers model: the model must be hf:DIR, got {self.model!r}"
+            )
+        _check_data_setting("data", self.data)
+        if self.eval_data is not None:
+            _check_data_setting("eval_data", self.eval_data)
+        if not (isinstance(self.epochs, int | float) and math.isfinite(self.epochs) and self.epochs > 0):
+            raise SFTError(f"epochs must be a positive number, got {self.epochs!r}")
+        check_range("max_steps", self.max_steps, 0, MAX_STEPS, SFTError)
+        if not (math.isfinite(self.learning_rate) and 0 < self.learning_rate <= 1):
+            raise SFTError(f"learning_rate must be in (0, 1], got {self.learning_rate!r}")
+        if self.lr_scheduler not in SCHEDULERS:
+            raise SFTError(
+                f"unknown lr_scheduler {self.lr_scheduler!r}: expected one of {', '.join(SCHEDULERS)}"
+            )
+        check_range("warmup_steps", self.warmup_steps, 0, MAX_STEPS, SFTError)
+        if not (math.isfinite(self.weight_decay) and 0 <= self.weight_decay < 1):
+            raise SFTError(f"weight_decay must be in [0, 1), got {self.weight_decay!r}")
+        check_range("batch_size", self.batch_size, 1, 4096, SFTError)
+        check_range("gradient_accumulation", self.gradient_accumulation, 1, 4096, SFTError)
+        check_range("max_length", self.max_length, 8, MAX_LENGTH, SFTError)
+        check_range("lora_r", self.lora_r, 0, 4096, SFTError)
+        if self.lora_r:
+            check_range("lora_alpha", self.lora_alpha, 1, 65_536, SFTError)
+            if not (math.isfinite(self.lora_dropout) and 0 <= self.lora_dropout < 1):
+                raise SFTError(f"lora_dropout must be in [0, 1), got {self.lora_dropout!r}")
+            bad = [t for t in self.lora_targets if not (isinstance(t, str) and t.strip())]
+            if bad:
+                raise SFTError(f"lora_targets must be module names, got {bad[0]!r}")
+        elif self.lora_targets:
+            raise SFTError(
+                "lora_targets are given but lora_r is 0 (full fine-tuning): set lora_r to use LoRA"
+            )
+        check_range("logging_steps", self.logging_steps, 1, MAX_STEPS, SFTError)
+        check_range("save_steps", self.save_steps, 1, MAX_STEPS, SFTError)
+        check_seed("seed", self.seed, SFTError)
+
+
+def _check_data_setting(name: str, value: object) -> None:
+    if isinstance(value, str):
+        if not value.strip():
+            raise SFTError(f"{name} is empty: give a JSONL file or the records themselves")
+        return
+    if not isinstance(value, tuple):
+        raise SFTError(
+            f"{name} must be a JSONL file's path or a tuple of records, got a {type(value).__name__}"
+        )
+
+
+def settings_record(
+    settings: SFTSettings, data: Sequence[Record], eval_data: Sequence[Record] | None
+) -> dict[str, Any]:
+    """The settings as ``config.yaml`` keeps them, given their loaded records: data named by
+    its path (or record count) and the SHA-256 of its records, so a resume with other data is
+    refused."""
+    record = asdict(settings)
+    for key, records in (("data", data), ("eval_data", eval_data)):
+        value = getattr(settings, key)
+        if records is None:
+            continue
+        record[key] = value if isinstance(value, str) else f"{len(records)} records given in memory"
+        record[f"{key}_sha256"] = _digest(records)
+    record["lora_targets"] = list(settings.lora_targets)
+    return record
+
+
+def _digest(records: Sequence[Record]) -> str:
+    text = json.dumps(list(records), sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+# --------------------------------------------------------------------------- the records
+
+
+def load_records(data: str | Sequence[Record], what: str = "data") -> list[Record]:
+    """The records of ``data`` (a JSONL file, read strictly, or the records themselves), each
+    checked (:func:`record_kind`), all of one kind; an :class:`SFTError` naming the first bad
+    one otherwise."""
+    if isinstance(data, str):
+        numbered = read_jsonl(data, strict=True, error=SFTError, what=f"{what} file")
+        where = [f"{data} line {number}" for number, _ in numbered]
+        records: list[Record] = [record for _, record in numbered]
+    else:
+        records = list(data)
+        where = [f"{what} record {index}" for index in range(len(records))]
+    if not records:
+        raise SFTError(f"{what} holds no records")
+    check_range(f"the number of {what} records", len(records), 1, MAX_SET_SIZE, SFTError)
+    kinds = {record_kind(record, place) for record, place in zip(records, where, strict=True)}
+    if len(kinds) > 1:
+        raise SFTError(f"{what} mixes chat records and prompt/completion records: use one kind")
+    return records
+
+
+def record_kind(record: object, where: str = "record") -> Literal["chat", "completion"]:
+    """``chat`` for ``{"messages": [...]}`` (roles system/user/assistant, string contents,
+    the last one the assistant's), ``completion`` for ``{"prompt": str, "completion": str}``;
+    an :class:`SFTError` naming the problem for anything else."""
+    if not isinstance(record, Mapping):
+        raise SFTError(f"{where}: expected a JSON object, got {type(record).__name__}")
+    if "messages" in record:
+        messages = record["messages"]
+        if not isinstance(messages, list) or not messages:
+            raise SFTError(f"{where}: messages must be a non-empty list")
+        for index, message in enumerate(messages):
+            if not isinstance(message, Mapping) or message.get("role") not in ROLES:
+                raise SFTError(f"{where}: message {index} must have a role of {', '.join(ROLES)}")
+            if not isinstance(message.get("content"), str):
+                raise SFTError(f"{where}: message {index} has no string content")
+        if messages[-1]["role"] != "assistant":
+            raise SFTError(f"{where}: the last message must be the assistant's (the reply to learn)")
+        return "chat"
+    if "prompt" in record or "completion" in record:
+        for key in ("prompt", "completion"):
+            if not isinstance(record.get(key), str):
+                raise SFTError(f"{where}: {key} must be a string")
+        if not record["completion"]:
+            raise SFTError(f"{where}: completion is empty")
+        return "completion"
+    raise SFTError(f'{where}: expected {{"messages": [...]}} or {{"prompt": ..., "completion": ...}}')
+
+
+def trainer_rows(records: Iterable[Record], completion_only_loss: bool) -> list[dict[str, Any]]:
+    """``records`` in the dataset formats ``SFTTrainer`` reads: a chat record becomes a
+    conversational prompt/completion pair (the last assistant message is the completion) when
+    only the completion is trained on, else stays a ``messages`` record; a prompt/completion
+    record stays one, or becomes plain ``text`` when every token is trained on."""
+    rows: list[dict[str, Any]] = []
+    for record in records:
+        if "messages" in record:
+            messages = [{"role": m["role"], "content": m["content"]} for m in record["messages"]]
+            rows.append(
+                {"prompt": messages[:-1], "completion": messages[-1:]}
+                if completion_only_loss
+                else {"messages": messages}
+            )
+        elif completion_only_loss:
+            rows.append({"prompt": record["prompt"], "completion": record["completion"]})
+        else:
+            rows.append({"text": record["prompt"] + record["completion"]})
+    return rows
+
+
+def unigram_entropy(labels: Iterable[Sequence[int]]) -> float:
+    """The entropy (nats per token) of the token frequencies among the trained-on labels
+    (``-100`` marks a token not trained on): the loss of the best predictor that ignores the
+    context, told the held-out set's own frequencies. A model below it uses the context."""
+    counts = Counter(token for row in labels for token in row if token != -100)
+    total = sum(counts.values())
+    if not total:
+        raise SFTError("no trained-on tokens to measure")
+    return -sum(n / total * math.log(n / total) for n in counts.values())
+
+
+# --------------------------------------------------------------------------- the run
+
+
+def _load_model(spec: str) -> tuple[Any, PreTrainedModel]:
+    """The tokenizer and causal LM of ``hf:DIR``, loaded by the ``hf`` policy backend (which
+    checks config.json, the tokenizer and the chat template)."""
+    from embodia.policies.hf import HFPolicy
+
+    _, target, _ = parse_policy_spec(spec)
+    directory = Path(target).expanduser()
+    if directory.is_dir() and (directory / "config.json").is_file() and not _has_tokenizer(directory):
+        raise SFTError(
+            f"{directory} has no tokenizer (tokenizer.json, tokenizer.model, vocab.json or vocab.txt): "
+            "SFT needs the model's own tokenizer"
+        )
+    try:
+        policy = make_policy(spec)
+    except PolicyError as error:
+        raise SFTError(f"cannot load the model {spec!r}: {error}") from error
+    if not isinstance(policy, HFPolicy) or policy.processor is not None:
+        raise SFTError(f"{spec} is a vision-language model: this SFT recipe trains text-only causal LMs")
+    return policy.tokenizer, policy.model
+
+
+_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
+
+
+def _has_tokenizer(directory: Path) -> bool:
+    return any((directory / name).is_file() for name in _TOKENIZER_FILES)
+
+
+def _dataset(records: Sequence[Record], completion_only_loss: bool) -> Any:
+    """A ``datasets.Dataset`` of :func:`trainer_rows` (datasets ships no type information)."""
+    from datasets import Dataset  # type: ignore[import-untyped]
+
+    return Dataset.from_list(trainer_rows(records, completion_only_loss))
+
+
+def _last_checkpoint(folder: Path) -> Path | None:
+    """The newest complete checkpoint in ``folder`` (a complete one has its trainer state,
+    written last); newer incomplete ones (a kill mid-save) are set aside, not deleted."""
+    if not folder.is_dir():
+        return None
+    numbered = []
+    for entry in folder.iterdir():
+        prefix, _, number = entry.name.partition("-")
+        if entry.is_dir() and prefix == "checkpoint" and number.isdigit():
+            numbered.append((int(number), entry))
+    for _, entry in sorted(numbered, reverse=True):
+        if (entry / "trainer_state.json").is_file():
+            return entry
+        kept = set_aside(entry, "incomplete")
+        logger.warning("%s is incomplete (the run was killed while saving it): moved to %s", entry, kept)
+    return None
+
+
+def _checkpoint_step(checkpoint: Path) -> int:
+    state = json.loads((checkpoint / "trainer_state.json").read_text(encoding="utf-8"))
+    return int(state["global_step"])
+
+
+def _metrics_callback(note: MetricsCallback, tokens_before: int) -> TrainerCallback:
+    """A TrainerCallback that hands ``note`` one ``metrics.jsonl`` line per logging step.
+    Tokens are counted on from ``tokens_before`` (TRL counts from 0 in each process, resumed
+    or not)."""
+    from transformers import TrainerCallback
+
+    class _Metrics(TrainerCallback):
+        def __init__(self) -> None:
+            self.started = time.perf_counter()
+            self.last_time = self.started
+            self.last_tokens = 0.0
+
+        def on_log(
+            self, args: Any, state: Any, control: Any, logs: Mapping[str, Any] | None = None, **_: Any
+        ) -> None:
+            if not logs or "loss" not in logs:  # eval logs and the final train_runtime summary
+                return
+            now = time.perf_counter()
+            tokens = float(logs.get("num_tokens", 0.0))
+            elapsed = now - self.last_time
+            record: dict[str, Any] = {
+                "step": state.global_step,
+                "epoch": logs.get("epoch"),
+                "loss": logs["loss"],
+                "learning_rate": logs.get("learning_rate"),
+                "grad_norm": logs.get("grad_norm"),
+                "entropy": logs.get("entropy"),
+                "mean_token_accuracy": logs.get("mean_token_accuracy"),
+                "tokens": tokens_before + int(tokens),
+                "tokens_per_s": (tokens - self.last_tokens) / elapsed if elapsed > 0 else None,
+                "wall_s": now - self.started,
+            }
+            self.last_time, self.last_tokens = now, tokens
+            note(record)
+
+    return _Metrics()
+
+
+def _eval_record(trainer: Any, step: int) -> dict[str, Any]:
+    metrics = trainer.evaluate()
+    return {
+        "step": step,
+        "eval_loss": metrics["eval_loss"],
+        "eval_mean_token_accuracy": metrics.get("eval_mean_token_accuracy"),
+        "eval_entropy": metrics.get("eval_entropy"),
+    }
+
+
+@contextmanager
+def _no_progress_bars() -> Iterator[None]:
+    """Without the progress bars of ``datasets`` (one per preparation pass) and ``transformers``
+    (one per saved shard): the run reports its progress through ``metrics.jsonl`` and ``on_log``."""
+    import datasets
+    from transformers.utils import logging as transformers_logging
+
+    datasets_bars = datasets.is_progress_bar_enabled()
+    transformers_bars = transformers_logging.is_progress_bar_enabled()
+    datasets.disable_progress_bars()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if datasets_bars:
+            datasets.enable_progress_bars()
+        if transformers_bars:
+            transformers_logging.enable_progress_bar()
+
+
+def _save_final(model: Any, tokenizer: Any, out: Path, card: str) -> Path:
+    """Save the trained model (LoRA merged in) and its tokenizer into ``out/final``, built in
+    a hidden folder beside it and renamed into place, so ``final`` is whole or absent."""
+    from peft import PeftModel
+
+    if isinstance(model, PeftModel):
+        model = model.merge_and_unload()
+    final = out / FINAL
+    staging = out / f".{FINAL}.saving"
+    shutil.rmtree(staging, ignore_errors=True)
+    model.save_pretrained(staging)
+    tokenizer.save_pretrained(staging)
+    (staging / "README.md").write_text(card, encoding="utf-8")
+    if final.exists():  # a finished save of this run that a kill kept from its summary
+        shutil.rmtree(final)
+    staging.rename(final)
+    return final
+
+
+def _model_card(settings: SFTSettings, steps: int, records: int) -> str:
+    from embodia.core.random_weights import random_weights_in
+
+    notes = random_weights_in({"model": settings.model})
+    base = (
+        f"\n**Its starting point had random weights** ({notes['model']}): this is a toy model "
+        "trained on generated data, for trying training paths offline, not a model to measure.\n"
+        if notes
+        else ""
+    )
+    data = settings.data if isinstance(settings.data, str) else "records given in memory"
+    how = f"LoRA rank {settings.lora_r}, merged" if settings.lora_r else "full fine-tuning"
+    return (
+        f"# SFT of {settings.model}\n\nFine-tuned by embodia's SFT recipe ({how}) for {steps} optimiser "
+        f"steps on {records} records ({data}).\n{base}"
+    )
+
+
+def _trainer(
+    settings: SFTSettings,
+    out: Path,
+    train_records: Sequence[Record],
+    eval_records: Sequence[Record] | None,
+) -> Any:
+    """TRL's SFTTrainer for the run: the model and tokenizer of ``settings.model``, LoRA
+    through peft when ``lora_r`` is set, checkpoints under ``out/checkpoints``."""
+    import torch
+    from peft import LoraConfig
+    from transformers import PrinterCallback
+    from trl import SFTConfig, SFTTrainer
+
+    tokenizer, model = _load_model(settings.model)
+    config = SFTConfig(
+        output_dir=str(out / CHECKPOINTS),
+        num_train_epochs=float(settings.epochs),
+        max_steps=settings.max_steps or -1,
+        learning_rate=settings.learning_rate,
+        lr_scheduler_type=settings.lr_scheduler,
+        warmup_steps=settings.warmup_steps,
+        weight_decay=settings.weight_decay,
+        per_device_train_batch_size=settings.batch_size,
+        per_device_eval_batch_size=settings.batch_size,
+        gradient_accumulation_steps=settings.gradient_accumulation,
+        max_length=settings.max_length,
+        packing=settings.packing,
+        completion_only_loss=settings.completion_only_loss,
+        logging_steps=settings.logging_steps,
+        save_strategy="steps",
+        save_steps=settings.save_steps,
+        save_total_limit=2,  # a resume needs the last one; the one before covers a torn save
+        seed=settings.seed,
+        data_seed=settings.seed,
+        # the model's own dtype throughout: TRL's bf16 default would cast on CPUs too
+        bf16=False,
+        fp16=False,
+        activation_checkpointing=False,
+        dataloader_pin_memory=torch.cuda.is_available(),
+        dataloader_num_workers=0,
+        report_to=[],
+        disable_tqdm=True,
+    )
+    peft_config = None
+    if settings.lora_r:
+        peft_config = LoraConfig(
+            r=settings.lora_r,
+            lora_alpha=settings.lora_alpha,
+            lora_dropout=settings.lora_dropout,
+            target_modules=list(settings.lora_targets) or "all-linear",
+            task_type="CAUSAL_LM",
+        )
+    try:
+        trainer = SFTTrainer(
+            model=model,
+            args=config,
+            train_dataset=_dataset(train_records, settings.completion_only_loss),
+            eval_dataset=None
+            if eval_records is None
+            else _dataset(eval_records, settings.completion_only_loss),
+            processing_class=tokenizer,
+            peft_config=peft_config,
+        )
+    except ValueError as error:  # e.g. LoRA targets the model does not have
+        raise SFTError(f"cannot set up SFT of {settings.model}: {error}") from error
+    prepared: Any = trainer.train_dataset  # records cut to max_length with no completion left are dropped
+    if len(prepared) == 0:
+        raise SFTError(f"no training record has a token to learn within max_length {settings.max_length}")
+    # the run's lines go to metrics.jsonl and on_log; the trainer's own printing would repeat them
+    trainer.remove_callback(PrinterCallback)
+    return trainer
+
+
+@runner
+def run_sft(
+    settings: SFTSettings,
+    out: Path,
+    *,
+    resume: bool = False,
+    on_log: MetricsCallback | None = None,
+) -> dict[str, Any]:
+    """Fine-tune ``settings.model`` on ``settings.data`` into the run folder ``out`` (see the
+    module docstring); with ``resume``, continue the run there from its last complete
+    checkpoint. ``on_log`` gets each ``metrics.jsonl`` line as it is written. Returns the
+    summary (also written to ``summary.json``)."""
+    folder = RunFolder(out, METRICS)
+    train_records = load_records(settings.data, "data")
+    eval_records = load_records(settings.eval_data, "eval_data") if settings.eval_data is not None else None
+    record = settings_record(settings, train_records, eval_records)
+    folder.begin(record, resume)
+    finished = folder.finished(SUMMARY)
+    if finished is not None:
+        return finished
+    out = folder.out
+    checkpoint = _last_checkpoint(out / CHECKPOINTS) if folder.resuming else None
+    resumed_at = _checkpoint_step(checkpoint) if checkpoint is not None else 0
+    # lines after the checkpoint are made again by the resumed steps
+    kept = [r for r in folder.kept_records() if isinstance(r.get("step"), int) and r["step"] <= resumed_at]
+    tokens_before = int(kept[-1].get("tokens", 0)) if kept else 0
+
+    def note(line: dict[str, Any]) -> None:
+        log.append(line)
+        if on_log is not None:
+            on_log(line)
+
+    with _no_progress_bars(), folder.recording(kept, {"settings": record}) as log:
+        trainer = _trainer(settings, out, train_records, eval_records)
+        trainer.add_callback(_metrics_callback(note, tokens_before))
+        if eval_records is not None and not any("eval_loss" in r for r in kept):
+            note(_eval_record(trainer, 0))
+        started = time.perf_counter()
+        result = trainer.train(resume_from_checkpoint=None if checkpoint is None else str(checkpoint))
+        steps = trainer.state.global_step
+        trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)  # before merging
+        if eval_records is not None:
+            note(_eval_record(trainer, steps))
+        final = _save_final(
+            trainer.model, trainer.processing_class, out, _model_card(settings, steps, len(train_records))
+        )
+
+    written = folder.read_records()
+    losses = [r["loss"] for r in written if "loss" in r]
+    evals = [r for r in written if "eval_loss" in r]
+    summary: dict[str, Any] = {
+        "settings": record,
+        "steps": steps,
+        "epochs": trainer.state.epoch,
+        "train_records": len(train_records),
+        "train_loss_first": losses[0] if losses else None,
+        "train_loss_last": losses[-1] if losses else None,
+        "train_loss_mean": result.training_loss,
+        "train_wall_s": time.perf_counter() - started,
+        "resumed_from_step": None if checkpoint is None else resumed_at,
+        "trainable_parameters": trainable,
+        "final": str(final),
+        "policy": f"hf:{final}",
+    }
+    if eval_records is not None:
+        summary.update(
+            {
+                "eval_records": len(eval_records),
+                "eval_loss_start": evals[0]["eval_loss"],
+                "eval_loss": evals[-1]["eval_loss"],
+                "eval_mean_token_accuracy": evals[-1]["eval_mean_token_accuracy"],
+                "eval_unigram_entropy": unigram_entropy(trainer.eval_dataset["labels"]),
+            }
+        )
+    folder.finish(SUMMARY, summary)
+    return summary
