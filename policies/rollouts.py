@@ -394,6 +394,9 @@ class Turn:
     """Why the reply named no action; None when it did."""
     image_entropy_bits: list[float] = field(default_factory=list)
     """Entropy of each image of the prompt (:func:`image_entropy_bits`)."""
+    images: list[NDArray[np.uint8]] = field(default_factory=list, repr=False)
+    """The prompt's pictures, kept in memory so a trainer can score the completion again (not
+    written by :meth:`Trajectory.to_json`: the entropies stand for them there)."""
 
 
 @dataclass
@@ -442,7 +445,10 @@ class Trajectory:
             "ended_by": self.ended_by,
             "total_reward": self.total_reward,
             "rewards": self.rewards,
-            "turns": [json_safe(dataclasses.asdict(turn)) for turn in self.turns],
+            "turns": [
+                json_safe({f.name: getattr(turn, f.name) for f in dataclasses.fields(turn) if f.repr})
+                for turn in self.turns
+            ],
             "reset_info": self.reset_info,
             "info": self.info,
         }
@@ -671,6 +677,7 @@ class RolloutEngine:
                         action=None if invalid is not None else json_safe(chosen),
                         invalid_reply=invalid,
                         image_entropy_bits=[image_entropy_bits(image) for image in prompt.images],
+                        images=list(prompt.images),
                     )
                 )
             if any(holding[i] and ended[i] == "invalid_reply" for i in live):

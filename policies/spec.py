@@ -22,10 +22,13 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qsl
 
 from embodia.core.chat import Policy, PolicyError
+
+if TYPE_CHECKING:
+    from embodia.policies.trainable import TrainablePolicy
 
 SCHEMES = ("openai", "hf", "vllm", "scripted")
 
@@ -128,6 +131,21 @@ def _backend_class(module: str, name: str) -> Callable[..., object]:
     """A backend class, imported now (so torch/vllm load only when a spec needs them)."""
     backend: Callable[..., object] = getattr(importlib.import_module(f"embodia.policies.{module}"), name)
     return backend
+
+
+def make_trainable_policy(spec: str, **trainable: Any) -> TrainablePolicy:
+    """The model of ``hf:DIR[?options]`` (or a bare ``DIR``) as a
+    :class:`~embodia.policies.trainable.TrainablePolicy`, for the training recipes; ``trainable``
+    adds its keywords (``lora``, ``seed``), which win over the spec's options."""
+    scheme, target, raw_options = parse_policy_spec(spec if ":" in spec.strip() else f"hf:{spec}")
+    if scheme != "hf":
+        raise PolicyError(
+            f"training needs a local transformers model (hf:DIR), not a {scheme}: policy ({spec!r})"
+        )
+    from embodia.policies.trainable import TrainablePolicy
+
+    options = {**_typed_options(scheme, raw_options), **trainable}
+    return TrainablePolicy(_model_dir(scheme, target), name=spec.strip(), **options)
 
 
 def make_policy(spec: str, *, connect: bool = False) -> Policy:

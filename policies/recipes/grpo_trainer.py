@@ -1,0 +1,466 @@
+"""The GRPO trainer: rollouts in a gymnasium env, advantages, the clipped loss, a run folder.
+
+One step of :func:`run_grpo`:
+
+1. **Rollouts.** ``prompts_per_step`` reset seeds (step ``s`` uses ``first_seed + s * P`` to
+   ``first_seed + s * P + P - 1``), ``group_size`` episodes each, sampled by the trainable
+   policy through :class:`~embodia.policies.rollouts.RolloutEngine`; the env's rewards are the
+   verifiable rewards (DSR scores, puzzle checkers, coverage gain).
+2. **Advantages.** The trajectories' total rewards as a (P, G) table go through the configured
+   estimator (group, batch, none or Durian; Durian's difficulty features come from the prompts'
+   image entropy and the group's token predictive entropy, both measured here). With
+   ``dynamic_sampling`` the groups whose rewards are all equal are dropped first.
+3. **Optimisation.** Every turn of a trajectory is one (prompt, completion) sample carrying its
+   trajectory's advantage. ``num_iterations`` passes over the batch, each split into
+   ``gradient_accumulation_steps`` micro-batches whose gradients sum into one AdamW step (the
+   gradient norm clipped at ``max_grad_norm``). The old-policy logprobs are the policy's own
+   scores of the samples before the first pass (with one pass, the current scores detached, as
+   TRL does), so the ratio starts at exactly 1. With ``beta > 0`` the k3 KL is taken to a frozen
+   copy of the starting model.
+
+The run folder (``core.runs``) holds ``config.yaml``, ``metrics.jsonl`` (one line per step:
+reward mean/std, held-out reward when evaluated, KL, clip fractions, entropy, tokens/s,
+advantage magnitudes, time in rollouts and in optimisation), ``rollouts.jsonl`` (one record per
+trajectory), ``checkpoint/`` (weights, optimiser and every random state after the last finished
+step, replaced atomically), ``final/`` (the trained model: ``hf:OUT/final`` loads it),
+``curves.png`` and ``summary.json``. A killed run resumed with ``resume=True`` continues after
+its last checkpointed step and ends with the weights an uninterrupted run reaches.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import random
+import shutil
+import time
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+import torch
+
+from embodia.core.limits import check_seed
+from embodia.core.runs import RunFolder, runner
+from embodia.errors import EmbodiaError
+from embodia.policies.recipes.advantages import DifficultyFeatures, reasoning_uncertainty
+from embodia.policies.recipes.curves import plot_curves
+from embodia.policies.recipes.grpo import GRPOConfig, filter_dynamic, grpo_loss
+from embodia.policies.rollouts import RolloutEngine, RolloutSettings, Trajectory
+from embodia.policies.spec import make_trainable_policy
+from embodia.policies.trainable import LoraSettings, TrainablePolicy
+
+METRICS = "metrics.jsonl"
+ROLLOUTS = "rollouts.jsonl"
+CHECKPOINT = "checkpoint"
+FINAL = "final"
+SUMMARY = "summary.json"
+CURVES = "curves.png"
+CURVE_KEYS = ("reward_mean", "eval_reward", "kl", "entropy", "advantage_abs_max", "clip_ratio_region")
+
+StepCallback = Callable[[dict[str, Any]], None]
+
+
+@dataclass(frozen=True, kw_only=True)
+class GRPOSettings(GRPOConfig):
+    """A GRPO run: the GRPO family's settings (:class:`GRPOConfig`) plus the policy, the env
+    and the run's length."""
+
+    policy: str
+    """The model to train: ``hf:DIR`` (or a bare DIR), a transformers causal LM or VLM."""
+    env: str
+    """A registered gymnasium id whose observations a chat policy can read (``embodia/DSR-v0``)."""
+    env_options: Mapping[str, Any] = field(default_factory=dict)
+    """Keyword arguments of ``gymnasium.make(env, ...)``."""
+    steps: int = 20
+    """Optimiser steps (one rollout batch each)."""
+    prompts_per_step: int = 4
+    """P: reset seeds per rollout batch; the batch holds P x group_size episodes."""
+    first_seed: int = 0
+    """Reset seed of the first prompt; step s uses first_seed + s*P .. first_seed + s*P + P - 1."""
+    eval_prompts: int = 0
+    """Held-out reset seeds scored greedily (one episode each) before training and after the
+    last step; 0 skips evaluation."""
+    eval_first_seed: int = 1_000_000
+    """First held-out reset seed (far from the training seeds)."""
+    eval_env_options: Mapping[str, Any] = field(default_factory=dict)
+    """Env options that differ for the held-out evaluation, over ``env_options`` (e.g. another
+    DSR ``instance_seed``, so held-out instances are not the training ones)."""
+    eval_every: int = 0
+    """Also evaluate after every this many steps (0: only at the start and the end)."""
+    max_turns: int = 1
+    """Turns after which an episode is cut (1: one reply per episode)."""
+    num_envs: int = 8
+    """Sub-envs of the rollout vector env."""
+    vectorization: str = "sync"
+    """``sync`` or ``async`` (env steps in worker processes)."""
+    max_grad_norm: float = 1.0
+    """Clip of the gradient's global norm before each optimiser step (0: no clipping)."""
+    lora_r: int = 0
+    """LoRA rank; 0 trains every weight."""
+    lora_alpha: float = 16.0
+    """LoRA's scale numerator (with ``lora_r``)."""
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        name = type(self).__name__
+        for key in ("steps", "prompts_per_step", "max_turns", "num_envs"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise EmbodiaError(f"{name}.{key} must be a whole number >= 1, got {value!r}")
+        for key in ("eval_prompts", "eval_every", "lora_r"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+                raise EmbodiaError(f"{name}.{key} must be a whole number >= 0, got {value!r}")
+        check_seed(f"{name}.first_seed", self.first_seed)
+        check_seed(f"{name}.eval_first_seed", self.eval_first_seed)
+        if self.vectorization not in ("sync", "async"):
+            raise EmbodiaError(f"{name}.vectorization must be sync or async, got {self.vectorization!r}")
+        if not (math.isfinite(self.max_grad_norm) and self.max_grad_norm >= 0):
+            raise EmbodiaError(f"{name}.max_grad_norm must be a finite number >= 0, got {self.max_grad_norm}")
+        for key in ("env_options", "eval_env_options"):
+            if not isinstance(getattr(self, key), Mapping):
+                raise EmbodiaError(f"{name}.{key} must be a mapping, got {getattr(self, key)!r}")
+
+    def record(self) -> dict[str, Any]:
+        """The settings as plain data (``config.yaml``)."""
+        record = dataclasses.asdict(self)
+        record["env_options"] = dict(self.env_options)
+        record["eval_env_options"] = dict(self.eval_env_options)
+        return record
+
+
+@dataclass
+class _Batch:
+    """The training samples of one rollout batch: one per turn."""
+
+    prompt_ids: list[list[int]]
+    completion_ids: list[list[int]]
+    images: list[list[Any]]
+    advantages: torch.Tensor
+    """(N,) the advantage of each sample's trajectory."""
+
+
+def _load_policy(settings: GRPOSettings) -> TrainablePolicy:
+    lora = LoraSettings(r=settings.lora_r, alpha=settings.lora_alpha) if settings.lora_r else None
+    return make_trainable_policy(settings.policy, lora=lora, seed=settings.seed)
+
+
+def _rewards(trajectories: Sequence[Trajectory], prompts: int, group: int) -> torch.Tensor:
+    return torch.tensor([t.total_reward for t in trajectories], dtype=torch.float32).view(prompts, group)
+
+
+def _features(
+    settings: GRPOSettings, trajectories: Sequence[Trajectory], entropies: torch.Tensor, mask: torch.Tensor
+) -> DifficultyFeatures | None:
+    """Durian's per-prompt difficulty inputs: the group's mean token predictive entropy (from the
+    first turn's scores) and the prompt's image entropy when it showed pictures."""
+    if settings.advantage != "durian":
+        return None
+    uncertainty = reasoning_uncertainty("entropy", mask, settings.group_size, token_entropies=entropies)
+    visual = [trajectories[g * settings.group_size].image_entropy_bits for g in range(len(uncertainty))]
+    return DifficultyFeatures(
+        uncertainty=uncertainty,
+        visual_entropy=None if any(v is None for v in visual) else torch.tensor(visual, dtype=torch.float32),
+    )
+
+
+def _first_turn_scores(
+    policy: TrainablePolicy, trajectories: Sequence[Trajectory], temperature: float
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Entropies and mask of every trajectory's first reply (Durian's uncertainty), no gradient."""
+    with torch.no_grad():
+        scores = policy.completion_logps(
+            [t.turns[0].prompt_ids for t in trajectories],
+            [t.turns[0].completion_ids for t in trajectories],
+            images=[t.turns[0].images for t in trajectories],
+            temperature=temperature,
+        )
+    return scores.entropies, scores.mask
+
+
+def _batch(
+    trajectories: Sequence[Trajectory], advantages: torch.Tensor, keep: torch.Tensor, group: int
+) -> _Batch:
+    prompt_ids, completion_ids, images, values = [], [], [], []
+    for index, trajectory in enumerate(trajectories):
+        if not bool(keep[index // group]):
+            continue
+        for turn in trajectory.turns:
+            if turn.completion_ids:
+                prompt_ids.append(turn.prompt_ids)
+                completion_ids.append(turn.completion_ids)
+                images.append(turn.images)
+                values.append(float(advantages.view(-1)[index]))
+    return _Batch(prompt_ids, completion_ids, images, torch.tensor(values, dtype=torch.float32))
+
+
+def _micro_batches(size: int, parts: int) -> list[slice]:
+    bounds = np.linspace(0, size, min(parts, size) + 1).round().astype(int)
+    return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
+
+
+def _optimise(
+    policy: TrainablePolicy,
+    reference: TrainablePolicy | None,
+    optimizer: torch.optim.Optimizer,
+    batch: _Batch,
+    settings: GRPOSettings,
+) -> dict[str, float]:
+    """``num_iterations`` optimiser steps over the batch; the stats of the last one."""
+    parts = _micro_batches(len(batch.prompt_ids), settings.gradient_accumulation_steps)
+
+    def scores(model: TrainablePolicy, part: slice) -> Any:
+        return model.completion_logps(
+            batch.prompt_ids[part],
+            batch.completion_ids[part],
+            images=batch.images[part],
+            temperature=settings.temperature,
+        )
+
+    old: list[torch.Tensor | None] = [None] * len(parts)
+    refs: list[torch.Tensor | None] = [None] * len(parts)
+    with torch.no_grad():
+        for i, part in enumerate(parts):
+            if settings.num_iterations > 1:
+                old[i] = scores(policy, part).logps
+            if reference is not None:
+                refs[i] = scores(reference, part).logps
+    stats: dict[str, float] = {}
+    for _ in range(settings.num_iterations):
+        optimizer.zero_grad(set_to_none=True)
+        totals: dict[str, float] = {}
+        active = 0.0
+        for i, part in enumerate(parts):
+            current = scores(policy, part)
+            old_logps = old[i]
+            loss, step_stats = grpo_loss(
+                current.logps,
+                current.logps.detach() if old_logps is None else old_logps,
+                batch.advantages[part],
+                current.mask,
+                settings,
+                ref_logps=refs[i],
+            )
+            loss.backward()
+            tokens = float(current.mask.sum())
+            active += tokens
+            totals["loss"] = totals.get("loss", 0.0) + float(loss)
+            totals["entropy"] = totals.get("entropy", 0.0) + float((current.entropies * current.mask).sum())
+            for key, value in step_stats.items():
+                totals[key] = totals.get(key, 0.0) + float(value) * tokens
+        if settings.max_grad_norm > 0:
+            totals["grad_norm"] = float(
+                torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), settings.max_grad_norm)
+            )
+        optimizer.step()
+        # loss and grad_norm are the step's; the rest are means over its completion tokens
+        stats = {k: v if k in ("loss", "grad_norm") else v / max(active, 1.0) for k, v in totals.items()}
+    return stats
+
+
+def _random_states(policy: TrainablePolicy) -> dict[str, Any]:
+    return {
+        "python": random.getstate(),
+        "torch": torch.get_rng_state(),
+        "sampling": policy._generator.get_state(),
+    }
+
+
+def _set_random_states(policy: TrainablePolicy, states: Mapping[str, Any]) -> None:
+    random.setstate(states["python"])
+    torch.set_rng_state(states["torch"])
+    policy._generator.set_state(states["sampling"])
+
+
+def _save_checkpoint(out: Path, step: int, policy: TrainablePolicy, optimizer: torch.optim.Optimizer) -> None:
+    """Weights, optimiser and random states after ``step``, swapped in atomically: a kill during
+    the save leaves the previous checkpoint whole."""
+    staging = out / f".{CHECKPOINT}.tmp"
+    shutil.rmtree(staging, ignore_errors=True)
+    staging.mkdir()
+    torch.save(
+        {
+            "step": step,
+            "model": {k: v for k, v in policy.model.state_dict().items()},
+            "optimizer": optimizer.state_dict(),
+            "random": _random_states(policy),
+        },
+        staging / "state.pt",
+    )
+    (staging / "step.json").write_text(json.dumps({"step": step}) + "\n")
+    final = out / CHECKPOINT
+    retired = out / f".{CHECKPOINT}.old"
+    shutil.rmtree(retired, ignore_errors=True)
+    if final.exists():
+        os.replace(final, retired)
+    os.replace(staging, final)
+    shutil.rmtree(retired, ignore_errors=True)
+
+
+def _load_checkpoint(out: Path, policy: TrainablePolicy, optimizer: torch.optim.Optimizer) -> int:
+    """The step a checkpoint in ``out`` was taken after (0 without one), its state restored."""
+    path = out / CHECKPOINT / "state.pt"
+    if not path.is_file():
+        retired = out / f".{CHECKPOINT}.old" / "state.pt"  # killed between the two renames
+        if not retired.is_file():
+            return 0
+        path = retired
+    state = torch.load(path, weights_only=False)
+    policy.model.load_state_dict(state["model"])
+    optimizer.load_state_dict(state["optimizer"])
+    _set_random_states(policy, state["random"])
+    return int(state["step"])
+
+
+def _evaluate(engine: RolloutEngine | None, policy: TrainablePolicy, seeds: Sequence[int]) -> float | None:
+    if engine is None:
+        return None
+    with torch.no_grad():
+        trajectories = engine.collect(policy, seeds, group_size=1)
+    return float(np.mean([t.total_reward for t in trajectories]))
+
+
+def _engines(settings: GRPOSettings) -> tuple[RolloutEngine, RolloutEngine | None]:
+    rollout = RolloutSettings(
+        group_size=settings.group_size,
+        max_turns=settings.max_turns,
+        max_new_tokens=settings.max_new_tokens,
+        temperature=settings.temperature,
+        num_envs=settings.num_envs,
+        vectorization="async" if settings.vectorization == "async" else "sync",
+    )
+    train = RolloutEngine(settings.env, env_options=settings.env_options, settings=rollout)
+    if not settings.eval_prompts:
+        return train, None
+    greedy = dataclasses.replace(rollout, group_size=1, temperature=0.0, vectorization="sync")
+    options = {**settings.env_options, **settings.eval_env_options}
+    return train, RolloutEngine(settings.env, env_options=options, settings=greedy)
+
+
+@contextmanager
+def _trajectory_log(out: Path, done: int) -> Iterator[IO[str]]:
+    """``rollouts.jsonl`` open for appending, cut back to the records of steps up to ``done``
+    (a resumed run writes the later ones again; a torn last line is dropped)."""
+    path = out / ROLLOUTS
+    kept: list[str] = []
+    if done and path.is_file():
+        for line in path.read_text().splitlines():
+            try:
+                if int(json.loads(line)["step"]) > done:
+                    break
+            except (ValueError, KeyError, TypeError):
+                break
+            kept.append(line + "\n")
+    path.write_text("".join(kept))
+    with path.open("a") as file:
+        yield file
+
+
+@runner
+def run_grpo(
+    settings: GRPOSettings,
+    out: Path,
+    *,
+    resume: bool = False,
+    on_step: StepCallback | None = None,
+) -> dict[str, Any]:
+    """Train ``settings.policy`` by GRPO in ``settings.env`` into the run folder ``out`` (see the
+    module docstring); with ``resume``, continue the run there after its last checkpoint.
+    ``on_step`` gets each ``metrics.jsonl`` line as it is written. Returns the summary."""
+    folder = RunFolder(out, METRICS)
+    record = settings.record()
+    folder.begin(record, resume)
+    finished = folder.finished(SUMMARY)
+    if finished is not None:
+        return finished
+    out = folder.out
+    torch.manual_seed(settings.seed)
+    random.seed(settings.seed)
+    policy = _load_policy(settings)
+    reference = None
+    if settings.beta > 0:
+        reference = make_trainable_policy(settings.policy, seed=settings.seed)
+        reference.model.eval().requires_grad_(False)
+    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=settings.learning_rate)
+    done = _load_checkpoint(out, policy, optimizer) if folder.resuming else 0
+    kept = [r for r in folder.kept_records() if isinstance(r.get("step"), int) and r["step"] <= done]
+    train_engine, eval_engine = _engines(settings)
+    eval_seeds = [settings.eval_first_seed + i for i in range(settings.eval_prompts)]
+    P, G = settings.prompts_per_step, settings.group_size
+    started = time.perf_counter()
+    with (
+        train_engine,
+        folder.recording(kept, {"settings": record}) as log,
+        _trajectory_log(out, done) as rollouts,
+    ):
+
+        def note(line: dict[str, Any]) -> None:
+            log.append(line)
+            if on_step is not None:
+                on_step(line)
+
+        if done == 0 and eval_engine is not None:
+            note({"step": 0, "eval_reward": _evaluate(eval_engine, policy, eval_seeds)})
+        for step in range(done + 1, settings.steps + 1):
+            tick = time.perf_counter()
+            seeds = [settings.first_seed + (step - 1) * P + i for i in range(P)]
+            trajectories = train_engine.collect(policy, seeds)
+            rollout_s = time.perf_counter() - tick
+            for trajectory in trajectories:
+                rollouts.write(json.dumps({"step": step, **trajectory.to_json()}) + "\n")
+            rewards = _rewards(trajectories, P, G)
+            entropies, mask = _first_turn_scores(policy, trajectories, settings.temperature)
+            advantages = settings.estimator()(rewards, _features(settings, trajectories, entropies, mask))
+            keep = filter_dynamic(rewards) if settings.dynamic_sampling else torch.ones(P, dtype=torch.bool)
+            batch = _batch(trajectories, advantages.values, keep, G)
+            tick = time.perf_counter()
+            stats = _optimise(policy, reference, optimizer, batch, settings) if batch.prompt_ids else {}
+            train_s = time.perf_counter() - tick
+            tokens = sum(len(c) for c in batch.completion_ids)
+            line: dict[str, Any] = {
+                "step": step,
+                **advantages.stats,
+                "groups_kept": int(keep.sum()),
+                "samples": len(batch.prompt_ids),
+                "completion_tokens": tokens,
+                "tokens_per_s": tokens / max(rollout_s + train_s, 1e-9),
+                "rollout_s": rollout_s,
+                "train_s": train_s,
+                **stats,
+            }
+            if eval_engine is not None and (
+                step == settings.steps or (settings.eval_every and step % settings.eval_every == 0)
+            ):
+                line["eval_reward"] = _evaluate(eval_engine, policy, eval_seeds)
+            rollouts.flush()
+            _save_checkpoint(out, step, policy, optimizer)
+            note(line)
+        final = policy.save(out / FINAL)
+    if eval_engine is not None:
+        eval_engine.close()
+    rows = folder.read_records()
+    plot_curves(rows, out / CURVES, CURVE_KEYS, title=f"GRPO on {settings.env}")
+    train_rows = [r for r in rows if "reward_mean" in r]
+    evals = [r["eval_reward"] for r in rows if r.get("eval_reward") is not None]
+    summary: dict[str, Any] = {
+        "settings": record,
+        "steps": settings.steps,
+        "resumed_after_step": done or None,
+        "reward_first": train_rows[0]["reward_mean"] if train_rows else None,
+        "reward_last": train_rows[-1]["reward_mean"] if train_rows else None,
+        "eval_reward_start": evals[0] if evals else None,
+        "eval_reward_end": evals[-1] if evals else None,
+        "eval_prompts": settings.eval_prompts,
+        "wall_s": time.perf_counter() - started,
+        "trainable_parameters": sum(p.numel() for p in policy.trainable_parameters()),
+        "final": str(final),
+        "policy": f"hf:{final}",
+    }
+    folder.finish(SUMMARY, summary)
+    return summary
