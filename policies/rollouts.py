@@ -462,6 +462,17 @@ class Trajectory:
 
 _ENDED = "embodia_episode_end"
 """Info key under which :class:`_HoldAtEnd` reports how an episode ended."""
+_INFO = "embodia_info"
+"""The one info key a sub-env reports under: its whole info, as an :class:`_EnvInfo`."""
+
+
+@dataclass(frozen=True)
+class _EnvInfo:
+    """A sub-env's info carried whole through the vector env. Gymnasium batches each info key
+    into an array typed by the first value it meets, so one sub-env's None (or a string) where
+    another gave an int breaks the step; one opaque object per sub-env cannot clash."""
+
+    info: dict[str, Any]
 
 
 def _held_env(env_id: str, options: Mapping[str, Any]) -> Any:
@@ -486,30 +497,26 @@ class _HoldAtEnd(gymnasium.Wrapper[Any, Any, Any, Any]):
     def reset(self, **kwargs: Any) -> Any:
         observation, info = self.env.reset(**kwargs)
         self.holding, self._last = False, observation
-        return observation, info
+        return observation, {_INFO: _EnvInfo(dict(info))}
 
     def step(self, action: Any) -> Any:
         if self.holding:
             return self._last, 0.0, False, False, {}
         observation, reward, terminated, truncated, info = self.env.step(action)
         self._last = observation
+        info = dict(info)
         if terminated or truncated:
             self.holding = True
-            info = {**info, _ENDED: "terminated" if terminated else "truncated"}
-        return observation, reward, False, False, info
+            info[_ENDED] = "terminated" if terminated else "truncated"
+        return observation, reward, False, False, {_INFO: _EnvInfo(info)}
 
 
 def _info_of(infos: Mapping[str, Any], index: int) -> dict[str, Any]:
-    """Sub-env ``index``'s info out of a vector env's batched infos (``_key`` masks)."""
-    out: dict[str, Any] = {}
-    for key, value in infos.items():
-        if key.startswith("_"):
-            continue
-        mask = infos.get(f"_{key}")
-        if mask is not None and not mask[index]:
-            continue
-        out[key] = _info_of(value, index) if isinstance(value, Mapping) else value[index]
-    return out
+    """Sub-env ``index``'s info out of a vector env's batched infos (empty when it gave none)."""
+    given = infos.get(f"_{_INFO}")
+    if given is None or not given[index]:
+        return {}
+    return dict(infos[_INFO][index].info)
 
 
 def _placeholder_action(space: Any) -> Any:

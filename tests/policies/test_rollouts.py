@@ -218,6 +218,42 @@ def test_a_third_party_text_env_follows_the_generic_rule(chat: TrainablePolicy) 
         assert t.turns[1].action == t.turns[1].text  # Text action space: the reply is the action
 
 
+class _MixedInfo(_Echo):
+    """An env whose info value changes type between episodes (an int, or None when the target
+    is odd), as DSR's parsed answer does: gymnasium's vector env types an info array by the
+    first sub-env's value."""
+
+    def step(self, action):
+        observation, reward, terminated, truncated, info = super().step(action)
+        return (
+            observation,
+            reward,
+            terminated,
+            truncated,
+            {"parsed": self.target if self.target % 2 == 0 else None},
+        )
+
+
+gymnasium.register("test-rollouts/MixedInfo-v0", entry_point=_MixedInfo)
+
+
+@pytest.mark.parametrize("vectorization", ["sync", "async"])
+def test_info_values_of_mixed_types_across_sub_envs(chat: TrainablePolicy, vectorization: str) -> None:
+    trajectories = _collect(
+        chat,
+        "test-rollouts/MixedInfo-v0",
+        list(range(8)),
+        group_size=1,
+        max_turns=2,
+        max_new_tokens=2,
+        vectorization=vectorization,
+    )
+    parsed = [t.info["parsed"] for t in trajectories]
+    targets = [t.reset_info["target"] for t in trajectories]
+    assert parsed == [target if target % 2 == 0 else None for target in targets]
+    assert None in parsed and any(isinstance(p, int) for p in parsed)
+
+
 def test_discrete_actions_are_read_from_the_reply() -> None:
     env = _Echo(discrete=True)
     view = chat_view("test-rollouts/Echo-v0", env.observation_space, env.action_space)
