@@ -1,0 +1,187 @@
+"""run_grpo end to end on the tiny chat LM: the run folder, resume after SIGKILL, the settings'
+checks, dynamic sampling, Durian and the KL reference."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+from typing import Any
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from embodia.errors import EmbodiaError
+from embodia.policies.recipes.grpo_trainer import GRPOSettings, run_grpo
+from embodia.policies.rollouts import RolloutError
+
+DSR_OPTIONS = {"operation": "array.access", "length": "short"}
+
+
+def _settings(model: Path, **overrides: Any) -> GRPOSettings:
+    base: dict[str, Any] = {
+        "policy": f"hf:{model}",
+        "env": "embodia/DSR-v0",
+        "env_options": DSR_OPTIONS,
+        "steps": 3,
+        "prompts_per_step": 2,
+        "group_size": 2,
+        "max_new_tokens": 4,
+        "learning_rate": 1e-2,  # large: three steps must move the weights visibly
+        "seed": 3,
+    }
+    return GRPOSettings(**{**base, **overrides})
+
+
+def _weights(run: Path) -> dict[str, torch.Tensor]:
+    return load_file(run / "final" / "model.safetensors")
+
+
+def _rows(run: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+
+
+def test_a_run_writes_its_folder_and_trains(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
+    seen: list[dict[str, Any]] = []
+    summary = run_grpo(
+        _settings(tiny_chat_lm_dir, eval_prompts=2, eval_env_options={"instance_seed": 7}),
+        tmp_path / "run",
+        on_step=seen.append,
+    )
+    run = tmp_path / "run"
+    for name in ("config.yaml", "metrics.jsonl", "rollouts.jsonl", "summary.json", "curves.png"):
+        assert (run / name).is_file(), name
+    rows = _rows(run)
+    assert rows == seen
+    assert [r["step"] for r in rows] == [0, 1, 2, 3]
+    assert "eval_reward" in rows[0] and "eval_reward" in rows[-1]
+    for row in rows[1:]:
+        assert row["samples"] == 4 and row["groups_kept"] == 2
+        assert 0 <= row["reward_mean"] <= 1 and row["completion_tokens"] <= 4 * 4
+        assert row["ratio_mean"] == pytest.approx(1.0, abs=1e-5)  # one pass: old logps = current
+    trajectories = [json.loads(line) for line in (run / "rollouts.jsonl").read_text().splitlines()]
+    assert len(trajectories) == 3 * 2 * 2
+    assert {(t["step"], t["seed"]) for t in trajectories} == {
+        (s, (s - 1) * 2 + i) for s in (1, 2, 3) for i in (0, 1)
+    }
+    assert summary["policy"] == f"hf:{run / 'final'}"
+    start = load_file(tiny_chat_lm_dir / "model.safetensors")
+    trained = _weights(run)
+    assert any(not torch.equal(start[k], trained[k]) for k in start)
+    # the trained model is a chat policy again
+    from embodia.policies.spec import make_policy
+
+    reply = make_policy(summary["policy"]).complete([{"role": "user", "content": "hi"}], max_tokens=2)
+    assert reply.completion_tokens >= 1
+    # a finished run asked again returns its summary without training
+    assert (
+        run_grpo(
+            _settings(tiny_chat_lm_dir, eval_prompts=2, eval_env_options={"instance_seed": 7}),
+            run,
+            resume=True,
+        )
+        == summary
+    )
+
+
+KILLED_RUN = """
+import os, signal, sys
+from pathlib import Path
+from embodia.policies.recipes.grpo_trainer import GRPOSettings, run_grpo
+
+def stop(line):
+    if line.get("step") == 2:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+settings = GRPOSettings(**{settings})
+run_grpo(settings, Path(sys.argv[1]), on_step=stop)
+"""
+
+
+def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(
+    tiny_chat_lm_dir: Path, tmp_path: Path
+) -> None:
+    settings = _settings(tiny_chat_lm_dir)
+    run_grpo(settings, tmp_path / "whole")
+    fields = {
+        "policy": settings.policy,
+        "env": settings.env,
+        "env_options": dict(settings.env_options),
+        "steps": 3,
+        "prompts_per_step": 2,
+        "group_size": 2,
+        "max_new_tokens": 4,
+        "learning_rate": 1e-2,
+        "seed": 3,
+    }
+    script = textwrap.dedent(KILLED_RUN).replace("{settings}", repr(fields))
+    killed = subprocess.run(
+        [sys.executable, "-c", script, str(tmp_path / "killed")], capture_output=True, text=True
+    )
+    assert killed.returncode == -9, killed.stderr[-2000:]
+    assert (tmp_path / "killed" / "checkpoint").is_dir() and not (tmp_path / "killed" / "final").exists()
+    with pytest.raises(EmbodiaError, match="--resume"):
+        run_grpo(settings, tmp_path / "killed")
+    summary = run_grpo(settings, tmp_path / "killed", resume=True)
+    assert summary["resumed_after_step"] == 2
+    assert [r["step"] for r in _rows(tmp_path / "killed")] == [1, 2, 3]
+    whole, resumed = _weights(tmp_path / "whole"), _weights(tmp_path / "killed")
+    assert whole.keys() == resumed.keys()
+    for key in whole:
+        assert torch.equal(whole[key], resumed[key]), key
+    rollouts = (tmp_path / "killed" / "rollouts.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in rollouts] == [1] * 4 + [2] * 4 + [3] * 4
+
+
+def test_dynamic_sampling_skips_groups_without_spread(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
+    # A random-weight model never answers a DSR question right: every group's rewards are 0.
+    run_grpo(_settings(tiny_chat_lm_dir, steps=1, dynamic_sampling=True), tmp_path / "run")
+    (row,) = _rows(tmp_path / "run")
+    assert row["groups_kept"] == 0 and row["samples"] == 0 and "loss" not in row
+    assert row["frac_reward_zero_std"] == 1.0
+    start = load_file(tiny_chat_lm_dir / "model.safetensors")
+    assert all(torch.equal(start[k], v) for k, v in _weights(tmp_path / "run").items())
+
+
+def test_durian_and_the_kl_reference_run_through_the_trainer(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
+    run_grpo(
+        _settings(tiny_chat_lm_dir, steps=2, advantage="durian", durian_levels=2, beta=0.1, num_iterations=2),
+        tmp_path / "run",
+    )
+    first, second = _rows(tmp_path / "run")
+    # before any update the policy is its own reference and its own old policy
+    assert first["kl"] == pytest.approx(0.0, abs=1e-6)
+    assert second["kl"] >= 0.0
+    assert first["scale_min"] >= 0.0  # Durian's shared stds
+
+
+@pytest.mark.parametrize(
+    ("overrides", "message"),
+    [
+        ({"steps": 0}, "GRPOSettings.steps must be a whole number >= 1"),
+        ({"prompts_per_step": 0}, "prompts_per_step"),
+        ({"vectorization": "threads"}, "vectorization must be sync or async"),
+        ({"advantage": "median"}, "advantage must be one of"),
+        ({"eval_prompts": -1}, "eval_prompts must be a whole number >= 0"),
+        ({"env_options": ["operation"]}, "env_options must be a mapping"),
+    ],
+)
+def test_bad_settings_name_the_field(tiny_chat_lm_dir: Path, overrides: dict[str, Any], message: str) -> None:
+    with pytest.raises(EmbodiaError, match=message):
+        _settings(tiny_chat_lm_dir, **overrides)
+
+
+def test_envs_a_chat_policy_cannot_play_are_refused_before_training(
+    tiny_chat_lm_dir: Path, tmp_path: Path
+) -> None:
+    with pytest.raises(RolloutError, match="CartPole-v1"):
+        run_grpo(_settings(tiny_chat_lm_dir, env="CartPole-v1", env_options={}), tmp_path / "cartpole")
+    with pytest.raises(RolloutError, match="not registered"):
+        run_grpo(_settings(tiny_chat_lm_dir, env="embodia/Nope-v0"), tmp_path / "nope")
+    with pytest.raises(EmbodiaError, match="hf:DIR"):
+        run_grpo(
+            _settings(tiny_chat_lm_dir, policy="openai:http://localhost:1/v1?model=m"), tmp_path / "openai"
+        )
