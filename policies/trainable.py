@@ -81,6 +81,22 @@ class TokenScores:
     """(B, L) 1.0 for a real completion token, 0.0 for padding."""
 
 
+def token_scores(
+    logits: torch.Tensor, targets: torch.Tensor, mask: torch.Tensor, temperature: float = 1.0
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Per-token logprobs of ``targets`` (B, L) under ``softmax(logits / temperature)``, with
+    gradient, and the predictive entropies, without; both 0 where ``mask`` is 0. ``logits``
+    (B, L, V) are those at the positions that predict ``targets``; temperature 0 (greedy
+    decoding) counts as 1. Every trainer scores completions through this one function."""
+    scaled = logits.float() / temperature if temperature > 0 else logits.float()
+    log_probs = torch.log_softmax(scaled, dim=-1)
+    keep = mask.to(log_probs.dtype)
+    logps = log_probs.gather(-1, targets.unsqueeze(-1)).squeeze(-1) * keep
+    with torch.no_grad():
+        entropies = -(log_probs.exp() * log_probs).sum(-1) * keep
+    return logps, entropies
+
+
 def _load_peft() -> Any:
     try:
         import peft
@@ -304,16 +320,11 @@ class TrainablePolicy(HFPolicy):
         mask = (offsets[None, :] < torch.tensor(completion_lengths)[:, None]).float()
         positions = torch.minimum(positions, torch.tensor(total - 1)).to(self.device)
         picked = logits.gather(1, positions[..., None].expand(-1, -1, logits.shape[-1]))
-        if temperature > 0:
-            picked = picked / temperature
-        log_probs = torch.log_softmax(picked, dim=-1)
         targets = torch.zeros((batch, longest), dtype=torch.long)
         for i, completion in enumerate(completion_ids):
             targets[i, : len(completion)] = torch.tensor(list(completion), dtype=torch.long)
-        targets = targets.to(self.device)
         mask = mask.to(self.device)
-        token_logps = log_probs.gather(-1, targets[..., None])[..., 0] * mask
-        entropies = -(log_probs.exp() * log_probs).sum(-1) * mask
+        token_logps, entropies = token_scores(picked, targets.to(self.device), mask, temperature)
         return TokenScores(logps=token_logps, entropies=entropies, mask=mask)
 
     # ------------------------------------------------------------------ saving

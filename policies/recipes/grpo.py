@@ -289,6 +289,8 @@ def completion_logps(
     """
     import torch
 
+    from embodia.policies.trainable import token_scores
+
     if prompt_ids.shape != prompt_mask.shape or completion_ids.shape != completion_mask.shape:
         raise EmbodiaError("prompt_ids/prompt_mask and completion_ids/completion_mask must match in shape")
     if prompt_ids.shape[0] != completion_ids.shape[0]:
@@ -302,13 +304,7 @@ def completion_logps(
     outputs = model(
         input_ids=input_ids, attention_mask=attention_mask, logits_to_keep=width + 1, **model_inputs
     )
-    logits = outputs.logits[:, -width - 1 : -1].float() / temperature
-    log_probs = torch.log_softmax(logits, dim=-1)
-    keep = completion_mask.to(log_probs.dtype)
-    logps = log_probs.gather(-1, completion_ids.unsqueeze(-1)).squeeze(-1) * keep
-    with torch.no_grad():
-        entropies = -(log_probs.exp() * log_probs).sum(-1) * keep
-    return logps, entropies
+    return token_scores(outputs.logits[:, -width - 1 : -1], completion_ids, completion_mask, temperature)
 
 
 def filter_dynamic(rewards: torch.Tensor) -> torch.Tensor:
