@@ -66,11 +66,7 @@ def make_perceiver(spec: str, task: PuzzleTask) -> Perceiver:
 
 @runner
 def run_csmr(
-    settings: CSMRRunSettings,
-    out: Path,
-    *,
-    resume: bool = False,
-    on_record: RecordCallback | None = None,
+    settings: CSMRRunSettings, out: Path, *, resume: bool = False, on_record: RecordCallback | None = None
 ) -> dict[str, Any]:
     """Solve the items without a record yet, one line each in ``results.jsonl``
     (``on_record`` gets each as it is written), then write the report."""

@@ -195,11 +195,7 @@ def run_mode(
 
 @runner
 def run_sxs_eval(
-    settings: SxSRunSettings,
-    out: Path,
-    *,
-    resume: bool = False,
-    on_record: RecordCallback | None = None,
+    settings: SxSRunSettings, out: Path, *, resume: bool = False, on_record: RecordCallback | None = None
 ) -> dict[str, Any]:
     """Run every (item, mode) without a record yet, one line each in ``results.jsonl``
     (``on_record`` gets each as it is written), then write the report and its plots."""

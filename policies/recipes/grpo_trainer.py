@@ -364,11 +364,7 @@ def _trajectory_log(out: Path, done: int) -> Iterator[IO[str]]:
 
 @runner
 def run_grpo(
-    settings: GRPOSettings,
-    out: Path,
-    *,
-    resume: bool = False,
-    on_step: StepCallback | None = None,
+    settings: GRPOSettings, out: Path, *, resume: bool = False, on_step: StepCallback | None = None
 ) -> dict[str, Any]:
     """Train ``settings.policy`` by GRPO in ``settings.env`` into the run folder ``out`` (see the
     module docstring); with ``resume``, continue the run there after its last checkpoint.

@@ -527,11 +527,7 @@ def _trainer(
 
 @runner
 def run_sft(
-    settings: SFTSettings,
-    out: Path,
-    *,
-    resume: bool = False,
-    on_log: MetricsCallback | None = None,
+    settings: SFTSettings, out: Path, *, resume: bool = False, on_log: MetricsCallback | None = None
 ) -> dict[str, Any]:
     """Fine-tune ``settings.model`` on ``settings.data`` into the run folder ``out`` (see the
     module docstring); with ``resume``, continue the run there from its last complete
