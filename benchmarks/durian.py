@@ -29,7 +29,6 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import torch
 from _common import benchmark_args, import_from_tests
 
 from embodia.core.runs import check_out_folder, jsonl_text, write_atomic, write_json
@@ -88,7 +87,6 @@ def main() -> None:
             check_out_folder(out)
         except EmbodiaError as problem:
             raise SystemExit(f"error: {problem}") from None
-    torch.set_num_threads(1)  # a 9-way softmax: threads only add overhead
     study_module = import_from_tests("difficulty_study")
     config = study_module.StudyConfig(seeds=args.seeds, steps=args.steps)
     study = study_module.run_study(config)

@@ -225,6 +225,17 @@ def train_run(
     config: StudyConfig, estimator: str, seed: int, data: tuple[Prompts, Prompts]
 ) -> dict[str, Any]:
     """One GRPO run of ``estimator`` from ``seed``: its per-step metrics, held-out curve and end."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # a 9-way softmax on a batch of 16: extra threads only add overhead
+    try:
+        return _train_run(config, estimator, seed, data)
+    finally:
+        torch.set_num_threads(threads)
+
+
+def _train_run(
+    config: StudyConfig, estimator: str, seed: int, data: tuple[Prompts, Prompts]
+) -> dict[str, Any]:
     train, held = data
     grpo = GRPOConfig(
         group_size=config.group_size,
