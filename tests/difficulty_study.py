@@ -14,9 +14,10 @@ perceptual complexity. Training mixes the tiers, so a trained policy's groups ar
 nearly all correct on easy prompts and nearly all wrong on hard ones: the extreme groups whose
 advantages the group std inflates (1 correct out of 8 gets +2.47).
 
-The policy. Not a language model: a linear softmax over the 9 answers from fixed image features
-(the image average-pooled to 12 x 12 x 3 and standardised). A completion is one "token", the
-chosen answer, so its logprob and the predictive entropy come straight from the softmax.
+The policy (:class:`CellScorer`). Not a language model: one linear score per cell from that
+cell's pixels, average-pooled 4 x 4 to 4 x 4 x 3 and standardised (weights shared across cells),
+plus a bias per answer, softmax over the 9 cells: 58 parameters. A completion is one "token",
+the chosen answer, so its logprob and the predictive entropy come straight from the softmax.
 
 The loop is the real GRPO machinery: per step, P prompts drawn from the training pool, G answers
 sampled from the policy for each, binary rewards, the configured estimator
