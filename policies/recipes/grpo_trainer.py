@@ -156,13 +156,17 @@ def _rewards(trajectories: Sequence[Trajectory], prompts: int, group: int) -> to
 
 
 def _features(
-    settings: GRPOSettings, trajectories: Sequence[Trajectory], entropies: torch.Tensor, mask: torch.Tensor
+    settings: GRPOSettings, policy: TrainablePolicy, trajectories: Sequence[Trajectory]
 ) -> DifficultyFeatures | None:
-    """Durian's per-prompt difficulty inputs: the group's mean token predictive entropy (from the
-    first turn's scores) and the prompt's image entropy when it showed pictures."""
+    """Durian's per-prompt difficulty inputs: the group's reasoning uncertainty (from the first
+    turn's scores) and the prompt's image entropy when it showed pictures; None for the other
+    estimators, which need neither."""
     if settings.advantage != "durian":
         return None
-    uncertainty = reasoning_uncertainty("entropy", mask, settings.group_size, token_entropies=entropies)
+    entropies, logps, mask = _first_turn_scores(policy, trajectories, settings.temperature)
+    uncertainty = reasoning_uncertainty(
+        settings.durian_uncertainty, mask, settings.group_size, token_entropies=entropies, logps=logps
+    )
     visual = [trajectories[g * settings.group_size].image_entropy_bits for g in range(len(uncertainty))]
     return DifficultyFeatures(
         uncertainty=uncertainty,
@@ -172,8 +176,8 @@ def _features(
 
 def _first_turn_scores(
     policy: TrainablePolicy, trajectories: Sequence[Trajectory], temperature: float
-) -> tuple[torch.Tensor, torch.Tensor]:
-    """Entropies and mask of every trajectory's first reply (Durian's uncertainty), no gradient."""
+) -> tuple[torch.Tensor, torch.Tensor, torch.Tensor]:
+    """Entropies, logprobs and mask of every trajectory's first reply, without gradient."""
     with torch.no_grad():
         scores = policy.completion_logps(
             [t.turns[0].prompt_ids for t in trajectories],
@@ -181,7 +185,7 @@ def _first_turn_scores(
             images=[t.turns[0].images for t in trajectories],
             temperature=temperature,
         )
-    return scores.entropies, scores.mask
+    return scores.entropies, scores.logps, scores.mask
 
 
 def _batch(
@@ -411,8 +415,7 @@ def run_grpo(
             for trajectory in trajectories:
                 rollouts.write(json.dumps({"step": step, **trajectory.to_json()}) + "\n")
             rewards = _rewards(trajectories, P, G)
-            entropies, mask = _first_turn_scores(policy, trajectories, settings.temperature)
-            advantages = settings.estimator()(rewards, _features(settings, trajectories, entropies, mask))
+            advantages = settings.estimator()(rewards, _features(settings, policy, trajectories))
             keep = filter_dynamic(rewards) if settings.dynamic_sampling else torch.ones(P, dtype=torch.bool)
             batch = _batch(trajectories, advantages.values, keep, G)
             tick = time.perf_counter()
