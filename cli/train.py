@@ -379,9 +379,7 @@ def train_sft(
     ] = None,
     eval_data_file: Annotated[
         Path | None,
-        typer.Option(
-            "--eval-data", help="Held-out records whose loss is measured before and after training."
-        ),
+        typer.Option("--eval-data", help="Held-out records, their loss measured before and after."),
     ] = None,
     resume: ResumeOption = False,
 ) -> None:

@@ -59,55 +59,29 @@ def no_tokenizer_dir(tiny_chat_lm_dir: Path, tmp_path_factory: pytest.TempPathFa
     return folder
 
 
-CASES = {
-    "grpo-unregistered-env": (
-        ["grpo", "--policy", "hf:{model}", "--env", "embodia/Nope-v0"],
-        "'embodia/Nope-v0' is not registered",
-    ),
-    "grpo-unreadable-env": (
-        ["grpo", "--policy", "hf:{model}", "--env", "CartPole-v1"],
-        "CartPole-v1: a chat policy cannot read its observations",
-    ),
-    "grpo-no-tokenizer": (["grpo", "--policy", "hf:{bare}", *DSR], "has no tokenizer"),
-    "grpo-zero-steps": (
-        ["grpo", "--policy", "hf:{model}", *DSR, "--steps", "0"],
-        "--steps must be at least 1",
-    ),
-    "grpo-malformed-env-option": (
-        ["grpo", "--policy", "hf:{model}", "--env", "embodia/DSR-v0", "--env-option", "length"],
-        "malformed --env-option 'length'",
-    ),
-    "grpo-env-rejects-option": (
-        ["grpo", "--policy", "hf:{model}", *DSR, "--env-option", "colour=red"],
-        "cannot make embodia/DSR-v0",
-    ),
-    "sft-env-without-solutions": (
-        ["sft", "--policy", "hf:{model}", "--env", "CartPole-v1"],
-        "solved instances of embodia/DSR-v0 only, not CartPole-v1",
-    ),
-    "sft-no-tokenizer": (["sft", "--policy", "hf:{bare}", *DSR, "--records", "4"], "has no tokenizer"),
-    "sft-zero-steps": (["sft", "--policy", "hf:{model}", *DSR, "--steps", "0"], "--steps must be at least 1"),
-    "sft-malformed-env-option": (
-        ["sft", "--policy", "hf:{model}", "--env", "embodia/DSR-v0", "--env-option", "=short"],
-        "malformed --env-option '=short'",
-    ),
-    "sft-other-prompt": (
-        ["sft", "--policy", "hf:{model}", *DSR, "--env-option", "mode=CoT"],
-        "written for --env-option mode=none, not 'CoT'",
-    ),
-    "sft-no-records": (["sft", "--policy", "hf:{model}"], "give the records as --data FILE.jsonl or"),
+CASES = {  # {model}: the tiny chat model, {bare}: it without a tokenizer, {dsr}: DSR's array.access
+    "grpo-unregistered-env": ("grpo --policy hf:{model} --env x/Nope-v0", "'x/Nope-v0' is not registered"),
+    "grpo-unreadable-env": ("grpo --policy hf:{model} --env CartPole-v1", "cannot read its observations"),
+    "grpo-no-tokenizer": ("grpo --policy hf:{bare} {dsr}", "has no tokenizer"),
+    "grpo-zero-steps": ("grpo --policy hf:{model} {dsr} --steps 0", "--steps must be at least 1"),
+    "grpo-bad-env-option": ("grpo --policy hf:{model} {dsr} --env-option x", "malformed --env-option 'x'"),
+    "grpo-env-refuses": ("grpo --policy hf:{model} {dsr} --env-option a=1", "cannot make embodia/DSR-v0"),
+    "sft-no-solutions": ("sft --policy hf:{model} --env CartPole-v1", "embodia/DSR-v0 only, not CartPole"),
+    "sft-no-tokenizer": ("sft --policy hf:{bare} {dsr} --records 4", "has no tokenizer"),
+    "sft-zero-steps": ("sft --policy hf:{model} {dsr} --steps 0", "--steps must be at least 1"),
+    "sft-bad-env-option": ("sft --policy hf:{model} {dsr} --env-option =a", "malformed --env-option '=a'"),
+    "sft-other-prompt": ("sft --policy hf:{model} {dsr} --env-option mode=CoT", "mode=none, not 'CoT'"),
+    "sft-no-records": ("sft --policy hf:{model}", "give the records as --data FILE.jsonl or"),
 }
 
 
-@pytest.mark.parametrize(("args", "message"), CASES.values(), ids=CASES.keys())
+@pytest.mark.parametrize(("command", "message"), CASES.values(), ids=CASES.keys())
 def test_bad_input_is_one_error_line_and_leaves_no_run(
-    tiny_chat_lm_dir: Path, no_tokenizer_dir: Path, tmp_path: Path, args: list[str], message: str
+    tiny_chat_lm_dir: Path, no_tokenizer_dir: Path, tmp_path: Path, command: str, message: str
 ) -> None:
     out = tmp_path / "runs" / "bad"
-    filled = [
-        a.replace("{model}", str(tiny_chat_lm_dir)).replace("{bare}", str(no_tokenizer_dir)) for a in args
-    ]
-    result = runner.invoke(app, ["train", *filled, "--out", str(out)])
+    args = command.format(model=tiny_chat_lm_dir, bare=no_tokenizer_dir, dsr=" ".join(DSR)).split()
+    result = runner.invoke(app, ["train", *args, "--out", str(out)])
     assert result.exit_code == 2, (result.output, result.exception)
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and lines[0].startswith("error: "), result.stderr
@@ -147,7 +121,6 @@ def _rows(out: Path) -> list[dict[str, object]]:
     return [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
 
 
-@pytest.mark.slow  # about 30 s on 2 cores: TRL's SFT, then GRPO with a held-out evaluation
 def test_sft_then_grpo_from_the_command_line(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
     from embodia.policies.recipes.solutions import dsr_solution_records
     from embodia.viewer.runs import discover, kind_of, view_of
