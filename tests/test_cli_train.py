@@ -3,6 +3,7 @@ chat model, through run folder, resume and the viewer's run discovery."""
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import shutil
@@ -12,10 +13,11 @@ from pathlib import Path
 
 import pytest
 import yaml
+from rich.console import Console
 from typer.testing import CliRunner
 
 from embodia.cli import app
-from embodia.cli.train import parse_env_options, with_dsr_prompt
+from embodia.cli.train import GRPO_COLUMNS, MetricsTable, parse_env_options, with_dsr_prompt
 from embodia.errors import EmbodiaError
 
 runner = CliRunner()
@@ -48,6 +50,22 @@ def test_dsr_gets_the_prompt_of_the_generated_solutions_unless_told_otherwise() 
     }
     assert with_dsr_prompt("embodia/DSR-v0", {"mode": "CoT"})["mode"] == "CoT"
     assert with_dsr_prompt("embodia/Puzzle-v0", {"length": "short"}) == {"length": "short"}
+
+
+@pytest.mark.parametrize("terminal", [True, False])
+def test_metrics_table_ends_with_every_row(terminal: bool) -> None:
+    screen = Console(file=io.StringIO(), force_terminal=terminal, width=140, height=12, color_system=None)
+    lines = [{"step": s, "reward_mean": s / 10, "clip_ratio/region_mean": 0.125} for s in range(1, 9)]
+    with MetricsTable("GRPO", GRPO_COLUMNS, screen) as table:
+        for line in lines:
+            table.add(line)
+    written = screen.file.getvalue()
+    final = written[written.rindex("GRPO") :]  # the whole table, printed once the run ends
+    rows = [row for row in final.splitlines() if row.startswith("│")]
+    assert [row.split("│")[1].strip() for row in rows] == [str(s) for s in range(1, 9)]
+    assert "0.8" in rows[-1] and "0.125" in rows[-1] and "|A| max" in final
+    # on a terminal the rows were shown live as they came, only the latest that fit the screen
+    assert ("0.3" in written[: written.rindex("GRPO")]) is terminal
 
 
 @pytest.fixture(scope="module")
