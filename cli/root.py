@@ -113,6 +113,11 @@ models_app = typer.Typer(
     no_args_is_help=True,
 )
 app.add_typer(models_app, name="models")
+train_app = typer.Typer(
+    help="Train a local transformers policy: SFT on records, GRPO in a gymnasium env (docs/training.md).",
+    no_args_is_help=True,
+)
+app.add_typer(train_app, name="train")
 
 UP_HELP = "Up axis of a mesh file: auto (stage config, else detected), y or z."
 HEIGHT_HELP = "Panorama height in pixels (at most 4096)."

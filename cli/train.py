@@ -1,0 +1,421 @@
+"""``embodia train sft|grpo``: train a local transformers policy, into a run folder.
+
+``train sft`` fine-tunes ``--policy hf:DIR`` on chat records (a JSONL file, or solved
+``embodia/DSR-v0`` instances generated for the run); ``train grpo`` trains it by GRPO over
+rollouts in a registered gymnasium env. Both show a live table of the run's ``metrics.jsonl``
+lines and end with the line that says where the trained model is (``--policy hf:OUT/final``).
+
+Env options (``--env-option K=V``, repeatable) are ``gymnasium.make`` keyword arguments; a
+value that parses as JSON is that value (``instance_seed=7`` is the integer 7), any other is
+the string as written. For ``embodia/DSR-v0`` both commands use the prompt of the generated
+solutions (``mode=none``, ``description=name``: the reply is only ``{"final_answer": ...}``)
+unless ``--env-option`` says otherwise, so a GRPO run after ``train sft --env`` with the same
+``--env-option``s sees the prompts the SFT run taught.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from types import TracebackType
+from typing import TYPE_CHECKING, Annotated, Any
+
+import typer
+from rich.console import Console
+from rich.markup import escape
+from rich.table import Table
+
+from embodia.cli.root import bold, console, train_app, user_errors
+from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
+from embodia.errors import EmbodiaError
+
+if TYPE_CHECKING:
+    from rich.live import Live
+
+DSR_ENV = "embodia/DSR-v0"
+"""The env whose solved instances ``train sft --env`` generates (policies.recipes.solutions)."""
+SFT_ENV_OPTIONS = ("operation", "length", "instance_seed", "mode", "description")
+"""The DSR-v0 options ``train sft --env`` reads: which instances, and their prompt."""
+SFT_CURVE_KEYS = ("loss", "learning_rate", "eval_loss", "mean_token_accuracy", "tokens_per_s")
+MAX_RECORDS = 100_000
+
+Column = tuple[str, str]
+"""A live-table column: its heading and the ``metrics.jsonl`` key it shows."""
+GRPO_COLUMNS: tuple[Column, ...] = (
+    ("step", "step"),
+    ("reward", "reward_mean"),
+    ("± std", "reward_std"),
+    ("eval reward", "eval_reward"),
+    ("KL", "kl"),
+    ("clipped", "clip_ratio/region_mean"),
+    ("entropy", "entropy"),
+    ("tok/s", "tokens_per_s"),
+    ("|A| max", "advantage_abs_max"),
+)
+SFT_COLUMNS: tuple[Column, ...] = (
+    ("step", "step"),
+    ("loss", "loss"),
+    ("lr", "learning_rate"),
+    ("tokens/s", "tokens_per_s"),
+    ("eval loss", "eval_loss"),
+)
+
+EnvOptionFlags = Annotated[
+    list[str] | None,
+    typer.Option(
+        "--env-option",
+        metavar="KEY=VALUE",
+        help="A gymnasium.make keyword argument, e.g. operation=array.access; repeatable. "
+        "JSON values (7, true, null) are parsed, anything else is a string.",
+    ),
+]
+OutOption = Annotated[
+    Path,
+    typer.Option(
+        "--out", help="Run folder (metrics.jsonl, curves.png, summary.json, final/), e.g. runs/NAME."
+    ),
+]
+ResumeOption = Annotated[
+    bool, typer.Option("--resume", help="Continue the run in --out from its last checkpoint.")
+]
+
+
+def parse_env_options(values: Sequence[str] | None, flag: str = "--env-option") -> dict[str, Any]:
+    """``KEY=VALUE`` strings as keyword arguments: a value that parses as JSON is that value,
+    any other the string as written. An :class:`EmbodiaError` names a malformed or repeated one."""
+    options: dict[str, Any] = {}
+    for text in values or ():
+        key, equals, raw = text.partition("=")
+        key = key.strip()
+        if not equals or not key.isidentifier():
+            raise EmbodiaError(f"malformed {flag} {text!r}: expected KEY=VALUE, e.g. {flag} length=short")
+        if key in options:
+            raise EmbodiaError(f"{flag} {key} is given twice")
+        try:
+            options[key] = json.loads(raw)
+        except ValueError:
+            options[key] = raw
+    return options
+
+
+def with_dsr_prompt(env: str, options: Mapping[str, Any]) -> dict[str, Any]:
+    """``options``, for ``embodia/DSR-v0`` with the generated solutions' prompt (mode and
+    description) where they do not name one (see the module docstring)."""
+    if env != DSR_ENV:
+        return dict(options)
+    from embodia.policies.recipes.solutions import DSR_DESCRIPTION, DSR_PROMPT_MODE
+
+    return {"mode": DSR_PROMPT_MODE, "description": DSR_DESCRIPTION, **options}
+
+
+def _check_steps(steps: int | None) -> None:
+    if steps is not None and steps < 1:
+        raise EmbodiaError(f"--steps must be at least 1, got {steps}")
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return escape(str(value))
+    return str(value) if isinstance(value, int) else f"{value:.4g}"
+
+
+class MetricsTable:
+    """The run's ``metrics.jsonl`` lines as a table: live on a terminal (the latest rows that
+    fit), printed whole once the run ends (elsewhere only then)."""
+
+    def __init__(self, title: str, columns: Sequence[Column], out: Console = console) -> None:
+        self.title = title
+        self.columns = columns
+        self.console = out
+        self.rows: list[dict[str, Any]] = []
+        self._live: Live | None = None
+
+    def render(self, rows: Sequence[Mapping[str, Any]]) -> Table:
+        table = Table(title=escape(self.title), title_justify="left")
+        for heading, _ in self.columns:
+            table.add_column(heading, justify="right")
+        for row in rows:
+            table.add_row(*(_cell(row.get(key)) for _, key in self.columns))
+        return table
+
+    def add(self, line: Mapping[str, Any]) -> None:
+        """One ``metrics.jsonl`` line (the runner's ``on_step`` / ``on_log``)."""
+        self.rows.append(dict(line))
+        if self._live is not None:
+            fits = max(self.console.size.height - 8, 3)
+            self._live.update(self.render(self.rows[-fits:]), refresh=True)
+
+    def __enter__(self) -> MetricsTable:
+        if self.console.is_terminal:
+            from rich.live import Live
+
+            self._live = Live(self.render([]), console=self.console, transient=True, auto_refresh=False)
+            self._live.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        if self._live is not None:
+            self._live.stop()
+            self._live = None
+        if self.rows:
+            self.console.print(self.render(self.rows))
+
+
+def _no_weight_progress_bars() -> None:
+    """Without transformers' bars for loading and saving weights: the table is the progress."""
+    from transformers.utils import logging as transformers_logging
+
+    transformers_logging.disable_progress_bar()
+
+
+def _finish_line(what: str, out: Path, summary: Mapping[str, Any], numbers: str) -> None:
+    console.print(
+        f"{what}: {summary['steps']} steps{numbers}; run folder {bold(out)}; "
+        f"use the model with [bold]--policy {escape(str(summary['policy']))}[/]",
+        highlight=False,
+        soft_wrap=True,
+    )
+
+
+def _change(first: Any, last: Any, what: str) -> str:
+    if first is None or last is None:
+        return ""
+    return f", {what} {first:.4g} -> {last:.4g}"
+
+
+# --------------------------------------------------------------------------- train grpo
+
+
+def _grpo_settings() -> type[Any]:
+    from embodia.policies.recipes.grpo_trainer import GRPOSettings
+
+    return GRPOSettings
+
+
+TRAIN_GRPO_OPTIONS: OptionTable = {
+    "policy": FieldOption("The model to train: hf:DIR, a local transformers causal LM or VLM."),
+    "env": FieldOption(
+        "A registered gymnasium id whose observations a chat policy reads, e.g. embodia/DSR-v0."
+    ),
+    "env_option": OWN,
+    "advantage": FieldOption("Advantage estimator: group, batch, none or durian."),
+    "steps": FieldOption("Optimiser steps, one rollout batch each."),
+    "out": OWN,
+    "resume": OWN,
+    "group_size": FieldOption("G: episodes sampled per reset seed (at least 2)."),
+    "prompts_per_step": FieldOption("P: reset seeds per rollout batch (P x G episodes)."),
+    "max_new_tokens": FieldOption("Most tokens sampled per reply."),
+    "max_turns": FieldOption("Turns after which an episode is cut (1: one reply per episode)."),
+    "learning_rate": FieldOption("AdamW's learning rate (TRL's default; tiny models need far more)."),
+    "loss_type": FieldOption("Aggregation of the per-token loss: grpo, bnpo, dr_grpo or dapo."),
+    "epsilon": FieldOption("The ratio is clipped below at 1 - epsilon."),
+    "epsilon_high": FieldOption(
+        "The ratio is clipped above at 1 + epsilon-high (default: epsilon; DAPO: 0.28)."
+    ),
+    "beta": FieldOption("Weight of the k3 KL to the starting model (0: no reference model)."),
+    "kl_importance_weight": FieldOption("Weight the per-token KL by the ratio (DeepSeek-V3.2)."),
+    "temperature": FieldOption("Sampling temperature (the loss's logprobs use the same)."),
+    "num_iterations": FieldOption("Optimisation passes over each rollout batch, against its old logprobs."),
+    "gradient_accumulation_steps": FieldOption("Micro-batches summed into one optimiser step."),
+    "max_grad_norm": FieldOption("Clip of the gradient's global norm (0: no clipping)."),
+    "max_completion_length": FieldOption(
+        "dr_grpo's constant per-sequence denominator (default: max-new-tokens)."
+    ),
+    "dynamic_sampling": FieldOption("Drop the groups whose rewards are all equal (DAPO)."),
+    "durian_levels": FieldOption("Durian's K: difficulty levels the prompts are bucketed into."),
+    "durian_alpha": FieldOption("Durian's weight of image entropy against reasoning uncertainty."),
+    "durian_uncertainty": FieldOption("Durian's reasoning uncertainty: entropy or probability."),
+    "first_seed": FieldOption("Reset seed of the first prompt (step s uses first-seed + s*P onwards)."),
+    "eval_prompts": FieldOption("Held-out reset seeds scored greedily at the start and the end (0: none)."),
+    "eval_first_seed": FieldOption("First held-out reset seed."),
+    "eval_env_option": OWN,
+    "eval_every": FieldOption("Also evaluate every this many steps (0: only at the start and the end)."),
+    "num_envs": FieldOption("Sub-envs of the rollout vector env."),
+    "vectorization": FieldOption("sync, or async (env steps in worker processes)."),
+    "lora_r": FieldOption("LoRA rank; 0 trains every weight."),
+    "lora_alpha": FieldOption("LoRA's scale numerator."),
+    "seed": FieldOption("Seed of sampling and initialisation."),
+}
+
+
+@settings_command(
+    train_app, "grpo", _grpo_settings, TRAIN_GRPO_OPTIONS, hidden=("env_options", "eval_env_options")
+)
+def train_grpo(
+    options: dict[str, Any],
+    out: OutOption,
+    env_option: EnvOptionFlags = None,
+    eval_env_option: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--eval-env-option",
+            metavar="KEY=VALUE",
+            help="An env option that differs for the held-out evaluation, e.g. instance_seed=7; repeatable.",
+        ),
+    ] = None,
+    resume: ResumeOption = False,
+) -> None:
+    """Train a policy by GRPO over rollouts in a gymnasium env (group, batch, none or Durian advantages)."""
+    from embodia.policies.recipes.grpo_trainer import GRPOSettings, run_grpo
+
+    with user_errors():
+        _check_steps(options["steps"])
+        env_options = with_dsr_prompt(options["env"], parse_env_options(env_option))
+        eval_options = parse_env_options(eval_env_option, "--eval-env-option")
+        settings = GRPOSettings(**options, env_options=env_options, eval_env_options=eval_options)
+        title = f"GRPO ({settings.advantage} advantages) of {settings.policy} on {settings.env}"
+        _no_weight_progress_bars()
+        with MetricsTable(title, GRPO_COLUMNS) as table:
+            summary = run_grpo(settings, out, resume=resume, on_step=table.add)
+    numbers = _change(summary["reward_first"], summary["reward_last"], "reward") + _change(
+        summary["eval_reward_start"], summary["eval_reward_end"], "held-out reward"
+    )
+    _finish_line("GRPO done", out, summary, numbers)
+
+
+# --------------------------------------------------------------------------- train sft
+
+
+def _sft_settings() -> type[Any]:
+    from embodia.policies.recipes.sft import SFTSettings
+
+    return SFTSettings
+
+
+TRAIN_SFT_OPTIONS: OptionTable = {
+    "model": FieldOption(
+        "The model to fine-tune: hf:DIR, a local causal LM with its tokenizer and chat template.",
+        flag="--policy",
+    ),
+    "data_file": OWN,
+    "env": OWN,
+    "env_option": OWN,
+    "records": OWN,
+    "steps": OWN,
+    "out": OWN,
+    "resume": OWN,
+    "eval_data_file": OWN,
+    "epochs": FieldOption("Passes over the records (fractions allowed) when --steps is not given."),
+    "learning_rate": FieldOption("AdamW's learning rate at the schedule's peak."),
+    "lr_scheduler": FieldOption("linear, cosine, constant or constant_with_warmup."),
+    "warmup_steps": FieldOption("Steps over which the learning rate rises from 0 to its peak."),
+    "weight_decay": FieldOption("AdamW's decoupled weight decay."),
+    "batch_size": FieldOption("Records per forward pass."),
+    "gradient_accumulation": FieldOption("Forward passes summed into one optimiser step."),
+    "max_length": FieldOption("Tokens per record (longer ones are cut), or per packed row."),
+    "packing": FieldOption("Pack several records into each row of max-length tokens."),
+    "completion_only_loss": FieldOption(
+        "Train on the reply only (the last assistant message), or on every token.",
+        "--completion-only-loss/--full-loss",
+    ),
+    "lora_r": FieldOption("LoRA rank; 0 trains every weight."),
+    "lora_alpha": FieldOption("LoRA scaling numerator (the update is scaled by alpha / r)."),
+    "lora_dropout": FieldOption("Dropout on the LoRA branch's input."),
+    "lora_targets": FieldOption(
+        "A module LoRA adapts, e.g. q_proj; repeatable (default: every linear layer).", "--lora-target"
+    ),
+    "logging_steps": FieldOption("Steps between two metrics lines.", default=1),
+    "save_steps": FieldOption("Steps between two checkpoints (a resume continues from the last)."),
+    "seed": FieldOption("Seed of the data order, dropout and LoRA initialisation."),
+}
+
+
+def sft_records(env: str, options: Mapping[str, Any], records: int) -> list[Any]:
+    """``records`` solved instances of ``env`` (only ``embodia/DSR-v0``: its instance seeds
+    0..records-1) as chat records, with the prompts ``train grpo`` shows for the same options."""
+    if env != DSR_ENV:
+        raise EmbodiaError(
+            f"train sft --env generates solved instances of {DSR_ENV} only, not {env}: "
+            "give the records of another env as --data FILE.jsonl"
+        )
+    if not 1 <= records <= MAX_RECORDS:
+        raise EmbodiaError(f"--records must be in 1..{MAX_RECORDS}, got {records}")
+    from embodia.policies.recipes.solutions import dsr_solution_records
+
+    unused = sorted(set(options) - set(SFT_ENV_OPTIONS))
+    if unused:
+        raise EmbodiaError(
+            f"train sft --env {env} reads only the env options {', '.join(SFT_ENV_OPTIONS)}, "
+            f"not {', '.join(unused)}"
+        )
+    prompt = with_dsr_prompt(env, {})
+    for key, value in prompt.items():
+        if options.get(key, value) != value:
+            raise EmbodiaError(
+                f"the generated solutions are written for --env-option {key}={value}, not {options[key]!r}"
+            )
+    chosen = {k: options[k] for k in ("operation", "length", "instance_seed") if k in options}
+    return list(dsr_solution_records(range(records), **chosen))
+
+
+@settings_command(
+    train_app, "sft", _sft_settings, TRAIN_SFT_OPTIONS, hidden=("data", "eval_data", "max_steps")
+)
+def train_sft(
+    options: dict[str, Any],
+    out: OutOption,
+    data_file: Annotated[
+        Path | None,
+        typer.Option(
+            "--data", help="Chat or prompt/completion records, one JSON object a line (or use --env)."
+        ),
+    ] = None,
+    env: Annotated[
+        str | None,
+        typer.Option("--env", help=f"Generate solved instances of this env as the records ({DSR_ENV} only)."),
+    ] = None,
+    env_option: EnvOptionFlags = None,
+    records: Annotated[
+        int,
+        typer.Option("--records", help="How many solved instances --env generates (instance seeds 0..N-1)."),
+    ] = 256,
+    steps: Annotated[
+        int | None, typer.Option("--steps", help="Optimiser steps (default: as many as --epochs make).")
+    ] = None,
+    eval_data_file: Annotated[
+        Path | None,
+        typer.Option("--eval-data", help="Held-out records, their loss measured before and after."),
+    ] = None,
+    resume: ResumeOption = False,
+) -> None:
+    """Fine-tune a policy on chat records: a JSONL file, or solved instances of an env (SFT with TRL)."""
+    from embodia.core.runs import read_run_records
+    from embodia.policies.recipes.curves import plot_curves
+    from embodia.policies.recipes.sft import METRICS, SFTSettings, run_sft
+
+    with user_errors():
+        _check_steps(steps)
+        if (data_file is None) == (env is None):
+            raise EmbodiaError(
+                "give the records as --data FILE.jsonl or generate them with --env ID (one of the two)"
+            )
+        if env is None and env_option:
+            raise EmbodiaError("--env-option needs --env (the records of --data are used as they are)")
+        data: str | tuple[Any, ...] = (
+            str(data_file)
+            if data_file is not None
+            else tuple(sft_records(str(env), parse_env_options(env_option), records))
+        )
+        settings = SFTSettings(
+            **options,
+            data=data,
+            eval_data=None if eval_data_file is None else str(eval_data_file),
+            max_steps=steps or 0,
+        )
+        with MetricsTable(f"SFT of {settings.model}", SFT_COLUMNS) as table:
+            summary = run_sft(settings, out, resume=resume, on_log=table.add)
+        plot_curves(
+            read_run_records(out / METRICS),
+            out / "curves.png",
+            SFT_CURVE_KEYS,
+            title=f"SFT of {settings.model}",
+        )
+    numbers = _change(summary["train_loss_first"], summary["train_loss_last"], "loss")
+    if summary.get("eval_loss") is not None:
+        numbers += _change(summary["eval_loss_start"], summary["eval_loss"], "held-out loss")
+    _finish_line("SFT done", out, summary, numbers)
