@@ -37,7 +37,6 @@ DSR_ENV = "embodia/DSR-v0"
 """The env whose solved instances ``train sft --env`` generates (policies.recipes.solutions)."""
 SFT_ENV_OPTIONS = ("operation", "length", "instance_seed", "mode", "description")
 """The DSR-v0 options ``train sft --env`` reads: which instances, and their prompt."""
-SFT_CURVE_KEYS = ("loss", "learning_rate", "eval_loss", "mean_token_accuracy", "tokens_per_s")
 MAX_RECORDS = 100_000
 
 Column = tuple[str, str]
@@ -166,13 +165,6 @@ class MetricsTable:
             self.console.print(self.render(self.rows))
 
 
-def _no_weight_progress_bars() -> None:
-    """Without transformers' bars for loading and saving weights: the table is the progress."""
-    from transformers.utils import logging as transformers_logging
-
-    transformers_logging.disable_progress_bar()
-
-
 def _finish_line(what: str, out: Path, summary: Mapping[str, Any], numbers: str) -> None:
     console.print(
         f"{what}: {summary['steps']} steps{numbers}; run folder {bold(out)}; "
@@ -269,7 +261,6 @@ def train_grpo(
         eval_options = parse_env_options(eval_env_option, "--eval-env-option")
         settings = GRPOSettings(**options, env_options=env_options, eval_env_options=eval_options)
         title = f"GRPO ({settings.advantage} advantages) of {settings.policy} on {settings.env}"
-        _no_weight_progress_bars()
         with MetricsTable(title, GRPO_COLUMNS) as table:
             summary = run_grpo(settings, out, resume=resume, on_step=table.add)
     numbers = _change(summary["reward_first"], summary["reward_last"], "reward") + _change(
@@ -384,9 +375,7 @@ def train_sft(
     resume: ResumeOption = False,
 ) -> None:
     """Fine-tune a policy on chat records: a JSONL file, or solved instances of an env (SFT with TRL)."""
-    from embodia.core.runs import read_run_records
-    from embodia.policies.recipes.curves import plot_curves
-    from embodia.policies.recipes.sft import METRICS, SFTSettings, run_sft
+    from embodia.policies.recipes.sft import SFTSettings, run_sft
 
     with user_errors():
         _check_steps(steps)
@@ -409,12 +398,6 @@ def train_sft(
         )
         with MetricsTable(f"SFT of {settings.model}", SFT_COLUMNS) as table:
             summary = run_sft(settings, out, resume=resume, on_log=table.add)
-        plot_curves(
-            read_run_records(out / METRICS),
-            out / "curves.png",
-            SFT_CURVE_KEYS,
-            title=f"SFT of {settings.model}",
-        )
     numbers = _change(summary["train_loss_first"], summary["train_loss_last"], "loss")
     if summary.get("eval_loss") is not None:
         numbers += _change(summary["eval_loss_start"], summary["eval_loss"], "held-out loss")

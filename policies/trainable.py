@@ -25,6 +25,8 @@ and logprobs of the raw distribution.
 from __future__ import annotations
 
 import copy
+import importlib
+import importlib.util
 import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -95,6 +97,29 @@ def token_scores(
     with torch.no_grad():
         entropies = -(log_probs.exp() * log_probs).sum(-1) * keep
     return logps, entropies
+
+
+@contextmanager
+def quiet_progress_bars() -> Iterator[None]:
+    """Without the progress bars of ``transformers`` (one per loaded or saved shard) and of
+    ``datasets`` when it is installed (one per preparation pass): a training run reports its
+    progress through ``metrics.jsonl`` and its callback instead."""
+    from transformers.utils import logging as transformers_logging
+
+    # datasets comes with TRL (the train extra); a policy trained without TRL has none
+    datasets: Any = importlib.import_module("datasets") if importlib.util.find_spec("datasets") else None
+    datasets_bars = datasets is not None and datasets.is_progress_bar_enabled()
+    transformers_bars = transformers_logging.is_progress_bar_enabled()
+    if datasets is not None:
+        datasets.disable_progress_bars()
+    transformers_logging.disable_progress_bar()
+    try:
+        yield
+    finally:
+        if datasets_bars:
+            datasets.enable_progress_bars()
+        if transformers_bars:
+            transformers_logging.enable_progress_bar()
 
 
 def _load_peft() -> Any:

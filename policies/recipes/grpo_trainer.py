@@ -37,7 +37,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -53,7 +53,7 @@ from embodia.policies.recipes.curves import plot_curves
 from embodia.policies.recipes.grpo import GRPOConfig, filter_dynamic, grpo_loss
 from embodia.policies.rollouts import RolloutEngine, RolloutSettings, Trajectory
 from embodia.policies.spec import make_trainable_policy
-from embodia.policies.trainable import LoraSettings, TrainablePolicy
+from embodia.policies.trainable import LoraSettings, TrainablePolicy, quiet_progress_bars
 
 METRICS = "metrics.jsonl"
 ROLLOUTS = "rollouts.jsonl"
@@ -61,7 +61,7 @@ CHECKPOINT = "checkpoint"
 FINAL = "final"
 SUMMARY = "summary.json"
 CURVES = "curves.png"
-CURVE_KEYS = ("reward_mean", "eval_reward", "kl", "entropy", "advantage_abs_max", "clip_ratio_region")
+CURVE_KEYS = ("reward_mean", "eval_reward", "kl", "entropy", "advantage_abs_max", "clip_ratio/region_mean")
 
 StepCallback = Callable[[dict[str, Any]], None]
 
@@ -254,7 +254,7 @@ def _optimise(
             loss.backward()
             tokens = float(current.mask.sum())
             active += tokens
-            totals["loss"] = totals.get("loss", 0.0) + float(loss)
+            totals["loss"] = totals.get("loss", 0.0) + float(loss.detach())
             totals["entropy"] = totals.get("entropy", 0.0) + float((current.entropies * current.mask).sum())
             for key, value in step_stats.items():
                 totals[key] = totals.get(key, 0.0) + float(value) * tokens
@@ -322,14 +322,6 @@ def _load_checkpoint(out: Path, policy: TrainablePolicy, optimizer: torch.optim.
     return int(state["step"])
 
 
-def _evaluate(engine: RolloutEngine | None, policy: TrainablePolicy, seeds: Sequence[int]) -> float | None:
-    if engine is None:
-        return None
-    with torch.no_grad():
-        trajectories = engine.collect(policy, seeds, group_size=1)
-    return float(np.mean([t.total_reward for t in trajectories]))
-
-
 def _engines(settings: GRPOSettings) -> tuple[RolloutEngine, RolloutEngine | None]:
     rollout = RolloutSettings(
         group_size=settings.group_size,
@@ -366,6 +358,67 @@ def _trajectory_log(out: Path, done: int) -> Iterator[IO[str]]:
         yield file
 
 
+@dataclass
+class _Run:
+    """What one step of a run needs: the policy and its optimiser, the rollout engines."""
+
+    settings: GRPOSettings
+    policy: TrainablePolicy
+    reference: TrainablePolicy | None
+    optimizer: torch.optim.Optimizer
+    train_engine: RolloutEngine
+    eval_engine: RolloutEngine | None
+
+    def evaluate(self) -> float | None:
+        """Mean greedy reward over the held-out seeds (None without evaluation)."""
+        if self.eval_engine is None:
+            return None
+        first = self.settings.eval_first_seed
+        seeds = [first + i for i in range(self.settings.eval_prompts)]
+        with torch.no_grad():
+            trajectories = self.eval_engine.collect(self.policy, seeds, group_size=1)
+        return float(np.mean([t.total_reward for t in trajectories]))
+
+    def step(self, step: int, rollouts: IO[str]) -> dict[str, Any]:
+        """Step ``step``'s rollouts (written to ``rollouts``), advantages and optimisation; its
+        ``metrics.jsonl`` line."""
+        settings, P, G = self.settings, self.settings.prompts_per_step, self.settings.group_size
+        tick = time.perf_counter()
+        seeds = [settings.first_seed + (step - 1) * P + i for i in range(P)]
+        trajectories = self.train_engine.collect(self.policy, seeds)
+        rollout_s = time.perf_counter() - tick
+        for trajectory in trajectories:
+            rollouts.write(json.dumps({"step": step, **trajectory.to_json()}) + "\n")
+        rewards = _rewards(trajectories, P, G)
+        advantages = settings.estimator()(rewards, _features(settings, self.policy, trajectories))
+        keep = filter_dynamic(rewards) if settings.dynamic_sampling else torch.ones(P, dtype=torch.bool)
+        batch = _batch(trajectories, advantages.values, keep, G)
+        tick = time.perf_counter()
+        stats = (
+            _optimise(self.policy, self.reference, self.optimizer, batch, settings)
+            if batch.prompt_ids
+            else {}
+        )
+        train_s = time.perf_counter() - tick
+        tokens = sum(len(c) for c in batch.completion_ids)
+        line: dict[str, Any] = {
+            "step": step,
+            **advantages.stats,
+            "groups_kept": int(keep.sum()),
+            "samples": len(batch.prompt_ids),
+            "completion_tokens": tokens,
+            "tokens_per_s": tokens / max(rollout_s + train_s, 1e-9),
+            "rollout_s": rollout_s,
+            "train_s": train_s,
+            **stats,
+        }
+        if step == settings.steps or (settings.eval_every and step % settings.eval_every == 0):
+            evaluated = self.evaluate()
+            if evaluated is not None:
+                line["eval_reward"] = evaluated
+        return line
+
+
 @runner
 def run_grpo(
     settings: GRPOSettings, out: Path, *, resume: bool = False, on_step: StepCallback | None = None
@@ -382,67 +435,33 @@ def run_grpo(
     out = folder.out
     torch.manual_seed(settings.seed)
     random.seed(settings.seed)
-    policy = _load_policy(settings)
-    reference = None
-    if settings.beta > 0:
-        reference = make_trainable_policy(settings.policy, seed=settings.seed)
-        reference.model.eval().requires_grad_(False)
-    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=settings.learning_rate)
-    done = _load_checkpoint(out, policy, optimizer) if folder.resuming else 0
-    kept = [r for r in folder.kept_records() if isinstance(r.get("step"), int) and r["step"] <= done]
-    train_engine, eval_engine = _engines(settings)
-    eval_seeds = [settings.eval_first_seed + i for i in range(settings.eval_prompts)]
-    P, G = settings.prompts_per_step, settings.group_size
-    started = time.perf_counter()
-    with (
-        train_engine,
-        folder.recording(kept, {"settings": record}) as log,
-        _trajectory_log(out, done) as rollouts,
-    ):
+    train_engine, eval_engine = _engines(settings)  # first: a bad env fails before a model loads
+    with quiet_progress_bars(), train_engine, eval_engine or nullcontext():
+        policy = _load_policy(settings)
+        reference = None
+        if settings.beta > 0:
+            reference = make_trainable_policy(settings.policy, seed=settings.seed)
+            reference.model.eval().requires_grad_(False)
+        optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=settings.learning_rate)
+        done = _load_checkpoint(out, policy, optimizer) if folder.resuming else 0
+        kept = [r for r in folder.kept_records() if isinstance(r.get("step"), int) and r["step"] <= done]
+        started = time.perf_counter()
+        run = _Run(settings, policy, reference, optimizer, train_engine, eval_engine)
+        with folder.recording(kept, {"settings": record}) as log, _trajectory_log(out, done) as rollouts:
 
-        def note(line: dict[str, Any]) -> None:
-            log.append(line)
-            if on_step is not None:
-                on_step(line)
+            def note(line: dict[str, Any]) -> None:
+                log.append(line)
+                if on_step is not None:
+                    on_step(line)
 
-        if done == 0 and eval_engine is not None:
-            note({"step": 0, "eval_reward": _evaluate(eval_engine, policy, eval_seeds)})
-        for step in range(done + 1, settings.steps + 1):
-            tick = time.perf_counter()
-            seeds = [settings.first_seed + (step - 1) * P + i for i in range(P)]
-            trajectories = train_engine.collect(policy, seeds)
-            rollout_s = time.perf_counter() - tick
-            for trajectory in trajectories:
-                rollouts.write(json.dumps({"step": step, **trajectory.to_json()}) + "\n")
-            rewards = _rewards(trajectories, P, G)
-            advantages = settings.estimator()(rewards, _features(settings, policy, trajectories))
-            keep = filter_dynamic(rewards) if settings.dynamic_sampling else torch.ones(P, dtype=torch.bool)
-            batch = _batch(trajectories, advantages.values, keep, G)
-            tick = time.perf_counter()
-            stats = _optimise(policy, reference, optimizer, batch, settings) if batch.prompt_ids else {}
-            train_s = time.perf_counter() - tick
-            tokens = sum(len(c) for c in batch.completion_ids)
-            line: dict[str, Any] = {
-                "step": step,
-                **advantages.stats,
-                "groups_kept": int(keep.sum()),
-                "samples": len(batch.prompt_ids),
-                "completion_tokens": tokens,
-                "tokens_per_s": tokens / max(rollout_s + train_s, 1e-9),
-                "rollout_s": rollout_s,
-                "train_s": train_s,
-                **stats,
-            }
-            if eval_engine is not None and (
-                step == settings.steps or (settings.eval_every and step % settings.eval_every == 0)
-            ):
-                line["eval_reward"] = _evaluate(eval_engine, policy, eval_seeds)
-            rollouts.flush()
-            _save_checkpoint(out, step, policy, optimizer)
-            note(line)
+            if done == 0 and eval_engine is not None:
+                note({"step": 0, "eval_reward": run.evaluate()})
+            for step in range(done + 1, settings.steps + 1):
+                line = run.step(step, rollouts)
+                rollouts.flush()
+                _save_checkpoint(out, step, policy, optimizer)  # before the line: a logged step is kept
+                note(line)
         final = policy.save(out / FINAL)
-    if eval_engine is not None:
-        eval_engine.close()
     rows = folder.read_records()
     plot_curves(rows, out / CURVES, CURVE_KEYS, title=f"GRPO on {settings.env}")
     train_rows = [r for r in rows if "reward_mean" in r]

@@ -40,8 +40,7 @@ import math
 import shutil
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -50,7 +49,9 @@ from embodia.core.chat import PolicyError
 from embodia.core.limits import MAX_SET_SIZE, MAX_STEPS, check_range, check_seed
 from embodia.core.runs import RunFolder, read_jsonl, runner, set_aside
 from embodia.errors import EmbodiaError
+from embodia.policies.recipes.curves import plot_curves
 from embodia.policies.spec import make_policy, parse_policy_spec
+from embodia.policies.trainable import quiet_progress_bars
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, TrainerCallback
@@ -61,6 +62,8 @@ METRICS = "metrics.jsonl"
 CHECKPOINTS = "checkpoints"
 FINAL = "final"
 SUMMARY = "summary.json"
+CURVES = "curves.png"
+CURVE_KEYS = ("loss", "learning_rate", "eval_loss", "mean_token_accuracy", "tokens_per_s")
 ROLES = ("system", "user", "assistant")
 SCHEDULERS = ("linear", "cosine", "constant", "constant_with_warmup")
 MAX_LENGTH = 131_072
@@ -395,26 +398,6 @@ def _eval_record(trainer: Any, step: int) -> dict[str, Any]:
     }
 
 
-@contextmanager
-def _no_progress_bars() -> Iterator[None]:
-    """Without the progress bars of ``datasets`` (one per preparation pass) and ``transformers``
-    (one per saved shard): the run reports its progress through ``metrics.jsonl`` and ``on_log``."""
-    import datasets
-    from transformers.utils import logging as transformers_logging
-
-    datasets_bars = datasets.is_progress_bar_enabled()
-    transformers_bars = transformers_logging.is_progress_bar_enabled()
-    datasets.disable_progress_bars()
-    transformers_logging.disable_progress_bar()
-    try:
-        yield
-    finally:
-        if datasets_bars:
-            datasets.enable_progress_bars()
-        if transformers_bars:
-            transformers_logging.enable_progress_bar()
-
-
 def _save_final(model: Any, tokenizer: Any, out: Path, card: str) -> Path:
     """Save the trained model (LoRA merged in) and its tokenizer into ``out/final``, built in
     a hidden folder beside it and renamed into place, so ``final`` is whole or absent."""
@@ -553,7 +536,7 @@ def run_sft(
         if on_log is not None:
             on_log(line)
 
-    with _no_progress_bars(), folder.recording(kept, {"settings": record}) as log:
+    with quiet_progress_bars(), folder.recording(kept, {"settings": record}) as log:
         trainer = _trainer(settings, out, train_records, eval_records)
         trainer.add_callback(_metrics_callback(note, tokens_before))
         if eval_records is not None and not any("eval_loss" in r for r in kept):
@@ -595,5 +578,6 @@ def run_sft(
                 "eval_unigram_entropy": unigram_entropy(trainer.eval_dataset["labels"]),
             }
         )
+    plot_curves(written, out / CURVES, CURVE_KEYS, title=f"SFT of {settings.model}")
     folder.finish(SUMMARY, summary)
     return summary
