@@ -46,6 +46,7 @@ import functools
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
@@ -533,13 +534,15 @@ class RolloutSettings:
     """How the engine collects trajectories."""
 
     group_size: int = 4
-    """Episodes per reset seed (G)."""
+    """Episodes per reset seed (G): a group starts from one observation, so its rewards compare
+    replies to the same prompt (what group-relative advantages need)."""
     max_turns: int = 8
     """Turns after which a live episode is cut (``ended_by="max_turns"``)."""
     max_new_tokens: int = 64
     """Longest reply per turn, in tokens."""
     temperature: float = 1.0
-    """Sampling temperature (0 decodes greedily)."""
+    """Sampling temperature (0 decodes greedily); the recorded logprobs are those of the
+    distribution sampled from, at this temperature."""
     num_envs: int = 8
     """Sub-envs of the vector env (episodes run together); fewer when a batch needs fewer."""
     vectorization: Vectorization = "sync"
@@ -563,7 +566,7 @@ class _Job:
     member: int
 
 
-class RolloutEngine:
+class RolloutEngine(AbstractContextManager["RolloutEngine"]):
     """Rollouts of chat policies in one env id (see the module docstring). Close it (or use it
     as a context manager) to stop async workers."""
 
@@ -593,13 +596,11 @@ class RolloutEngine:
         self._num_envs = 0
         self._fresh = True
 
-    def __enter__(self) -> RolloutEngine:
-        return self
-
     def __exit__(self, *exc: object) -> None:
         self.close()
 
     def close(self) -> None:
+        """Stop the vector env (and its worker processes)."""
         if self._vector is not None:
             self._vector.close()
             self._vector = None
