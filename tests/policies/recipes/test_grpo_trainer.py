@@ -185,3 +185,49 @@ def test_envs_a_chat_policy_cannot_play_are_refused_before_training(
         run_grpo(
             _settings(tiny_chat_lm_dir, policy="openai:http://localhost:1/v1?model=m"), tmp_path / "openai"
         )
+
+
+@pytest.mark.slow
+def test_a_vlm_trained_on_puzzle_images_serves_explore_and_csmr(tiny_vlm_dir: Path, tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from embodia.cli import app
+
+    summary = run_grpo(
+        _settings(
+            tiny_vlm_dir,
+            env="embodia/Puzzle-v0",
+            env_options={"task": "maze", "difficulty": "easy", "image_size": 64},
+            steps=1,
+            advantage="durian",
+            durian_levels=1,
+        ),
+        tmp_path / "run",
+    )
+    (row,) = _rows(tmp_path / "run")
+    assert row["samples"] == 4 and "loss" in row  # the images went back through the VLM for the loss
+    trajectory = json.loads((tmp_path / "run" / "rollouts.jsonl").read_text().splitlines()[0])
+    assert trajectory["images"]["count"] == 1 and trajectory["images"]["entropy_bits"] > 0
+    policy = summary["policy"]
+    runner = CliRunner()
+    explore = ["explore", "--agent", "dfs", "--policy", policy, "--scene", "procedural:seed=3,rooms=3"]
+    result = runner.invoke(
+        app,
+        [
+            *explore,
+            "--steps",
+            "20",
+            "--height",
+            "48",
+            "--width",
+            "96",
+            "--no-video",
+            "--max-fallback-share",
+            "1",
+        ]
+        + ["--out", str(tmp_path / "explore")],
+    )
+    assert result.exit_code == 0, result.output
+    csmr = ["eval", "csmr", "--task", "clevr", "--items", "1", "--reasoner", policy, "--perceiver", policy]
+    result = runner.invoke(app, [*csmr, "--max-queries", "1", "--out", str(tmp_path / "csmr")])
+    assert result.exit_code == 0, result.output
