@@ -297,13 +297,6 @@ def _load_model(spec: str) -> tuple[Any, PreTrainedModel]:
     checks config.json, the tokenizer and the chat template)."""
     from embodia.policies.hf import HFPolicy
 
-    _, target, _ = parse_policy_spec(spec)
-    directory = Path(target).expanduser()
-    if directory.is_dir() and (directory / "config.json").is_file() and not _has_tokenizer(directory):
-        raise SFTError(
-            f"{directory} has no tokenizer (tokenizer.json, tokenizer.model, vocab.json or vocab.txt): "
-            "SFT needs the model's own tokenizer"
-        )
     try:
         policy = make_policy(spec)
     except PolicyError as error:
@@ -311,13 +304,6 @@ def _load_model(spec: str) -> tuple[Any, PreTrainedModel]:
     if not isinstance(policy, HFPolicy) or policy.processor is not None:
         raise SFTError(f"{spec} is a vision-language model: this SFT recipe trains text-only causal LMs")
     return policy.tokenizer, policy.model
-
-
-_TOKENIZER_FILES = ("tokenizer.json", "tokenizer.model", "vocab.json", "vocab.txt")
-
-
-def _has_tokenizer(directory: Path) -> bool:
-    return any((directory / name).is_file() for name in _TOKENIZER_FILES)
 
 
 def _dataset(records: Sequence[Record], completion_only_loss: bool) -> Any:
