@@ -84,8 +84,12 @@ class GRPOSettings(GRPOConfig):
     first_seed: int = 0
     """Reset seed of the first prompt; step s uses first_seed + s*P .. first_seed + s*P + P - 1."""
     eval_prompts: int = 0
-    """Held-out reset seeds scored greedily (one episode each) before training and after the
-    last step; 0 skips evaluation."""
+    """Held-out reset seeds scored before training and after the last step; 0 skips evaluation."""
+    eval_samples: int = 1
+    """Episodes per held-out seed (their mean reward counts)."""
+    eval_temperature: float = 0.0
+    """Sampling temperature of the held-out episodes: 0 decodes greedily; the training
+    ``temperature`` measures the sampling policy GRPO optimises."""
     eval_first_seed: int = 1_000_000
     """First held-out reset seed (far from the training seeds)."""
     eval_env_options: Mapping[str, Any] = field(default_factory=dict)
@@ -109,7 +113,7 @@ class GRPOSettings(GRPOConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         name = type(self).__name__
-        for key in ("steps", "prompts_per_step", "max_turns", "num_envs"):
+        for key in ("steps", "prompts_per_step", "max_turns", "num_envs", "eval_samples"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise EmbodiaError(f"{name}.{key} must be a whole number >= 1, got {value!r}")
@@ -121,6 +125,10 @@ class GRPOSettings(GRPOConfig):
         check_seed(f"{name}.eval_first_seed", self.eval_first_seed)
         if self.vectorization not in ("sync", "async"):
             raise EmbodiaError(f"{name}.vectorization must be sync or async, got {self.vectorization!r}")
+        if not (math.isfinite(self.eval_temperature) and self.eval_temperature >= 0):
+            raise EmbodiaError(
+                f"{name}.eval_temperature must be a finite number >= 0, got {self.eval_temperature}"
+            )
         if not (math.isfinite(self.max_grad_norm) and self.max_grad_norm >= 0):
             raise EmbodiaError(f"{name}.max_grad_norm must be a finite number >= 0, got {self.max_grad_norm}")
         for key in ("env_options", "eval_env_options"):
@@ -334,9 +342,11 @@ def _engines(settings: GRPOSettings) -> tuple[RolloutEngine, RolloutEngine | Non
     train = RolloutEngine(settings.env, env_options=settings.env_options, settings=rollout)
     if not settings.eval_prompts:
         return train, None
-    greedy = dataclasses.replace(rollout, group_size=1, temperature=0.0, vectorization="sync")
+    held_out = dataclasses.replace(
+        rollout, group_size=settings.eval_samples, temperature=settings.eval_temperature, vectorization="sync"
+    )
     options = {**settings.env_options, **settings.eval_env_options}
-    return train, RolloutEngine(settings.env, env_options=options, settings=greedy)
+    return train, RolloutEngine(settings.env, env_options=options, settings=held_out)
 
 
 @contextmanager
@@ -370,13 +380,13 @@ class _Run:
     eval_engine: RolloutEngine | None
 
     def evaluate(self) -> float | None:
-        """Mean greedy reward over the held-out seeds (None without evaluation)."""
+        """Mean reward over the held-out episodes (None without evaluation)."""
         if self.eval_engine is None:
             return None
         first = self.settings.eval_first_seed
         seeds = [first + i for i in range(self.settings.eval_prompts)]
         with torch.no_grad():
-            trajectories = self.eval_engine.collect(self.policy, seeds, group_size=1)
+            trajectories = self.eval_engine.collect(self.policy, seeds)
         return float(np.mean([t.total_reward for t in trajectories]))
 
     def step(self, step: int, rollouts: IO[str]) -> dict[str, Any]:
