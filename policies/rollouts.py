@@ -175,7 +175,13 @@ class TextView(ChatView):
     """The generic rule of the module docstring: one text part, optional pictures."""
 
     def __init__(
-        self, env_id: str, observation_space: Any, action_space: Any, *, system: str | None = None
+        self,
+        env_id: str,
+        observation_space: Any,
+        action_space: Any,
+        *,
+        images: bool = True,
+        system: str | None = None,
     ) -> None:
         self.system = system
         self.text_key: str | None = None
@@ -189,7 +195,8 @@ class TextView(ChatView):
                     f"{found}, and the generic rule needs exactly one (no chat view is registered for it)"
                 )
             self.text_key = texts[0]
-            self.image_keys = tuple(k for k, s in observation_space.spaces.items() if _is_picture(s))
+            if images:
+                self.image_keys = tuple(k for k, s in observation_space.spaces.items() if _is_picture(s))
         elif not isinstance(observation_space, spaces.Text):
             raise RolloutError(
                 f"{env_id}: a chat policy cannot read its observations: {observation_space} is neither "
@@ -311,7 +318,13 @@ class LiveGamingView(ChatView):
         return self._action(reply.strip())
 
 
-ViewFactory = Callable[[str, Any, Any], ChatView]
+class ViewFactory(Protocol):
+    """How a chat view is made for an env id (a :class:`ChatView` subclass is one)."""
+
+    def __call__(
+        self, env_id: str, observation_space: Any, action_space: Any, *, images: bool = True
+    ) -> ChatView: ...
+
 
 CHAT_VIEWS: dict[str, ViewFactory] = {
     "embodia/ActiveMappingWaypoint-v0": WaypointView,
@@ -330,10 +343,11 @@ def _spec(env_id: str) -> Any:
         ) from None
 
 
-def chat_view(env_id: str, observation_space: Any, action_space: Any) -> ChatView:
-    """The chat view for an env id and its spaces (see the module docstring)."""
+def chat_view(env_id: str, observation_space: Any, action_space: Any, *, images: bool = True) -> ChatView:
+    """The chat view for an env id and its spaces (see the module docstring); without
+    ``images`` it shows the text alone (a text-only model can then play an env with pictures)."""
     factory = CHAT_VIEWS.get(env_id, TextView)
-    return factory(env_id, observation_space, action_space)
+    return factory(env_id, observation_space, action_space, images=images)
 
 
 # --------------------------------------------------------------------------- records
@@ -545,6 +559,9 @@ class RolloutSettings:
     distribution sampled from, at this temperature."""
     num_envs: int = 8
     """Sub-envs of the vector env (episodes run together); fewer when a batch needs fewer."""
+    images: bool = True
+    """Show the env's pictures; False gives the text-only view (the waypoint candidates as a
+    list, a stream's speech), which a text-only model can play."""
     vectorization: Vectorization = "sync"
     """``sync`` (``SyncVectorEnv``, one process) or ``async`` (``AsyncVectorEnv``, env steps in workers)."""
 
@@ -591,7 +608,9 @@ class RolloutEngine(AbstractContextManager["RolloutEngine"]):
             self.action_space = probe.action_space
         finally:
             probe.close()
-        self.view = view or chat_view(env_id, self.observation_space, self.action_space)
+        self.view = view or chat_view(
+            env_id, self.observation_space, self.action_space, images=self.settings.images
+        )
         self._vector: Any = None
         self._num_envs = 0
         self._fresh = True

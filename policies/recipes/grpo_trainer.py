@@ -101,6 +101,9 @@ class GRPOSettings(GRPOConfig):
     """Turns after which an episode is cut (1: one reply per episode)."""
     num_envs: int = 8
     """Sub-envs of the rollout vector env."""
+    images: bool = True
+    """Show the env's pictures to the policy; False plays its text-only view (a text LM on
+    ActiveMappingWaypoint-v0 reads the candidates as a list)."""
     vectorization: str = "sync"
     """``sync`` or ``async`` (env steps in worker processes)."""
     max_grad_norm: float = 1.0
@@ -337,6 +340,7 @@ def _engines(settings: GRPOSettings) -> tuple[RolloutEngine, RolloutEngine | Non
         max_new_tokens=settings.max_new_tokens,
         temperature=settings.temperature,
         num_envs=settings.num_envs,
+        images=settings.images,
         vectorization="async" if settings.vectorization == "async" else "sync",
     )
     train = RolloutEngine(settings.env, env_options=settings.env_options, settings=rollout)

@@ -3,6 +3,7 @@ checks, dynamic sampling, Durian and the KL reference."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import subprocess
 import sys
@@ -231,3 +232,15 @@ def test_a_vlm_trained_on_puzzle_images_serves_explore_and_csmr(tiny_vlm_dir: Pa
     csmr = ["eval", "csmr", "--task", "clevr", "--items", "1", "--reasoner", policy, "--perceiver", policy]
     result = runner.invoke(app, [*csmr, "--max-queries", "1", "--out", str(tmp_path / "csmr")])
     assert result.exit_code == 0, result.output
+
+
+def test_a_text_lm_trains_on_the_waypoint_candidates_as_text(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
+    options = {"panorama_height": 32, "panorama_width": 64, "max_steps": 40, "rooms": 2, "bev_size": 32}
+    settings = _settings(
+        tiny_chat_lm_dir, env="embodia/ActiveMappingWaypoint-v0", env_options=options, steps=1, max_turns=2
+    )
+    with pytest.raises(EmbodiaError, match="does not take images"):
+        run_grpo(settings, tmp_path / "pictures")
+    run_grpo(dataclasses.replace(settings, images=False), tmp_path / "text")
+    trajectory = json.loads((tmp_path / "text" / "rollouts.jsonl").read_text().splitlines()[0])
+    assert "images" not in trajectory and " m away" in trajectory["turns"][0]["messages"][-1]["content"]
