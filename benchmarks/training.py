@@ -5,8 +5,9 @@
 Every study runs on the tiny random-weight Qwen2 chat LM (2 layers, hidden 128) built from its
 config, on CPU, in this one process:
 
-1. **Speed.** One GRPO optimisation step on one fixed batch (16 sampled DSR completions and
-   their prompts, advantages from a real reward table): embodia's (``grpo_trainer._optimise``:
+1. **Speed.** One GRPO optimisation step on one fixed batch (``--step-samples`` sampled DSR
+   completions of 16 tokens at most and their prompts; the random-weight model scores 0
+   everywhere, so a fixed ramp is added to the rewards to give non-zero advantages): embodia's (``grpo_trainer._optimise``:
    scoring, ``grpo_loss``, backward, gradient clip, AdamW) against TRL's ``GRPOTrainer``
    (``_compute_loss``, backward, the same clip and AdamW) on a second copy of the same model,
    same loss type (dapo), the two timed alternately, medians. ``grpo_step_ratio_vs_trl`` = TRL
@@ -98,7 +99,12 @@ class TimedPolicy:
         self.seconds = 0.0
 
     def sample(
-        self, prompts: Sequence[ChatPrompt], *, n: int = 1, max_new_tokens: int = 256, temperature: float = 1.0
+        self,
+        prompts: Sequence[ChatPrompt],
+        *,
+        n: int = 1,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
     ) -> list[Sample]:
         start = time.perf_counter()
         try:
@@ -188,9 +194,9 @@ def trl_inputs(batch: Any, pad: int) -> dict[str, torch.Tensor]:
     }
 
 
-def grpo_step_speed(model_dir: Path, tmp: Path, repeats: int) -> dict[str, Any]:
+def grpo_step_speed(model_dir: Path, tmp: Path, samples: int, repeats: int) -> dict[str, Any]:
     """embodia's GRPO optimisation step vs TRL's on the same model, batch and lengths."""
-    samples, max_new_tokens = 16, 16
+    max_new_tokens = 16
     policy = make_trainable_policy(f"hf:{model_dir}", seed=0)
     batch, settings = fixed_batch(policy, samples, max_new_tokens)
     ours = torch.optim.AdamW(policy.trainable_parameters(), lr=settings.learning_rate)
@@ -233,7 +239,9 @@ def rollout_speed(model_dir: Path, prompts: int, repeats: int) -> dict[str, Any]
     policy = make_trainable_policy(f"hf:{model_dir}", seed=0)
     result: dict[str, Any] = {}
     for mode in ("sync", "async"):
-        settings = RolloutSettings(group_size=4, max_turns=1, max_new_tokens=16, num_envs=8, vectorization=mode)
+        settings = RolloutSettings(
+            group_size=4, max_turns=1, max_new_tokens=16, num_envs=8, vectorization=mode
+        )
         timed = TimedPolicy(policy)
         with RolloutEngine(solutions.DSR_ENV_ID, env_options=DSR_OPTIONS, settings=settings) as engine:
             engine.collect(timed, [0])  # starts the vector env (and the workers) outside the clock
@@ -346,7 +354,9 @@ def text_waypoint_view(options: dict[str, Any]) -> WaypointView:
         env.close()
 
 
-def random_episode(env: Any, seed: int, max_turns: int, rng: np.random.Generator) -> tuple[dict[str, Any], int]:
+def random_episode(
+    env: Any, seed: int, max_turns: int, rng: np.random.Generator
+) -> tuple[dict[str, Any], int]:
     """One episode picking a uniformly random shown candidate each turn: (last info, decisions)."""
     observation, info = env.reset(seed=seed)
     for turn in range(max_turns):
@@ -359,7 +369,9 @@ def random_episode(env: Any, seed: int, max_turns: int, rng: np.random.Generator
     return info, max_turns
 
 
-def format_records(view: WaypointView, options: dict[str, Any], seeds: Sequence[int], max_turns: int) -> list[dict[str, list[Message]]]:
+def format_records(
+    view: WaypointView, options: dict[str, Any], seeds: Sequence[int], max_turns: int
+) -> list[dict[str, list[Message]]]:
     """SFT records that teach the reply format only: each decision of random-pick episodes, the
     view's prompt for it and a uniformly random shown candidate as the answer."""
     env = gymnasium.make(WAYPOINT_ENV, **options)
@@ -374,7 +386,9 @@ def format_records(view: WaypointView, options: dict[str, Any], seeds: Sequence[
                     break
                 choice = int(rng.choice(shown))
                 messages = list(view.prompt(observation).messages)
-                records.append({"messages": [*messages, {"role": "assistant", "content": f"Answer: {choice}"}]})
+                records.append(
+                    {"messages": [*messages, {"role": "assistant", "content": f"Answer: {choice}"}]}
+                )
                 observation, _, terminated, truncated, _ = env.step(choice)
                 if terminated or truncated:
                     break
@@ -383,7 +397,9 @@ def format_records(view: WaypointView, options: dict[str, Any], seeds: Sequence[
     return records
 
 
-def lm_aucs(engine: RolloutEngine, policy: TrainablePolicy, seeds: Sequence[int]) -> tuple[list[float], Counter[str]]:
+def lm_aucs(
+    engine: RolloutEngine, policy: TrainablePolicy, seeds: Sequence[int]
+) -> tuple[list[float], Counter[str]]:
     """Greedy held-out episodes of a policy: each one's coverage AUC and how the episodes ended."""
     with torch.no_grad():
         trajectories = engine.collect(policy, seeds, group_size=1)
@@ -480,7 +496,9 @@ def waypoint_study(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
         tmp / "waypoint-sft",
     )
     start = sft["policy"]
-    greedy = RolloutSettings(group_size=1, max_turns=args.wp_turns, max_new_tokens=6, temperature=0.0, num_envs=8)
+    greedy = RolloutSettings(
+        group_size=1, max_turns=args.wp_turns, max_new_tokens=6, temperature=0.0, num_envs=8
+    )
     with RolloutEngine(WAYPOINT_ENV, env_options=options, settings=greedy, view=view) as engine:
         start_aucs, start_ends = lm_aucs(engine, make_trainable_policy(start, seed=0), held_out)
         log(f"  waypoint start (format SFT only): AUC {np.mean(start_aucs):.4f} {dict(start_ends)}")
@@ -505,7 +523,9 @@ def waypoint_study(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
     try:
         for repeat in range(args.wp_random_repeats):
             rng = np.random.default_rng(repeat)
-            random_aucs += [random_episode(env, seed, args.wp_turns, rng)[0]["coverage_auc"] for seed in held_out]
+            random_aucs += [
+                random_episode(env, seed, args.wp_turns, rng)[0]["coverage_auc"] for seed in held_out
+            ]
     finally:
         env.close()
     dfs_aucs = heuristic_aucs(held_out, args, tmp)
@@ -539,13 +559,14 @@ def main() -> None:
     args = benchmark_args(
         __doc__,
         "speed only, fewer repeats; the learning studies are skipped (under a minute)",
-        {"step_repeats": 3, "rollout_prompts": 4, "rollout_repeats": 1},
+        {"step_samples": 8, "step_repeats": 2, "rollout_prompts": 2, "rollout_repeats": 1},
+        step_samples=16,
         step_repeats=10,
         rollout_prompts=8,
         rollout_repeats=3,
         text_sft_records=256,
         text_sft_steps=120,
-        text_grpo_steps=15,
+        text_grpo_steps=12,
         text_lr=3e-4,
         text_eval_prompts=32,
         wp_budget=40,
@@ -555,12 +576,12 @@ def main() -> None:
         wp_turns=10,
         wp_sft_episodes=40,
         wp_sft_steps=60,
-        wp_steps=20,
+        wp_steps=12,
         wp_prompts=4,
         wp_group=4,
-        wp_lr=3e-4,
+        wp_lr=1e-3,
         wp_train_seeds=3,
-        wp_eval_seeds=16,
+        wp_eval_seeds=12,
         wp_random_repeats=3,
     )
     logging.getLogger("transformers").setLevel(logging.ERROR)
@@ -571,7 +592,7 @@ def main() -> None:
         tmp = Path(folder)
         model_dir = build_tiny_chat_lm(tmp / "tiny-chat-lm")
         log("speed: embodia vs TRL GRPO step")
-        result |= grpo_step_speed(model_dir, tmp, args.step_repeats)
+        result |= grpo_step_speed(model_dir, tmp, args.step_samples, args.step_repeats)
         log("speed: rollouts, sync vs async")
         result |= rollout_speed(model_dir, args.rollout_prompts, args.rollout_repeats)
         if args.quick:
