@@ -7,10 +7,11 @@ config, on CPU, in this one process:
 
 1. **Speed.** One GRPO optimisation step on one fixed batch (``--step-samples`` sampled DSR
    completions of 16 tokens at most and their prompts; the random-weight model scores 0
-   everywhere, so a fixed ramp is added to the rewards to give non-zero advantages): embodia's (``grpo_trainer._optimise``:
-   scoring, ``grpo_loss``, backward, gradient clip, AdamW) against TRL's ``GRPOTrainer``
-   (``_compute_loss``, backward, the same clip and AdamW) on a second copy of the same model,
-   same loss type (dapo), the two timed alternately, medians. ``grpo_step_ratio_vs_trl`` = TRL
+   everywhere, so a fixed ramp is added to the rewards to give non-zero advantages):
+   embodia's (``grpo_trainer._optimise``: scoring, ``grpo_loss``, backward, gradient clip,
+   AdamW) against TRL's ``GRPOTrainer`` (``_compute_loss``, backward, the same clip and AdamW)
+   on a second copy of the same model, same loss type (dapo), the two timed alternately,
+   medians. ``grpo_step_ratio_vs_trl`` = TRL
    time / embodia time (>= 1: embodia no slower). Rollout throughput on ``embodia/DSR-v0``
    with gymnasium's sync and async vector envs, and ``outside_model_share``: the share of the
    sync collection's wall time spent outside the policy's ``sample`` calls (env steps,
