@@ -264,6 +264,19 @@ def rollout_speed(model_dir: Path, prompts: int, repeats: int) -> dict[str, Any]
 # --------------------------------------------------------------------------- 2. text env gain
 
 
+def warm_up(model_dir: Path, records: Sequence[Any], steps: int, out: Path) -> dict[str, Any]:
+    """The SFT warm-up both studies start from (batches of 8, learning rate 3e-3): its summary."""
+    settings = SFTSettings(
+        model=f"hf:{model_dir}",
+        data=tuple(records),
+        max_steps=steps,
+        batch_size=8,
+        learning_rate=3e-3,
+        seed=0,
+    )
+    return run_sft(settings, out)
+
+
 def first_element_baseline(seeds: Sequence[int]) -> float:
     """Mean reward of answering each held-out instance's first array element, scored by the env."""
     env = gymnasium.make(solutions.DSR_ENV_ID, **DSR_OPTIONS, **DSR_HELD_OUT)
@@ -282,17 +295,7 @@ def text_gain(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
     """SFT warm-up then GRPO on DSR array.access short; held-out greedy reward before and after."""
     start = time.perf_counter()
     records = solutions.dsr_solution_records(range(args.text_sft_records))
-    sft = run_sft(
-        SFTSettings(
-            model=f"hf:{model_dir}",
-            data=tuple(records),
-            max_steps=args.text_sft_steps,
-            batch_size=8,
-            learning_rate=3e-3,
-            seed=0,
-        ),
-        tmp / "dsr-sft",
-    )
+    sft = warm_up(model_dir, records, args.text_sft_steps, tmp / "dsr-sft")
     sft_s = time.perf_counter() - start
     settings = GRPOSettings(
         policy=sft["policy"],
@@ -485,17 +488,7 @@ def waypoint_study(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
 
     # Format warm-up on random picks from seeds no training run or evaluation uses.
     records = format_records(view, options, range(50_000, 50_000 + args.wp_sft_episodes), args.wp_turns)
-    sft = run_sft(
-        SFTSettings(
-            model=f"hf:{model_dir}",
-            data=tuple(records),
-            max_steps=args.wp_sft_steps,
-            batch_size=8,
-            learning_rate=3e-3,
-            seed=0,
-        ),
-        tmp / "waypoint-sft",
-    )
+    sft = warm_up(model_dir, records, args.wp_sft_steps, tmp / "waypoint-sft")
     start = sft["policy"]
     greedy = RolloutSettings(
         group_size=1, max_turns=args.wp_turns, max_new_tokens=6, temperature=0.0, num_envs=8
