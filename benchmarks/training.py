@@ -1,6 +1,6 @@
 """GRPO training: evidence that it learns (DSR text env, active-mapping waypoints) and its speed.
 
-    python benchmarks/training.py [--quick] [--text-grpo-steps N] [--wp-train-seeds K] ...
+    python benchmarks/training.py [--quick] [--studies 0] [--text_grpo_steps N] [--wp_train_seeds K] ...
 
 Every study runs on the tiny random-weight Qwen2 chat LM (2 layers, hidden 128) built from its
 config, on CPU, in this one process:
@@ -33,7 +33,8 @@ config, on CPU, in this one process:
    (``evals.explore.run_exploration``, the run ``embodia explore --agent dfs`` makes).
 
 ``--quick`` (under a minute) runs the speed section with fewer repeats and skips studies 2 and 3
-(their keys are null, with a ``*_skipped`` reason). Last line: one JSON object.
+(their keys are null, with a ``*_skipped`` reason); ``--studies 0`` skips them at full speed
+sizes. Last line: one JSON object.
 """
 
 from __future__ import annotations
@@ -236,23 +237,41 @@ def grpo_step_speed(model_dir: Path, tmp: Path, samples: int, repeats: int) -> d
 
 def rollout_speed(model_dir: Path, prompts: int, repeats: int) -> dict[str, Any]:
     """Episodes per second on DSR-v0 under sync and async vector envs (same policy, same seeds),
-    and the share of the sync collection's time spent outside the policy's sampling."""
+    and the share of each collection's time spent outside the policy's sampling. The two
+    engines take turns on each batch of seeds, after one untimed pass over all of them, so a
+    busy moment of a shared machine or a first-call cost does not land on one side only."""
     policy = make_trainable_policy(f"hf:{model_dir}", seed=0)
-    result: dict[str, Any] = {}
-    for mode in ("sync", "async"):
-        settings = RolloutSettings(
-            group_size=4, max_turns=1, max_new_tokens=16, num_envs=8, vectorization=mode
+    modes = ("sync", "async")
+    timed = {mode: TimedPolicy(policy) for mode in modes}
+    wall = dict.fromkeys(modes, 0.0)
+    episodes = dict.fromkeys(modes, 0)
+    batches = [list(range(r * prompts, (r + 1) * prompts)) for r in range(repeats)]
+    engines = {
+        mode: RolloutEngine(
+            solutions.DSR_ENV_ID,
+            env_options=DSR_OPTIONS,
+            settings=RolloutSettings(
+                group_size=4, max_turns=1, max_new_tokens=16, num_envs=8, vectorization=mode
+            ),
         )
-        timed = TimedPolicy(policy)
-        with RolloutEngine(solutions.DSR_ENV_ID, env_options=DSR_OPTIONS, settings=settings) as engine:
-            engine.collect(timed, [0])  # starts the vector env (and the workers) outside the clock
-            timed.seconds, episodes, wall = 0.0, 0, 0.0
-            for r in range(repeats):
+        for mode in modes
+    }
+    try:
+        for mode in modes:
+            for seeds in batches:
+                engines[mode].collect(policy, seeds)
+        for seeds in batches:
+            for mode in modes:
                 start = time.perf_counter()
-                episodes += len(engine.collect(timed, list(range(r * prompts, (r + 1) * prompts))))
-                wall += time.perf_counter() - start
-        result[f"rollout_{mode}_episodes_per_s"] = round(episodes / wall, 2)
-        result[f"outside_model_share_{mode}"] = round(1 - timed.seconds / wall, 4)
+                episodes[mode] += len(engines[mode].collect(timed[mode], seeds))
+                wall[mode] += time.perf_counter() - start
+    finally:
+        for engine in engines.values():
+            engine.close()
+    result: dict[str, Any] = {}
+    for mode in modes:
+        result[f"rollout_{mode}_episodes_per_s"] = round(episodes[mode] / wall[mode], 2)
+        result[f"outside_model_share_{mode}"] = round(1 - timed[mode].seconds / wall[mode], 4)
     result["outside_model_share"] = result["outside_model_share_sync"]
     result["rollout_async_vs_sync"] = round(
         result["rollout_async_episodes_per_s"] / result["rollout_sync_episodes_per_s"], 3
@@ -553,7 +572,8 @@ def main() -> None:
     args = benchmark_args(
         __doc__,
         "speed only, fewer repeats; the learning studies are skipped (under a minute)",
-        {"step_samples": 8, "step_repeats": 2, "rollout_prompts": 2, "rollout_repeats": 1},
+        {"studies": 0, "step_samples": 8, "step_repeats": 2, "rollout_prompts": 2, "rollout_repeats": 1},
+        studies=1,
         step_samples=16,
         step_repeats=10,
         rollout_prompts=8,
@@ -589,8 +609,8 @@ def main() -> None:
         result |= grpo_step_speed(model_dir, tmp, args.step_samples, args.step_repeats)
         log("speed: rollouts, sync vs async")
         result |= rollout_speed(model_dir, args.rollout_prompts, args.rollout_repeats)
-        if args.quick:
-            skipped = "--quick: run without --quick for the learning studies (about 20 minutes)"
+        if not args.studies:
+            skipped = "--quick or --studies 0: run without them for the learning studies (about 20 minutes)"
             result |= {"text_reward_gain": None, "text_reward_skipped": skipped}
             result |= {"waypoint_auc_gain_vs_random": None, "waypoint_skipped": skipped}
         else:
