@@ -1,0 +1,626 @@
+"""GRPO training: evidence that it learns (DSR text env, active-mapping waypoints) and its speed.
+
+    python benchmarks/training.py [--quick] [--studies 0] [--text_grpo_steps N] [--wp_train_seeds K] ...
+
+Every study runs on the tiny random-weight Qwen2 chat LM (2 layers, hidden 128) built from its
+config, on CPU, in this one process:
+
+1. **Speed.** One GRPO optimisation step on one fixed batch (``--step-samples`` sampled DSR
+   completions of 16 tokens at most and their prompts; the random-weight model scores 0
+   everywhere, so a fixed ramp is added to the rewards to give non-zero advantages):
+   embodia's (``grpo_trainer._optimise``: scoring, ``grpo_loss``, backward, gradient clip,
+   AdamW) against TRL's ``GRPOTrainer`` (``_compute_loss``, backward, the same clip and AdamW)
+   on a second copy of the same model, same loss type (dapo), the two timed alternately,
+   medians. ``grpo_step_ratio_vs_trl`` = TRL
+   time / embodia time (>= 1: embodia no slower). Rollout throughput on ``embodia/DSR-v0``
+   with gymnasium's sync and async vector envs, and ``outside_model_share``: the share of the
+   sync collection's wall time spent outside the policy's ``sample`` calls (env steps,
+   prompt rendering, reply parsing, records).
+2. **Text env gain** (``text_reward_gain``): SFT warm-up on solved DSR ``array.access`` short
+   instances, then GRPO (``run_grpo``) on the env; the greedy reward on held-out instances
+   (another ``instance_seed``) before and after GRPO, and a trivial baseline scored by the
+   env itself: answering the array's first element.
+3. **The embodied job** (``waypoint_auc_gain_vs_random``): GRPO over
+   ``embodia/ActiveMappingWaypoint-v0`` (index actions) with the same tiny LM reading the text
+   rendering of the candidates (``WaypointView`` with images off: number, bearing, range), a
+   multi-turn episode per trajectory (``max_turns`` decisions, the primitive-step budget
+   usually ends it first), trajectory reward = total coverage gain (m2). An SFT warm-up on
+   uniformly random valid picks teaches the answer format only (no preference); that warmed-up
+   model is the untrained start. Held-out procedural seeds are scored by the env's own
+   coverage AUC (``info["coverage_auc"]``, the measure ``embodia explore`` reports) for: the
+   start, the model after GRPO from each of several training seeds (greedy), a uniformly random
+   candidate picker, and the depth-first explorer with its heuristic policy
+   (``evals.explore.run_exploration``, the run ``embodia explore --agent dfs`` makes).
+
+``--quick`` (under a minute) runs the speed section with fewer repeats and skips studies 2 and 3
+(their keys are null, with a ``*_skipped`` reason); ``--studies 0`` skips them at full speed
+sizes. Last line: one JSON object.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import statistics
+import tempfile
+import time
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import gymnasium
+import numpy as np
+import torch
+from _common import benchmark_args
+
+import embodia.envs  # noqa: F401  (registers the env ids)
+from embodia.core.chat import Message
+from embodia.evals.explore import ExploreSettings, run_exploration
+from embodia.policies.recipes import grpo_trainer, solutions
+from embodia.policies.recipes.grpo_trainer import GRPOSettings, run_grpo
+from embodia.policies.recipes.sft import SFTSettings, run_sft
+from embodia.policies.rollouts import (
+    ChatPrompt,
+    RolloutEngine,
+    RolloutSettings,
+    Sample,
+    Trajectory,
+    WaypointView,
+)
+from embodia.policies.spec import make_trainable_policy
+from embodia.policies.tiny_models import build_tiny_chat_lm
+from embodia.policies.trainable import TrainablePolicy
+
+DSR_OPTIONS = {
+    "operation": solutions.DSR_OPERATION,
+    "length": solutions.DSR_LENGTH,
+    "mode": solutions.DSR_PROMPT_MODE,
+    "description": solutions.DSR_DESCRIPTION,
+}
+DSR_HELD_OUT = {"instance_seed": 7}
+WAYPOINT_ENV = "embodia/ActiveMappingWaypoint-v0"
+WAYPOINT_SEED_STRIDE = 1000
+"""Training reset seeds of training seed k start at k * this; held-out seeds start at 100_000."""
+WAYPOINT_HELD_OUT = 100_000
+
+
+def log(message: str) -> None:
+    print(message, flush=True)
+
+
+# --------------------------------------------------------------------------- 1. speed
+
+
+class TimedPolicy:
+    """A sampling policy that adds up the wall time of the wrapped policy's ``sample`` calls."""
+
+    def __init__(self, policy: TrainablePolicy) -> None:
+        self.policy = policy
+        self.seconds = 0.0
+
+    def sample(
+        self,
+        prompts: Sequence[ChatPrompt],
+        *,
+        n: int = 1,
+        max_new_tokens: int = 256,
+        temperature: float = 1.0,
+    ) -> list[Sample]:
+        start = time.perf_counter()
+        try:
+            return self.policy.sample(prompts, n=n, max_new_tokens=max_new_tokens, temperature=temperature)
+        finally:
+            self.seconds += time.perf_counter() - start
+
+
+def fixed_batch(policy: TrainablePolicy, samples: int, max_new_tokens: int) -> tuple[Any, GRPOSettings]:
+    """One rollout batch of DSR prompts and sampled completions, as the trainer's ``_Batch``."""
+    group = 4
+    settings = GRPOSettings(
+        policy="fixed",
+        env=solutions.DSR_ENV_ID,
+        group_size=group,
+        max_new_tokens=max_new_tokens,
+        learning_rate=1e-4,
+        loss_type="dapo",
+    )
+    rollout = RolloutSettings(group_size=group, max_turns=1, max_new_tokens=max_new_tokens, num_envs=8)
+    with RolloutEngine(solutions.DSR_ENV_ID, env_options=DSR_OPTIONS, settings=rollout) as engine:
+        trajectories = engine.collect(policy, list(range(samples // group)))
+    rewards = grpo_trainer._rewards(trajectories, samples // group, group)
+    # A random-weight model scores 0 everywhere: spread the table so advantages are not all 0.
+    rewards = rewards + torch.linspace(0, 1, samples).view_as(rewards)
+    advantages = settings.estimator()(rewards).values
+    keep = torch.ones(samples // group, dtype=torch.bool)
+    return grpo_trainer._batch(trajectories, advantages, keep, group), settings
+
+
+def trl_trainer(model_dir: Path, out: Path, batch_size: int, settings: GRPOSettings) -> Any:
+    """A real TRL ``GRPOTrainer`` on its own copy of the model, set up as its training loop does."""
+    from datasets import Dataset
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from trl import GRPOConfig as TRLConfig
+    from trl import GRPOTrainer
+
+    def unused_reward(completions: list[Any], **_: Any) -> list[float]:
+        return [0.0 for _ in completions]  # the constructor needs one; the step below never calls it
+
+    args = TRLConfig(
+        output_dir=str(out),
+        per_device_train_batch_size=batch_size,
+        num_generations=settings.group_size,
+        max_completion_length=settings.max_new_tokens,
+        loss_type=settings.loss_type,
+        beta=settings.beta,
+        epsilon=settings.epsilon,
+        learning_rate=settings.learning_rate,
+        use_cpu=True,
+        bf16=False,
+        report_to=[],
+    )
+    trainer = GRPOTrainer(
+        model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
+        reward_funcs=unused_reward,
+        args=args,
+        train_dataset=Dataset.from_dict({"prompt": ["unused"] * batch_size}),
+        processing_class=AutoTokenizer.from_pretrained(model_dir),
+    )
+    trainer.model.train()
+    trainer.current_gradient_accumulation_steps = 1
+    return trainer
+
+
+def trl_inputs(batch: Any, pad: int) -> dict[str, torch.Tensor]:
+    """The batch as TRL holds it after generation: prompts left-padded, completions right-padded."""
+    rows = len(batch.prompt_ids)
+    prompt_len = max(len(p) for p in batch.prompt_ids)
+    completion_len = max(len(c) for c in batch.completion_ids)
+    prompt_ids = torch.full((rows, prompt_len), pad, dtype=torch.long)
+    prompt_mask = torch.zeros((rows, prompt_len), dtype=torch.long)
+    completion_ids = torch.full((rows, completion_len), pad, dtype=torch.long)
+    completion_mask = torch.zeros((rows, completion_len), dtype=torch.long)
+    for i, (prompt, completion) in enumerate(zip(batch.prompt_ids, batch.completion_ids, strict=True)):
+        prompt_ids[i, prompt_len - len(prompt) :] = torch.tensor(prompt)
+        prompt_mask[i, prompt_len - len(prompt) :] = 1
+        completion_ids[i, : len(completion)] = torch.tensor(completion)
+        completion_mask[i, : len(completion)] = 1
+    return {
+        "prompt_ids": prompt_ids,
+        "prompt_mask": prompt_mask,
+        "completion_ids": completion_ids,
+        "completion_mask": completion_mask,
+        "advantages": batch.advantages.clone(),
+        "num_items_in_batch": completion_mask.sum(),
+    }
+
+
+def grpo_step_speed(model_dir: Path, tmp: Path, samples: int, repeats: int) -> dict[str, Any]:
+    """embodia's GRPO optimisation step vs TRL's on the same model, batch and lengths."""
+    max_new_tokens = 16
+    policy = make_trainable_policy(f"hf:{model_dir}", seed=0)
+    batch, settings = fixed_batch(policy, samples, max_new_tokens)
+    ours = torch.optim.AdamW(policy.trainable_parameters(), lr=settings.learning_rate)
+    trainer = trl_trainer(model_dir, tmp / "trl", samples, settings)
+    theirs = torch.optim.AdamW(trainer.model.parameters(), lr=settings.learning_rate)
+    inputs = trl_inputs(batch, trainer.processing_class.pad_token_id)
+
+    def embodia_step() -> None:
+        grpo_trainer._optimise(policy, None, ours, batch, settings)
+
+    def trl_step() -> None:
+        theirs.zero_grad(set_to_none=True)
+        loss = trainer._compute_loss(trainer.model, inputs)
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(trainer.model.parameters(), settings.max_grad_norm)
+        theirs.step()
+
+    times: dict[str, list[float]] = {"embodia": [], "trl": []}
+    embodia_step(), trl_step()  # warm-up: allocator, kernels, optimiser state
+    for _ in range(repeats):
+        for name, step in (("embodia", embodia_step), ("trl", trl_step)):
+            start = time.perf_counter()
+            step()
+            times[name].append(time.perf_counter() - start)
+    ours_s, trl_s = statistics.median(times["embodia"]), statistics.median(times["trl"])
+    return {
+        "grpo_step_ratio_vs_trl": round(trl_s / ours_s, 3),
+        "grpo_step_embodia_ms": round(1000 * ours_s, 2),
+        "grpo_step_trl_ms": round(1000 * trl_s, 2),
+        "grpo_step_samples": samples,
+        "grpo_step_prompt_tokens": max(len(p) for p in batch.prompt_ids),
+        "grpo_step_completion_tokens": int(inputs["completion_mask"].sum()),
+        "grpo_step_repeats": repeats,
+    }
+
+
+def rollout_speed(model_dir: Path, prompts: int, repeats: int) -> dict[str, Any]:
+    """Episodes per second on DSR-v0 under sync and async vector envs (same policy, same seeds),
+    and the share of each collection's time spent outside the policy's sampling. The two
+    engines take turns on each batch of seeds, after one untimed pass over all of them, so a
+    busy moment of a shared machine or a first-call cost does not land on one side only."""
+    policy = make_trainable_policy(f"hf:{model_dir}", seed=0)
+    modes = ("sync", "async")
+    timed = {mode: TimedPolicy(policy) for mode in modes}
+    wall = dict.fromkeys(modes, 0.0)
+    episodes = dict.fromkeys(modes, 0)
+    batches = [list(range(r * prompts, (r + 1) * prompts)) for r in range(repeats)]
+    engines = {
+        mode: RolloutEngine(
+            solutions.DSR_ENV_ID,
+            env_options=DSR_OPTIONS,
+            settings=RolloutSettings(
+                group_size=4, max_turns=1, max_new_tokens=16, num_envs=8, vectorization=mode
+            ),
+        )
+        for mode in modes
+    }
+    try:
+        for mode in modes:
+            for seeds in batches:
+                engines[mode].collect(policy, seeds)
+        for seeds in batches:
+            for mode in modes:
+                start = time.perf_counter()
+                episodes[mode] += len(engines[mode].collect(timed[mode], seeds))
+                wall[mode] += time.perf_counter() - start
+    finally:
+        for engine in engines.values():
+            engine.close()
+    result: dict[str, Any] = {}
+    for mode in modes:
+        result[f"rollout_{mode}_episodes_per_s"] = round(episodes[mode] / wall[mode], 2)
+        result[f"outside_model_share_{mode}"] = round(1 - timed[mode].seconds / wall[mode], 4)
+    result["outside_model_share"] = result["outside_model_share_sync"]
+    result["rollout_async_vs_sync"] = round(
+        result["rollout_async_episodes_per_s"] / result["rollout_sync_episodes_per_s"], 3
+    )
+    result["rollout_episodes_per_collect"] = prompts * 4
+    return result
+
+
+# --------------------------------------------------------------------------- 2. text env gain
+
+
+def warm_up(model_dir: Path, records: Sequence[Any], steps: int, out: Path) -> dict[str, Any]:
+    """The SFT warm-up both studies start from (batches of 8, learning rate 3e-3): its summary."""
+    settings = SFTSettings(
+        model=f"hf:{model_dir}",
+        data=tuple(records),
+        max_steps=steps,
+        batch_size=8,
+        learning_rate=3e-3,
+        seed=0,
+    )
+    return run_sft(settings, out)
+
+
+def first_element_baseline(seeds: Sequence[int]) -> float:
+    """Mean reward of answering each held-out instance's first array element, scored by the env."""
+    env = gymnasium.make(solutions.DSR_ENV_ID, **DSR_OPTIONS, **DSR_HELD_OUT)
+    rewards = []
+    try:
+        for seed in seeds:
+            env.reset(seed=seed)
+            first = env.unwrapped.instance.data["array"][0]
+            rewards.append(env.step(json.dumps({"final_answer": first}))[1])
+    finally:
+        env.close()
+    return float(np.mean(rewards))
+
+
+def text_gain(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
+    """SFT warm-up then GRPO on DSR array.access short; held-out greedy reward before and after."""
+    start = time.perf_counter()
+    records = solutions.dsr_solution_records(range(args.text_sft_records))
+    sft = warm_up(model_dir, records, args.text_sft_steps, tmp / "dsr-sft")
+    sft_s = time.perf_counter() - start
+    settings = GRPOSettings(
+        policy=sft["policy"],
+        env=solutions.DSR_ENV_ID,
+        env_options=DSR_OPTIONS,
+        steps=args.text_grpo_steps,
+        prompts_per_step=8,
+        group_size=8,
+        max_new_tokens=14,
+        learning_rate=args.text_lr,
+        eval_prompts=args.text_eval_prompts,
+        eval_env_options=DSR_HELD_OUT,
+        seed=0,
+    )
+    summary = run_grpo(
+        settings,
+        tmp / "dsr-grpo",
+        on_step=lambda line: log(
+            f"  dsr grpo step {line['step']}: reward {line.get('reward_mean', float('nan')):.3f}"
+            + (f", held-out {line['eval_reward']:.3f}" if line.get("eval_reward") is not None else "")
+        ),
+    )
+    before, after = summary["eval_reward_start"], summary["eval_reward_end"]
+    seeds = [settings.eval_first_seed + i for i in range(settings.eval_prompts)]
+    return {
+        "text_reward_gain": round(after - before, 4),
+        "text_eval_reward_before": round(before, 4),
+        "text_eval_reward_after": round(after, 4),
+        "text_first_element_baseline": round(first_element_baseline(seeds), 4),
+        "text_train_reward_first": round(summary["reward_first"], 4),
+        "text_train_reward_last": round(summary["reward_last"], 4),
+        "text_eval_prompts": settings.eval_prompts,
+        "text_sft_steps": args.text_sft_steps,
+        "text_sft_loss_last": sft.get("train_loss_last"),
+        "text_grpo_steps": settings.steps,
+        "text_sft_s": round(sft_s, 1),
+        "text_grpo_s": round(summary["wall_s"], 1),
+    }
+
+
+# --------------------------------------------------------------------------- 3. waypoints
+
+
+def waypoint_options(args: Any) -> dict[str, Any]:
+    return {
+        "action_type": "index",
+        "max_steps": args.wp_budget,
+        "rooms": args.wp_rooms,
+        "panorama_height": args.wp_height,
+        "panorama_width": args.wp_width,
+    }
+
+
+def text_waypoint_view(options: dict[str, Any]) -> WaypointView:
+    """The waypoint env's chat view with the panorama left out: the candidates as text only."""
+    env = gymnasium.make(WAYPOINT_ENV, **options)
+    try:
+        return WaypointView(WAYPOINT_ENV, env.observation_space, env.action_space, images=False)
+    finally:
+        env.close()
+
+
+def random_episode(
+    env: Any, seed: int, max_turns: int, rng: np.random.Generator
+) -> tuple[dict[str, Any], int]:
+    """One episode picking a uniformly random shown candidate each turn: (last info, decisions)."""
+    observation, info = env.reset(seed=seed)
+    for turn in range(max_turns):
+        shown = np.flatnonzero(observation["candidate_mask"])
+        if not len(shown):
+            return info, turn
+        observation, _, terminated, truncated, info = env.step(int(rng.choice(shown)))
+        if terminated or truncated:
+            return info, turn + 1
+    return info, max_turns
+
+
+def format_records(
+    view: WaypointView, options: dict[str, Any], seeds: Sequence[int], max_turns: int
+) -> list[dict[str, list[Message]]]:
+    """SFT records that teach the reply format only: each decision of random-pick episodes, the
+    view's prompt for it and a uniformly random shown candidate as the answer."""
+    env = gymnasium.make(WAYPOINT_ENV, **options)
+    rng = np.random.default_rng(0)
+    records = []
+    try:
+        for seed in seeds:
+            observation, _ = env.reset(seed=seed)
+            for _ in range(max_turns):
+                shown = np.flatnonzero(observation["candidate_mask"])
+                if not len(shown):
+                    break
+                choice = int(rng.choice(shown))
+                messages = list(view.prompt(observation).messages)
+                records.append(
+                    {"messages": [*messages, {"role": "assistant", "content": f"Answer: {choice}"}]}
+                )
+                observation, _, terminated, truncated, _ = env.step(choice)
+                if terminated or truncated:
+                    break
+    finally:
+        env.close()
+    return records
+
+
+def lm_aucs(
+    engine: RolloutEngine, policy: TrainablePolicy, seeds: Sequence[int]
+) -> tuple[list[float], Counter[str]]:
+    """Greedy held-out episodes of a policy: each one's coverage AUC and how the episodes ended."""
+    with torch.no_grad():
+        trajectories = engine.collect(policy, seeds, group_size=1)
+    return [t.info["coverage_auc"] for t in trajectories], Counter(t.ended_by for t in trajectories)
+
+
+def chosen_numbers(trajectories: Sequence[Trajectory]) -> Counter[int]:
+    return Counter(turn.action for t in trajectories for turn in t.turns if turn.action is not None)
+
+
+def grpo_waypoints(
+    start: str, options: dict[str, Any], view: WaypointView, train_seed: int, args: Any
+) -> tuple[TrainablePolicy, list[float], Counter[int]]:
+    """GRPO from ``start`` over the waypoint env (the trainer's steps, with the text-only view):
+    the trained policy, the mean trajectory reward of each step and the numbers it chose last."""
+    settings = GRPOSettings(
+        policy=start,
+        env=WAYPOINT_ENV,
+        env_options=options,
+        steps=args.wp_steps,
+        prompts_per_step=args.wp_prompts,
+        group_size=args.wp_group,
+        max_turns=args.wp_turns,
+        max_new_tokens=6,
+        learning_rate=args.wp_lr,
+        seed=train_seed,
+    )
+    torch.manual_seed(train_seed)
+    policy = make_trainable_policy(start, seed=train_seed)
+    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=settings.learning_rate)
+    rollout = RolloutSettings(
+        group_size=settings.group_size,
+        max_turns=settings.max_turns,
+        max_new_tokens=settings.max_new_tokens,
+        temperature=settings.temperature,
+        num_envs=8,
+    )
+    P, G = settings.prompts_per_step, settings.group_size
+    keep = torch.ones(P, dtype=torch.bool)
+    curve: list[float] = []
+    chosen: Counter[int] = Counter()
+    with RolloutEngine(WAYPOINT_ENV, env_options=options, settings=rollout, view=view) as engine:
+        for step in range(settings.steps):
+            first = train_seed * WAYPOINT_SEED_STRIDE + step * P
+            trajectories = engine.collect(policy, list(range(first, first + P)))
+            rewards = grpo_trainer._rewards(trajectories, P, G)
+            advantages = settings.estimator()(rewards).values
+            batch = grpo_trainer._batch(trajectories, advantages, keep, G)
+            if batch.prompt_ids:
+                grpo_trainer._optimise(policy, None, optimizer, batch, settings)
+            curve.append(float(rewards.mean()))
+            chosen = chosen_numbers(trajectories)
+            log(f"  waypoint grpo seed {train_seed} step {step + 1}: coverage gain {curve[-1]:.2f} m2")
+    return policy, curve, chosen
+
+
+def heuristic_aucs(seeds: Sequence[int], args: Any, tmp: Path) -> list[float]:
+    """The depth-first explorer with its heuristic policy (``embodia explore --agent dfs``) on the
+    same scenes, budget and panorama size: each run's coverage AUC."""
+    aucs = []
+    for seed in seeds:
+        settings = ExploreSettings(
+            agent="dfs",
+            env="waypoint",
+            policy="heuristic",
+            steps=args.wp_budget,
+            seed=seed,
+            rooms=args.wp_rooms,
+            panorama_height=args.wp_height,
+            panorama_width=args.wp_width,
+            video=False,
+        )
+        aucs.append(float(run_exploration(settings, tmp / f"dfs-{seed}")["coverage_auc"]))
+    return aucs
+
+
+def waypoint_study(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
+    options = waypoint_options(args)
+    view = text_waypoint_view(options)
+    held_out = list(range(WAYPOINT_HELD_OUT, WAYPOINT_HELD_OUT + args.wp_eval_seeds))
+    started = time.perf_counter()
+
+    # Format warm-up on random picks from seeds no training run or evaluation uses.
+    records = format_records(view, options, range(50_000, 50_000 + args.wp_sft_episodes), args.wp_turns)
+    sft = warm_up(model_dir, records, args.wp_sft_steps, tmp / "waypoint-sft")
+    start = sft["policy"]
+    greedy = RolloutSettings(
+        group_size=1, max_turns=args.wp_turns, max_new_tokens=6, temperature=0.0, num_envs=8
+    )
+    with RolloutEngine(WAYPOINT_ENV, env_options=options, settings=greedy, view=view) as engine:
+        start_aucs, start_ends = lm_aucs(engine, make_trainable_policy(start, seed=0), held_out)
+        log(f"  waypoint start (format SFT only): AUC {np.mean(start_aucs):.4f} {dict(start_ends)}")
+        trained: list[dict[str, Any]] = []
+        for train_seed in range(args.wp_train_seeds):
+            policy, curve, chosen = grpo_waypoints(start, options, view, train_seed, args)
+            aucs, ends = lm_aucs(engine, policy, held_out)
+            log(f"  waypoint trained seed {train_seed}: AUC {np.mean(aucs):.4f} {dict(ends)}")
+            trained.append(
+                {
+                    "seed": train_seed,
+                    "auc": float(np.mean(aucs)),
+                    "train_gain_first3": float(np.mean(curve[:3])),
+                    "train_gain_last3": float(np.mean(curve[-3:])),
+                    "ended_by": dict(ends),
+                    "last_step_choices": {str(k): v for k, v in sorted(chosen.items())},
+                }
+            )
+
+    env = gymnasium.make(WAYPOINT_ENV, **options)
+    random_aucs = []
+    try:
+        for repeat in range(args.wp_random_repeats):
+            rng = np.random.default_rng(repeat)
+            random_aucs += [
+                random_episode(env, seed, args.wp_turns, rng)[0]["coverage_auc"] for seed in held_out
+            ]
+    finally:
+        env.close()
+    dfs_aucs = heuristic_aucs(held_out, args, tmp)
+
+    trained_auc = float(np.mean([t["auc"] for t in trained]))
+    start_auc, random_auc = float(np.mean(start_aucs)), float(np.mean(random_aucs))
+    return {
+        "waypoint_auc_gain_vs_random": round(trained_auc - random_auc, 4),
+        "waypoint_auc_gain_vs_start": round(trained_auc - start_auc, 4),
+        "waypoint_auc_trained": round(trained_auc, 4),
+        "waypoint_auc_trained_per_seed": [round(t["auc"], 4) for t in trained],
+        "waypoint_trained_beats_random_seeds": sum(t["auc"] > random_auc for t in trained),
+        "waypoint_trained_beats_start_seeds": sum(t["auc"] > start_auc for t in trained),
+        "waypoint_auc_start": round(start_auc, 4),
+        "waypoint_auc_random": round(random_auc, 4),
+        "waypoint_auc_heuristic_dfs": round(float(np.mean(dfs_aucs)), 4),
+        "waypoint_runs": trained,
+        "waypoint_start_ended_by": dict(start_ends),
+        "waypoint_held_out_seeds": len(held_out),
+        "waypoint_env_options": options,
+        "waypoint_max_turns": args.wp_turns,
+        "waypoint_sft_records": len(records),
+        "waypoint_s": round(time.perf_counter() - started, 1),
+    }
+
+
+# --------------------------------------------------------------------------- main
+
+
+def main() -> None:
+    args = benchmark_args(
+        __doc__,
+        "speed only, fewer repeats; the learning studies are skipped (under a minute)",
+        {"studies": 0, "step_samples": 8, "step_repeats": 2, "rollout_prompts": 2, "rollout_repeats": 1},
+        studies=1,
+        step_samples=16,
+        step_repeats=10,
+        rollout_prompts=8,
+        rollout_repeats=3,
+        text_sft_records=256,
+        text_sft_steps=120,
+        text_grpo_steps=12,
+        text_lr=3e-4,
+        text_eval_prompts=32,
+        wp_budget=40,
+        wp_rooms=3,
+        wp_height=64,
+        wp_width=128,
+        wp_turns=10,
+        wp_sft_episodes=40,
+        wp_sft_steps=60,
+        wp_steps=12,
+        wp_prompts=4,
+        wp_group=4,
+        wp_lr=1e-3,
+        wp_train_seeds=3,
+        wp_eval_seeds=12,
+        wp_random_repeats=3,
+    )
+    logging.getLogger("transformers").setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore")
+    started = time.perf_counter()
+    result: dict[str, Any] = {"quick": bool(args.quick)}
+    with tempfile.TemporaryDirectory() as folder:
+        tmp = Path(folder)
+        model_dir = build_tiny_chat_lm(tmp / "tiny-chat-lm")
+        log("speed: embodia vs TRL GRPO step")
+        result |= grpo_step_speed(model_dir, tmp, args.step_samples, args.step_repeats)
+        log("speed: rollouts, sync vs async")
+        result |= rollout_speed(model_dir, args.rollout_prompts, args.rollout_repeats)
+        if not args.studies:
+            skipped = "--quick or --studies 0: run without them for the learning studies (about 20 minutes)"
+            result |= {"text_reward_gain": None, "text_reward_skipped": skipped}
+            result |= {"waypoint_auc_gain_vs_random": None, "waypoint_skipped": skipped}
+        else:
+            log("text env: SFT warm-up, then GRPO on DSR array.access short")
+            result |= text_gain(model_dir, tmp, args)
+            log("embodied: GRPO over ActiveMappingWaypoint-v0")
+            result |= waypoint_study(model_dir, tmp, args)
+    result["wall_s"] = round(time.perf_counter() - started, 1)
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
