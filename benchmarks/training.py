@@ -1,6 +1,6 @@
 """GRPO training: evidence that it learns (DSR text env, active-mapping waypoints) and its speed.
 
-    python benchmarks/training.py [--quick] [--studies 0] [--text_grpo_steps N] [--wp_train_seeds K] ...
+    python benchmarks/training.py [--quick] [--studies 0] [--text_seeds N] [--wp_train_seeds K] ...
 
 Every study runs on the tiny random-weight Qwen2 chat LM (2 layers, hidden 128) built from its
 config, on CPU, in this one process:
@@ -16,10 +16,14 @@ config, on CPU, in this one process:
    with gymnasium's sync and async vector envs, and ``outside_model_share``: the share of the
    sync collection's wall time spent outside the policy's ``sample`` calls (env steps,
    prompt rendering, reply parsing, records).
-2. **Text env gain** (``text_reward_gain``): SFT warm-up on solved DSR ``array.access`` short
-   instances, then GRPO (``run_grpo``) on the env; the greedy reward on held-out instances
-   (another ``instance_seed``) before and after GRPO, and a trivial baseline scored by the
-   env itself: answering the array's first element.
+2. **Text env gain** (``text_reward_gain``): SFT on the answer format alone (``Answer: D``
+   with a random digit), then GRPO (``run_grpo``) on SayDigit (``tests/say_digit.py``: reward 1
+   when the reply's first digit is the one asked for; chance and the best constant answer score
+   about 1/10), with each advantage estimator from ``--text_seeds`` training seeds; the sampled
+   reward on held-out seeds before and after. The task the issue names first, DSR
+   ``array.access`` short, is run too (``dsr_text_*``): SFT on solved instances, GRPO, the
+   greedy held-out reward before and after, and a trivial baseline scored by the env itself
+   (answering the array's first element).
 3. **The embodied job** (``waypoint_auc_gain_vs_random``): GRPO over
    ``embodia/ActiveMappingWaypoint-v0`` (index actions) with the same tiny LM reading the text
    rendering of the candidates (``WaypointView`` with images off: number, bearing, range), a
@@ -53,12 +57,13 @@ from typing import Any
 import gymnasium
 import numpy as np
 import torch
-from _common import benchmark_args
+from _common import benchmark_args, import_from_tests
 
 import embodia.envs  # noqa: F401  (registers the env ids)
 from embodia.core.chat import Message
 from embodia.evals.explore import ExploreSettings, run_exploration
 from embodia.policies.recipes import grpo_trainer, solutions
+from embodia.policies.recipes.advantages import ESTIMATORS
 from embodia.policies.recipes.grpo_trainer import GRPOSettings, run_grpo
 from embodia.policies.recipes.sft import SFTSettings, run_sft
 from embodia.policies.rollouts import (
@@ -310,7 +315,37 @@ def first_element_baseline(seeds: Sequence[int]) -> float:
     return float(np.mean(rewards))
 
 
-def text_gain(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
+def say_digit_gain(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
+    """SFT on the answer format, then GRPO on SayDigit (``tests/say_digit.py``) with each
+    advantage estimator from several training seeds; sampled held-out reward before and after."""
+    say_digit = import_from_tests("say_digit")
+    start = time.perf_counter()
+    formatted = say_digit.warm_up(model_dir, tmp / "say-digit-sft")
+    result: dict[str, Any] = {}
+    gains, befores = [], []
+    for advantage in ESTIMATORS:
+        afters = []
+        for seed in range(args.text_seeds):
+            settings = say_digit.grpo_settings(formatted, advantage, steps=args.text_steps, seed=seed)
+            summary = run_grpo(settings, tmp / f"say-digit-{advantage}-{seed}")
+            befores.append(summary["eval_reward_start"])
+            afters.append(summary["eval_reward_end"])
+            gains.append(summary["eval_reward_end"] - summary["eval_reward_start"])
+            log(f"  say-digit {advantage} seed {seed}: {befores[-1]:.3f} -> {afters[-1]:.3f}")
+        result[f"text_{advantage}_after_mean"] = round(statistics.mean(afters), 4)
+        result[f"text_{advantage}_after_std"] = round(statistics.pstdev(afters), 4)
+    return {
+        "text_reward_gain": round(statistics.mean(gains), 4),
+        "text_eval_reward_before": round(statistics.mean(befores), 4),
+        "text_constant_baseline": round(say_digit.constant_baseline(32), 4),
+        "text_seeds": args.text_seeds,
+        "text_grpo_steps": args.text_steps,
+        **result,
+        "text_s": round(time.perf_counter() - start, 1),
+    }
+
+
+def dsr_text_gain(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
     """SFT warm-up then GRPO on DSR array.access short; held-out greedy reward before and after."""
     start = time.perf_counter()
     records = solutions.dsr_solution_records(range(args.text_sft_records))
@@ -340,18 +375,18 @@ def text_gain(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
     before, after = summary["eval_reward_start"], summary["eval_reward_end"]
     seeds = [settings.eval_first_seed + i for i in range(settings.eval_prompts)]
     return {
-        "text_reward_gain": round(after - before, 4),
-        "text_eval_reward_before": round(before, 4),
-        "text_eval_reward_after": round(after, 4),
-        "text_first_element_baseline": round(first_element_baseline(seeds), 4),
-        "text_train_reward_first": round(summary["reward_first"], 4),
-        "text_train_reward_last": round(summary["reward_last"], 4),
-        "text_eval_prompts": settings.eval_prompts,
-        "text_sft_steps": args.text_sft_steps,
-        "text_sft_loss_last": sft.get("train_loss_last"),
-        "text_grpo_steps": settings.steps,
-        "text_sft_s": round(sft_s, 1),
-        "text_grpo_s": round(summary["wall_s"], 1),
+        "dsr_text_reward_gain": round(after - before, 4),
+        "dsr_text_eval_reward_before": round(before, 4),
+        "dsr_text_eval_reward_after": round(after, 4),
+        "dsr_text_first_element_baseline": round(first_element_baseline(seeds), 4),
+        "dsr_text_train_reward_first": round(summary["reward_first"], 4),
+        "dsr_text_train_reward_last": round(summary["reward_last"], 4),
+        "dsr_text_eval_prompts": settings.eval_prompts,
+        "dsr_text_sft_steps": args.text_sft_steps,
+        "dsr_text_sft_loss_last": sft.get("train_loss_last"),
+        "dsr_text_grpo_steps": settings.steps,
+        "dsr_text_sft_s": round(sft_s, 1),
+        "dsr_text_grpo_s": round(summary["wall_s"], 1),
     }
 
 
@@ -578,6 +613,8 @@ def main() -> None:
         step_repeats=10,
         rollout_prompts=8,
         rollout_repeats=3,
+        text_seeds=3,
+        text_steps=120,
         text_sft_records=256,
         text_sft_steps=120,
         text_grpo_steps=12,
@@ -612,10 +649,13 @@ def main() -> None:
         if not args.studies:
             skipped = "--quick or --studies 0: run without them for the learning studies (about 20 minutes)"
             result |= {"text_reward_gain": None, "text_reward_skipped": skipped}
+            result |= {"dsr_text_reward_gain": None, "dsr_text_reward_skipped": skipped}
             result |= {"waypoint_auc_gain_vs_random": None, "waypoint_skipped": skipped}
         else:
+            log("text env: SFT on the answer format, then GRPO on SayDigit")
+            result |= say_digit_gain(model_dir, tmp, args)
             log("text env: SFT warm-up, then GRPO on DSR array.access short")
-            result |= text_gain(model_dir, tmp, args)
+            result |= dsr_text_gain(model_dir, tmp, args)
             log("embodied: GRPO over ActiveMappingWaypoint-v0")
             result |= waypoint_study(model_dir, tmp, args)
     result["wall_s"] = round(time.perf_counter() - started, 1)
