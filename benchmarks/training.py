@@ -105,17 +105,10 @@ class TimedPolicy:
         self.policy = policy
         self.seconds = 0.0
 
-    def sample(
-        self,
-        prompts: Sequence[ChatPrompt],
-        *,
-        n: int = 1,
-        max_new_tokens: int = 256,
-        temperature: float = 1.0,
-    ) -> list[Sample]:
+    def sample(self, prompts: Sequence[ChatPrompt], **sampling: Any) -> list[Sample]:
         start = time.perf_counter()
         try:
-            return self.policy.sample(prompts, n=n, max_new_tokens=max_new_tokens, temperature=temperature)
+            return self.policy.sample(prompts, **sampling)
         finally:
             self.seconds += time.perf_counter() - start
 

@@ -67,9 +67,10 @@ StepCallback = Callable[[dict[str, Any]], None]
 
 
 @dataclass(frozen=True, kw_only=True)
-class GRPOSettings(GRPOConfig):
-    """A GRPO run: the GRPO family's settings (:class:`GRPOConfig`) plus the policy, the env
-    and the run's length."""
+class GRPOSettings(GRPOConfig, RolloutSettings):
+    """A GRPO run: the GRPO family's settings (:class:`GRPOConfig`), how rollouts are collected
+    (:class:`RolloutSettings`: ``num_envs``, ``images``, ``vectorization``; its group size, reply
+    length and temperature are GRPOConfig's), the policy, the env and the run's length."""
 
     policy: str
     """The model to train: ``hf:DIR`` (or a bare DIR), a transformers causal LM or VLM."""
@@ -98,14 +99,7 @@ class GRPOSettings(GRPOConfig):
     eval_every: int = 0
     """Also evaluate after every this many steps (0: only at the start and the end)."""
     max_turns: int = 1
-    """Turns after which an episode is cut (1: one reply per episode)."""
-    num_envs: int = 8
-    """Sub-envs of the rollout vector env."""
-    images: bool = True
-    """Show the env's pictures to the policy; False plays its text-only view (a text LM on
-    ActiveMappingWaypoint-v0 reads the candidates as a list)."""
-    vectorization: str = "sync"
-    """``sync`` or ``async`` (env steps in worker processes)."""
+    """Turns after which an episode is cut (1: one reply per episode, the usual GRPO setting)."""
     max_grad_norm: float = 1.0
     """Clip of the gradient's global norm before each optimiser step (0: no clipping)."""
     lora_r: int = 0
@@ -114,9 +108,10 @@ class GRPOSettings(GRPOConfig):
     """LoRA's scale numerator (with ``lora_r``)."""
 
     def __post_init__(self) -> None:
-        super().__post_init__()
+        GRPOConfig.__post_init__(self)
+        RolloutSettings.__post_init__(self)
         name = type(self).__name__
-        for key in ("steps", "prompts_per_step", "max_turns", "num_envs", "eval_samples"):
+        for key in ("steps", "prompts_per_step", "eval_samples"):
             value = getattr(self, key)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise EmbodiaError(f"{name}.{key} must be a whole number >= 1, got {value!r}")
@@ -126,8 +121,6 @@ class GRPOSettings(GRPOConfig):
                 raise EmbodiaError(f"{name}.{key} must be a whole number >= 0, got {value!r}")
         check_seed(f"{name}.first_seed", self.first_seed)
         check_seed(f"{name}.eval_first_seed", self.eval_first_seed)
-        if self.vectorization not in ("sync", "async"):
-            raise EmbodiaError(f"{name}.vectorization must be sync or async, got {self.vectorization!r}")
         if not (math.isfinite(self.eval_temperature) and self.eval_temperature >= 0):
             raise EmbodiaError(
                 f"{name}.eval_temperature must be a finite number >= 0, got {self.eval_temperature}"
@@ -335,13 +328,7 @@ def _load_checkpoint(out: Path, policy: TrainablePolicy, optimizer: torch.optim.
 
 def _engines(settings: GRPOSettings) -> tuple[RolloutEngine, RolloutEngine | None]:
     rollout = RolloutSettings(
-        group_size=settings.group_size,
-        max_turns=settings.max_turns,
-        max_new_tokens=settings.max_new_tokens,
-        temperature=settings.temperature,
-        num_envs=settings.num_envs,
-        images=settings.images,
-        vectorization="async" if settings.vectorization == "async" else "sync",
+        **{f.name: getattr(settings, f.name) for f in dataclasses.fields(RolloutSettings)}
     )
     train = RolloutEngine(settings.env, env_options=settings.env_options, settings=rollout)
     if not settings.eval_prompts:
