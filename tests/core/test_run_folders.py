@@ -424,6 +424,8 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "models tiny": (["models", "tiny", "chat"], "folder"),
         "eval live": (["eval", "live", "--pred", str(records), "--label", str(records)], "file"),
         "sxs data": (["sxs", "data", "--items", "1"], "file"),
+        "train sft": (["train", "sft", "--policy", f"hf:{model}", "--data", str(records)], "folder"),
+        "train grpo": (["train", "grpo", "--policy", f"hf:{model}", "--env", "embodia/DSR-v0"], "folder"),
     }
 
 
