@@ -136,38 +136,16 @@ def fixed_batch(policy: TrainablePolicy, samples: int, max_new_tokens: int) -> t
 
 
 def trl_trainer(model_dir: Path, out: Path, batch_size: int, settings: GRPOSettings) -> Any:
-    """A real TRL ``GRPOTrainer`` on its own copy of the model, set up as its training loop does."""
-    from datasets import Dataset
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from trl import GRPOConfig as TRLConfig
-    from trl import GRPOTrainer
-
-    def unused_reward(completions: list[Any], **_: Any) -> list[float]:
-        return [0.0 for _ in completions]  # the constructor needs one; the step below never calls it
-
-    args = TRLConfig(
-        output_dir=str(out),
-        per_device_train_batch_size=batch_size,
-        num_generations=settings.group_size,
+    """TRL's GRPOTrainer on the same model, with the GRPO settings both sides share."""
+    shared = ("loss_type", "beta", "epsilon", "learning_rate")
+    return import_from_tests("trl_grpo").trl_grpo_trainer(
+        model_dir,
+        out,
+        batch_size=batch_size,
+        group_size=settings.group_size,
         max_completion_length=settings.max_new_tokens,
-        loss_type=settings.loss_type,
-        beta=settings.beta,
-        epsilon=settings.epsilon,
-        learning_rate=settings.learning_rate,
-        use_cpu=True,
-        bf16=False,
-        report_to=[],
+        **{name: getattr(settings, name) for name in shared},
     )
-    trainer = GRPOTrainer(
-        model=AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32),
-        reward_funcs=unused_reward,
-        args=args,
-        train_dataset=Dataset.from_dict({"prompt": ["unused"] * batch_size}),
-        processing_class=AutoTokenizer.from_pretrained(model_dir),
-    )
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = 1
-    return trainer
 
 
 def trl_inputs(batch: Any, pad: int) -> dict[str, torch.Tensor]:

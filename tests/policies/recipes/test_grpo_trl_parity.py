@@ -23,10 +23,8 @@ import pytest
 pytest.importorskip("trl", reason="TRL is in the optional 'train' extra: pip install 'embodia[train]'")
 
 import torch
-from datasets import Dataset
-from transformers import AutoModelForCausalLM, AutoTokenizer
-from trl import GRPOConfig as TRLConfig
 from trl import GRPOTrainer
+from trl_grpo import trl_grpo_trainer
 
 from embodia.policies.recipes.advantages import advantage_estimator
 from embodia.policies.recipes.grpo import GRPOConfig, completion_logps, grpo_loss
@@ -47,11 +45,6 @@ CASES = {
     "dr_grpo-accumulated": {"loss_type": "dr_grpo", "gradient_accumulation_steps": 2},
     "dapo-accumulated": {"loss_type": "dapo", "gradient_accumulation_steps": 2, "epsilon_high": 0.28},
 }
-
-
-def _length_reward(completions: list[Any], **_: Any) -> list[float]:
-    """A minimal real reward function for the trainer's constructor (never called here)."""
-    return [float(len(str(c))) for c in completions]
 
 
 def _batch(vocab: int, pad: int) -> dict[str, torch.Tensor]:
@@ -83,32 +76,16 @@ def model_dir(tiny_chat_lm_dir: Path) -> Path:
 
 
 def _trainer(model_dir: Path, tmp_path: Path, options: dict[str, Any]) -> GRPOTrainer:
-    tokenizer = AutoTokenizer.from_pretrained(model_dir)
-    model = AutoModelForCausalLM.from_pretrained(model_dir, dtype=torch.float32)
-    accumulation = options.get("gradient_accumulation_steps", 1)
     trl_options = {k: v for k, v in options.items() if k != "kl_importance_weight"}
-    args = TRLConfig(
-        output_dir=str(tmp_path / "trl"),
-        per_device_train_batch_size=PROMPTS * GROUP,
-        num_generations=GROUP,
+    return trl_grpo_trainer(
+        model_dir,
+        tmp_path / "trl",
+        batch_size=PROMPTS * GROUP,
+        group_size=GROUP,
         max_completion_length=MAX_COMPLETION,
-        use_cpu=True,
-        bf16=False,
-        report_to=[],
         use_bias_correction_kl=options.get("kl_importance_weight", False),
         **trl_options,
     )
-    trainer = GRPOTrainer(
-        model=model,
-        reward_funcs=_length_reward,
-        args=args,
-        train_dataset=Dataset.from_dict({"prompt": ["find the kitchen"] * (PROMPTS * GROUP)}),
-        processing_class=tokenizer,
-    )
-    # The Trainer sets these in its training loop; _compute_loss reads them.
-    trainer.model.train()
-    trainer.current_gradient_accumulation_steps = accumulation
-    return trainer
 
 
 def _grads(model: torch.nn.Module) -> dict[str, torch.Tensor]:
