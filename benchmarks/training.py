@@ -61,6 +61,7 @@ from _common import benchmark_args, import_from_tests
 
 import embodia.envs  # noqa: F401  (registers the env ids)
 from embodia.core.chat import Message
+from embodia.core.runs import read_run_records
 from embodia.evals.explore import ExploreSettings, run_exploration
 from embodia.policies.recipes import grpo_trainer, solutions
 from embodia.policies.recipes.advantages import ESTIMATORS
@@ -71,7 +72,6 @@ from embodia.policies.rollouts import (
     RolloutEngine,
     RolloutSettings,
     Sample,
-    Trajectory,
     WaypointView,
 )
 from embodia.policies.spec import make_trainable_policy
@@ -435,54 +435,36 @@ def lm_aucs(
     return [t.info["coverage_auc"] for t in trajectories], Counter(t.ended_by for t in trajectories)
 
 
-def chosen_numbers(trajectories: Sequence[Trajectory]) -> Counter[int]:
-    return Counter(turn.action for t in trajectories for turn in t.turns if turn.action is not None)
-
-
 def grpo_waypoints(
-    start: str, options: dict[str, Any], view: WaypointView, train_seed: int, args: Any
+    start: str, options: dict[str, Any], train_seed: int, args: Any, out: Path
 ) -> tuple[TrainablePolicy, list[float], Counter[int]]:
-    """GRPO from ``start`` over the waypoint env (the trainer's steps, with the text-only view):
+    """``run_grpo`` from ``start`` over the waypoint env with its text-only view (``images=False``):
     the trained policy, the mean trajectory reward of each step and the numbers it chose last."""
     settings = GRPOSettings(
         policy=start,
         env=WAYPOINT_ENV,
         env_options=options,
+        images=False,
         steps=args.wp_steps,
         prompts_per_step=args.wp_prompts,
         group_size=args.wp_group,
         max_turns=args.wp_turns,
         max_new_tokens=6,
         learning_rate=args.wp_lr,
+        first_seed=train_seed * WAYPOINT_SEED_STRIDE,
         seed=train_seed,
     )
-    torch.manual_seed(train_seed)
-    policy = make_trainable_policy(start, seed=train_seed)
-    optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=settings.learning_rate)
-    rollout = RolloutSettings(
-        group_size=settings.group_size,
-        max_turns=settings.max_turns,
-        max_new_tokens=settings.max_new_tokens,
-        temperature=settings.temperature,
-        num_envs=8,
+    summary = run_grpo(
+        settings,
+        out,
+        on_step=lambda line: log(
+            f"  waypoint grpo seed {train_seed} step {line['step']}: gain {line['reward_mean']:.2f} m2"
+        ),
     )
-    P, G = settings.prompts_per_step, settings.group_size
-    keep = torch.ones(P, dtype=torch.bool)
-    curve: list[float] = []
-    chosen: Counter[int] = Counter()
-    with RolloutEngine(WAYPOINT_ENV, env_options=options, settings=rollout, view=view) as engine:
-        for step in range(settings.steps):
-            first = train_seed * WAYPOINT_SEED_STRIDE + step * P
-            trajectories = engine.collect(policy, list(range(first, first + P)))
-            rewards = grpo_trainer._rewards(trajectories, P, G)
-            advantages = settings.estimator()(rewards).values
-            batch = grpo_trainer._batch(trajectories, advantages, keep, G)
-            if batch.prompt_ids:
-                grpo_trainer._optimise(policy, None, optimizer, batch, settings)
-            curve.append(float(rewards.mean()))
-            chosen = chosen_numbers(trajectories)
-            log(f"  waypoint grpo seed {train_seed} step {step + 1}: coverage gain {curve[-1]:.2f} m2")
-    return policy, curve, chosen
+    curve = [row["reward_mean"] for row in read_run_records(out / grpo_trainer.METRICS)]
+    last = [r for r in read_run_records(out / grpo_trainer.ROLLOUTS) if r["step"] == settings.steps]
+    chosen = Counter(turn["action"] for r in last for turn in r["turns"] if turn["action"] is not None)
+    return make_trainable_policy(summary["policy"], seed=0), curve, chosen
 
 
 def heuristic_aucs(seeds: Sequence[int], args: Any, tmp: Path) -> list[float]:
@@ -523,7 +505,9 @@ def waypoint_study(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
         log(f"  waypoint start (format SFT only): AUC {np.mean(start_aucs):.4f} {dict(start_ends)}")
         trained: list[dict[str, Any]] = []
         for train_seed in range(args.wp_train_seeds):
-            policy, curve, chosen = grpo_waypoints(start, options, view, train_seed, args)
+            policy, curve, chosen = grpo_waypoints(
+                start, options, train_seed, args, tmp / f"grpo-{train_seed}"
+            )
             aucs, ends = lm_aucs(engine, policy, held_out)
             log(f"  waypoint trained seed {train_seed}: AUC {np.mean(aucs):.4f} {dict(ends)}")
             trained.append(
