@@ -289,6 +289,8 @@ def first_element_baseline(seeds: Sequence[int]) -> float:
 def say_digit_gain(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
     """SFT on the answer format, then GRPO on SayDigit (``tests/say_digit.py``) with each
     advantage estimator from several training seeds; sampled held-out reward before and after."""
+    if args.text_seeds < 1 or args.text_steps < 1:
+        raise SystemExit("error: --text_seeds and --text_steps must be at least 1")
     say_digit = import_from_tests("say_digit")
     start = time.perf_counter()
     formatted = say_digit.warm_up(model_dir, tmp / "say-digit-sft")
