@@ -204,7 +204,8 @@ class WaypointView(ChatView):
     """``embodia/ActiveMappingWaypoint-v0`` with ``action_type="index"``: the action is a candidate number.
 
     The prompt lists the candidates (number, bearing in the panorama, range from the depth
-    image) and, with ``images``, shows the panorama with the numbered markers the env draws.
+    image, and the unseen area the env estimates around each, ``candidate_gain_m2``) and, with
+    ``images``, shows the panorama with the numbered markers the env draws.
     A number outside the shown candidates is an :class:`InvalidReply`.
     """
 
@@ -238,7 +239,10 @@ class WaypointView(ChatView):
             bearing = (col + 0.5) / width * 360.0 - 180.0
             side = "ahead" if abs(bearing) < 1 else ("right" if bearing > 0 else "left")
             metres = float(depth[row, col])
-            lines.append(f"{number}: {abs(bearing):.0f} degrees {side}, {metres:.1f} m away")
+            line = f"{number}: {abs(bearing):.0f} degrees {side}, {metres:.1f} m away"
+            if "candidate_gain_m2" in observation:
+                line += f", about {float(observation['candidate_gain_m2'][number]):.0f} m2 unseen around it"
+            lines.append(line)
         listed = "\n".join(lines) if lines else "(none)"
         text = f"Waypoints:\n{listed}\nWhich waypoint next?"
         images: tuple[NDArray[np.uint8], ...] = ()

@@ -372,6 +372,9 @@ class ActiveMappingWaypointEnv(_MappingEnv[Any]):
                     np.int32,
                 ),
                 "candidate_mask": spaces.MultiBinary(k),
+                # What each candidate would reveal: the unknown BEV area within the sensing radius
+                # of its floor point and in view from it (the waypoint proposer's own estimate).
+                "candidate_gain_m2": spaces.Box(0.0, np.inf, (k,), np.float32),
             }
         )
         self.observation_space = spaces.Dict(self._observation_parts)
@@ -394,11 +397,14 @@ class ActiveMappingWaypointEnv(_MappingEnv[Any]):
         k = self.waypoint_config.max_candidates
         pixels = np.full((k, 2), -1, dtype=np.int32)
         mask = np.zeros(k, dtype=np.int8)
+        gains = np.zeros(k, dtype=np.float32)
         for candidate in self.candidates:
             pixels[candidate.index] = (candidate.row, candidate.col)
             mask[candidate.index] = 1
+            gains[candidate.index] = max(candidate.gain_m2, 0.0)
         obs["candidates"] = pixels
         obs["candidate_mask"] = mask
+        obs["candidate_gain_m2"] = gains
         return obs
 
     @staticmethod

@@ -292,6 +292,7 @@ def test_active_mapping_waypoint_picks_candidates(vlm: TrainablePolicy) -> None:
         prompt = engine.view.prompt(observation)
         shown = int(np.asarray(observation["candidate_mask"]).sum())
         assert shown >= 1 and prompt.messages[-1]["content"].count(" m away") == shown
+        assert prompt.messages[-1]["content"].count(" m2 unseen around it") == shown
         assert len(prompt.images) == 1 and not np.array_equal(prompt.images[0], observation["rgb"])  # markers
         assert engine.view.action("Answer: 0", observation) == 0
         assert isinstance(engine.view.action(f"Answer: {shown}", observation), InvalidReply)

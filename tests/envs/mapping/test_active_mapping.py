@@ -233,6 +233,17 @@ def _plans(env: ActiveMappingWaypointEnv) -> list[Waypoint]:
     return plans
 
 
+def test_the_observation_carries_each_candidates_estimated_gain():
+    env = _waypoint_env(max_steps=200, observe_while_walking=False)
+    obs, _ = env.reset(options={"start_pose": CORRIDOR_START})
+    gains = obs["candidate_gain_m2"]
+    assert gains.dtype == np.float32 and env.observation_space["candidate_gain_m2"].contains(gains)
+    for candidate in env.candidates:
+        assert gains[candidate.index] == pytest.approx(max(candidate.gain_m2, 0.0), rel=1e-6)
+    absent = np.flatnonzero(obs["candidate_mask"] == 0)
+    assert (gains[absent] == 0).all() and gains.max() > 0
+
+
 def test_a_goto_spends_its_path_steps_and_observes_only_at_its_end():
     env = _waypoint_env(max_steps=200, observe_while_walking=False)
     obs, info = env.reset(options={"start_pose": CORRIDOR_START})
