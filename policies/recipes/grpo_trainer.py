@@ -222,6 +222,8 @@ def _optimise(
 ) -> dict[str, float]:
     """``num_iterations`` optimiser steps over the batch; the stats of the last one."""
     parts = _micro_batches(len(batch.prompt_ids), settings.gradient_accumulation_steps)
+    # dapo divides by the completion tokens of the whole accumulated batch, known before the loss
+    batch_tokens = float(sum(len(completion) for completion in batch.completion_ids))
 
     def scores(model: TrainablePolicy, part: slice) -> Any:
         return model.completion_logps(
@@ -254,6 +256,7 @@ def _optimise(
                 current.mask,
                 settings,
                 ref_logps=refs[i],
+                num_items_in_batch=batch_tokens,
             )
             loss.backward()
             tokens = float(current.mask.sum())
