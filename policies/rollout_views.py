@@ -65,7 +65,7 @@ class Sample:
     prompt_index: int
     """Which prompt of the batch it completes."""
     prompt_ids: list[int]
-    """The prompt's token ids as the model read them (chat template, image placeholders)."""
+    """The prompt's token ids as the model read them (chat template, image tokens)."""
     completion_ids: list[int]
     """Generated token ids, the end-of-sequence token included when it was generated."""
     logprobs: list[float]

@@ -268,8 +268,9 @@ def _info_of(infos: Mapping[str, Any], index: int) -> dict[str, Any]:
     return dict(infos[_INFO][index].info)
 
 
-def _placeholder_action(space: Any) -> Any:
-    """Some action of ``space`` for a held sub-env (it is never executed)."""
+def _held_action(space: Any) -> Any:
+    """The action a held sub-env is sent: the vector env steps every sub-env together, and
+    :class:`_HoldAtEnd` returns without passing it on, so any valid action of ``space`` does."""
     if isinstance(space, spaces.Discrete):
         return int(space.start)
     if isinstance(space, spaces.Text):
@@ -408,7 +409,7 @@ class RolloutEngine(AbstractContextManager["RolloutEngine"]):
         reset_info = [json_safe(_info_of(infos, i)) for i in range(len(jobs))]
         last_info = list(reset_info)
         ended: list[EndedBy | None] = [None] * len(jobs)
-        placeholder = _placeholder_action(self.action_space)
+        held = _held_action(self.action_space)
         for _ in range(settings.max_turns):
             live = [i for i in range(len(jobs)) if ended[i] is None]
             if not live:
@@ -418,7 +419,7 @@ class RolloutEngine(AbstractContextManager["RolloutEngine"]):
             samples = policy.sample(
                 prompts, n=1, max_new_tokens=settings.max_new_tokens, temperature=settings.temperature
             )
-            actions = [placeholder] * count
+            actions = [held] * count
             for i, prompt, sample in zip(live, prompts, samples, strict=True):
                 chosen = self.view.action(sample.text, per_env[i])
                 invalid = chosen.reason if isinstance(chosen, InvalidReply) else None

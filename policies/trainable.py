@@ -245,10 +245,8 @@ class TrainablePolicy(HFPolicy):
                 **inputs, generation_config=config, logits_processor=processors
             )
         generated = output.sequences[:, padded_length:]
-        step_logits = torch.stack(output.logits, dim=1).float()  # (B, steps, V), raw
-        if temperature > 0:
-            step_logits = step_logits / temperature
-        chosen = torch.log_softmax(step_logits, dim=-1).gather(-1, generated[..., None])[..., 0]
+        step_logits = torch.stack(output.logits, dim=1)  # (B, steps, V), raw
+        chosen, _ = token_scores(step_logits, generated, torch.ones_like(generated), temperature)
 
         samples = []
         eos = set(self.eos_token_ids)
@@ -300,7 +298,7 @@ class TrainablePolicy(HFPolicy):
         """Per-token logprobs and entropies of each completion after its prompt, under
         ``softmax(logits / temperature)`` (temperature 0 counts as 1, as in :meth:`sample`);
         differentiable through the model in its current mode. ``images[i]`` are prompt i's
-        pictures (a VLM's prompt ids hold their placeholder tokens; the pixels come from here)."""
+        pictures (a VLM's prompt ids hold one image token per patch; the pixels come from here)."""
         if len(prompt_ids) != len(completion_ids):
             raise PolicyError(
                 f"{len(prompt_ids)} prompts but {len(completion_ids)} completions: "
