@@ -298,7 +298,9 @@ def _save_checkpoint(out: Path, step: int, policy: TrainablePolicy, optimizer: t
     torch.save(
         {
             "step": step,
-            "model": {k: v for k, v in policy.model.state_dict().items()},
+            # What training changes: every weight, or only the adapters with LoRA (the frozen
+            # base is the model directory itself, loaded again on resume)
+            "model": {name: p.detach() for name, p in policy.model.named_parameters() if p.requires_grad},
             "optimizer": optimizer.state_dict(),
             "random": _random_states(policy),
         },
@@ -323,7 +325,11 @@ def _load_checkpoint(out: Path, policy: TrainablePolicy, optimizer: torch.optim.
             return 0
         path = retired
     state = torch.load(path, weights_only=False)
-    policy.model.load_state_dict(state["model"])
+    missing = policy.model.load_state_dict(state["model"], strict=False).unexpected_keys
+    if missing:
+        raise EmbodiaError(
+            f"the checkpoint in {out} holds weights this model lacks: {', '.join(missing[:3])}"
+        )
     optimizer.load_state_dict(state["optimizer"])
     _set_random_states(policy, state["random"])
     return int(state["step"])
