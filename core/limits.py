@@ -18,8 +18,10 @@ constant                   value              what it bounds
 ``MAX_CONCURRENCY``        1024               requests in flight at once
 =========================  =================  ===========================================
 
-Settings objects check their sizes with :func:`check_positive` (finite and above zero), so
-every ``XConfig.field must be a positive number, got V`` message is worded alike.
+Settings objects check their sizes with :func:`check_positive` (finite and above zero) and
+their counts with :func:`check_whole` (an integer, not a bool, at least a minimum), so every
+``XConfig.field must be a positive number, got V`` and ``XConfig.field must be a whole number
+>= N, got V`` message is worded alike.
 """
 
 from __future__ import annotations
@@ -79,6 +81,15 @@ def check_positive(config: object, *names: str, error: type[Exception] = ValueEr
     """
     for name in names:
         check_positive_number(f"{type(config).__name__}.{name}", getattr(config, name), error=error)
+
+
+def check_whole(config: object, *names: str, minimum: int = 1, error: type[Exception] = EmbodiaError) -> None:
+    """Raise ``error`` naming ``ConfigClass.field`` unless each named field of a settings object is
+    an integer (``True`` is not a count) of at least ``minimum``."""
+    for name in names:
+        value = getattr(config, name)
+        if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+            raise error(f"{type(config).__name__}.{name} must be a whole number >= {minimum}, got {value!r}")
 
 
 def _number(value: float) -> str:

@@ -39,6 +39,7 @@ from numpy.typing import NDArray
 from PIL import Image
 
 from embodia.core.chat import FinishReason, Message
+from embodia.core.limits import check_whole
 from embodia.errors import EmbodiaError
 from embodia.policies.rollout_views import (
     CHAT_VIEWS,
@@ -301,10 +302,7 @@ class RolloutSettings:
     """``sync`` (``SyncVectorEnv``, one process) or ``async`` (``AsyncVectorEnv``, env steps in workers)."""
 
     def __post_init__(self) -> None:
-        for name in ("group_size", "max_turns", "max_new_tokens", "num_envs"):
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise RolloutError(f"{name} must be a positive integer, got {value!r}")
+        check_whole(self, "group_size", "max_turns", "max_new_tokens", "num_envs", error=RolloutError)
         if not (self.temperature >= 0 and math.isfinite(self.temperature)):
             raise RolloutError(f"temperature must be a finite number >= 0, got {self.temperature}")
         if self.vectorization not in ("sync", "async"):

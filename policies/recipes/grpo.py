@@ -37,7 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from embodia.core.limits import check_seed
+from embodia.core.limits import check_seed, check_whole
 from embodia.errors import EmbodiaError
 from embodia.policies.recipes.advantages import (
     ESTIMATORS,
@@ -101,10 +101,7 @@ class GRPOConfig:
 
     def __post_init__(self) -> None:
         name = type(self).__name__
-        for field_name in ("group_size", "max_new_tokens", "num_iterations", "gradient_accumulation_steps"):
-            value = getattr(self, field_name)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise EmbodiaError(f"{name}.{field_name} must be a whole number >= 1, got {value!r}")
+        check_whole(self, "group_size", "max_new_tokens", "num_iterations", "gradient_accumulation_steps")
         if self.group_size < 2:
             raise EmbodiaError(
                 f"{name}.group_size must be at least 2 (a group of one has no advantage), got 1"

@@ -45,7 +45,7 @@ from typing import IO, Any
 import numpy as np
 import torch
 
-from embodia.core.limits import check_seed
+from embodia.core.limits import check_seed, check_whole
 from embodia.core.runs import RunFolder, runner
 from embodia.errors import EmbodiaError
 from embodia.policies.recipes.advantages import DifficultyFeatures, reasoning_uncertainty
@@ -111,14 +111,8 @@ class GRPOSettings(GRPOConfig, RolloutSettings):
         GRPOConfig.__post_init__(self)
         RolloutSettings.__post_init__(self)
         name = type(self).__name__
-        for key in ("steps", "prompts_per_step", "eval_samples"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-                raise EmbodiaError(f"{name}.{key} must be a whole number >= 1, got {value!r}")
-        for key in ("eval_prompts", "eval_every", "lora_r"):
-            value = getattr(self, key)
-            if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-                raise EmbodiaError(f"{name}.{key} must be a whole number >= 0, got {value!r}")
+        check_whole(self, "steps", "prompts_per_step", "eval_samples")
+        check_whole(self, "eval_prompts", "eval_every", "lora_r", minimum=0)
         check_seed(f"{name}.first_seed", self.first_seed)
         check_seed(f"{name}.eval_first_seed", self.eval_first_seed)
         if not (math.isfinite(self.eval_temperature) and self.eval_temperature >= 0):

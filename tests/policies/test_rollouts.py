@@ -324,7 +324,7 @@ def test_unreadable_and_unknown_envs_are_clear_errors() -> None:
         RolloutEngine("embodia/ActiveMapping-v0", env_options={"panorama_height": 16, "panorama_width": 32})
     with pytest.raises(RolloutError, match="cannot make embodia/DSR-v0"):
         RolloutEngine("embodia/DSR-v0", env_options={"colour": "red"})
-    with pytest.raises(RolloutError, match="group_size must be a positive integer"):
+    with pytest.raises(RolloutError, match="RolloutSettings.group_size must be a whole number >= 1"):
         RolloutSettings(group_size=0)
     with pytest.raises(RolloutError, match="vectorization"):
         RolloutSettings(vectorization="threads")  # type: ignore[arg-type]
