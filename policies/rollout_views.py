@@ -80,14 +80,11 @@ class SamplingPolicy(Protocol):
     """What the engine needs of a policy: batched sampling with per-token logprobs."""
 
     def sample(
-        self,
-        prompts: Sequence[ChatPrompt],
-        *,
-        n: int = 1,
-        max_new_tokens: int = 256,
-        temperature: float = 1.0,
+        self, prompts: Sequence[ChatPrompt], *, n: int, max_new_tokens: int, temperature: float
     ) -> list[Sample]:
-        """``n`` samples per prompt, prompt-major (``samples[i * n + k]`` completes prompt i)."""
+        """``n`` samples per prompt, prompt-major (``samples[i * n + k]`` completes prompt i).
+
+        The engine always passes every sampling setting, so an implementation's defaults are its own."""
         ...
 
 

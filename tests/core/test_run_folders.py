@@ -275,6 +275,12 @@ def _interrupted_copy(whole: Path, parent: Path, name: str | None = None) -> Pat
     return target
 
 
+@pytest.fixture
+def killed_run(whole_dfs_run: _WholeRun, tmp_path: Path) -> Path:
+    """A fresh interrupted copy of the whole run, for one test to damage."""
+    return _interrupted_copy(whole_dfs_run.out, tmp_path / "run")
+
+
 def _resume(out: Path, caplog: pytest.LogCaptureFixture) -> tuple[dict, list[int]]:
     """Resumes the run with its warnings in ``caplog``: the summary and the decisions made again."""
     events: list[dict] = []
@@ -310,10 +316,9 @@ def test_lost_records_are_made_again_from_the_checkpoint_before_them(
 
 @pytest.mark.slow
 def test_an_unreadable_checkpoint_is_kept_aside_and_the_restart_named(
-    whole_dfs_run: _WholeRun, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    whole_dfs_run: _WholeRun, killed_run: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    whole, total = whole_dfs_run.log, whole_dfs_run.decisions
-    out = _interrupted_copy(whole_dfs_run.out, tmp_path / "run")
+    whole, total, out = whole_dfs_run.log, whole_dfs_run.decisions, killed_run
     garbage = os.urandom(4096)
     (out / "checkpoint.sqlite").write_bytes(garbage)
     args = ["explore", "--agent", "dfs", "--scene", SCENE, "--steps", "30", "--out", str(out)]
@@ -332,12 +337,11 @@ def test_an_unreadable_checkpoint_is_kept_aside_and_the_restart_named(
 
 @pytest.mark.slow
 def test_a_missing_checkpoint_is_a_warning_naming_what_is_made_again(
-    whole_dfs_run: _WholeRun, tmp_path: Path, caplog: pytest.LogCaptureFixture
+    whole_dfs_run: _WholeRun, killed_run: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    (killed_run / "checkpoint.sqlite").unlink()
+    _, made = _resume(killed_run, caplog)
     total = whole_dfs_run.decisions
-    out = _interrupted_copy(whole_dfs_run.out, tmp_path / "run")
-    (out / "checkpoint.sqlite").unlink()
-    _, made = _resume(out, caplog)
     assert made == list(range(1, total + 1))
     assert f"checkpoint.sqlite is missing; decisions 1-{total} recorded in episodes.jsonl" in caplog.text
 

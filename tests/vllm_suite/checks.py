@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from embodia.core.chat import Message
+from embodia.core.chat import ChatPolicy, Message
 
 
 def chat(text: str) -> list[Message]:
@@ -48,3 +48,20 @@ def stop_inside(text: str) -> tuple[str, int]:
         if candidate.isascii() and candidate.isalnum() and text.find(candidate) == start:
             return candidate, start
     raise AssertionError(f"no usable stop string in {text!r}")
+
+
+def check_stop_sequences(policy: ChatPolicy) -> None:
+    """A stop string ends the reply right before it (with its reason and fewer tokens), and of
+    two stop strings the one earlier in the text wins. ``policy`` must sample reproducibly."""
+    messages = chat("Explore the office first, then turn left.")
+    full = policy.complete(messages, max_tokens=48, temperature=1.0)
+    assert full.finish_reason == "length"
+    stop, start = stop_inside(full.text)
+    stopped = policy.complete(messages, max_tokens=48, temperature=1.0, stop=[stop])
+    assert stopped.text == full.text[:start]
+    assert stopped.finish_reason == "stop"
+    assert stopped.extra["stop_reason"] == stop
+    assert stopped.completion_tokens < full.completion_tokens
+    later, _ = stop_inside(full.text[start + 3 :])
+    both = policy.complete(messages, max_tokens=48, temperature=1.0, stop=[later, stop])
+    assert both.text == full.text[:start]

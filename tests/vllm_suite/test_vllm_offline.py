@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 from vllm_suite.checks import (
     chat,
+    check_stop_sequences,
     prompt_ids,
     reference_logprobs,
-    stop_inside,
 )
 from vllm_suite.server import skip_reason
 
@@ -98,15 +98,7 @@ class TestOfflinePolicy:
         assert all(t.top == () and t.logprob <= 0 for t in result.tokens)
 
     def test_stop_sequences_end_the_reply_before_the_stop_string(self, offline: VLLMOfflinePolicy) -> None:
-        messages = chat("Explore the office first, then turn left.")
-        full = offline.complete(messages, max_tokens=48, temperature=1.0)
-        assert full.finish_reason == "length"
-        stop, start = stop_inside(full.text)
-        stopped = offline.complete(messages, max_tokens=48, temperature=1.0, stop=[stop])
-        assert stopped.text == full.text[:start]
-        assert stopped.finish_reason == "stop"
-        assert stopped.extra["stop_reason"] == stop
-        assert stopped.completion_tokens < full.completion_tokens
+        check_stop_sequences(offline)
 
     def test_a_text_only_model_is_refused_where_images_are_needed(self, offline: VLLMOfflinePolicy) -> None:
         with pytest.raises(PolicyError) as refused:

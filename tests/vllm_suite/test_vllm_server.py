@@ -23,6 +23,7 @@ from typing import Any
 import pytest
 from vllm_suite.checks import (
     chat,
+    check_stop_sequences,
     prompt_ids,
     reference_logprobs,
     stop_inside,
@@ -189,20 +190,7 @@ def test_content_latency_in_seconds_from_the_streamed_reply(server: VLLMServer) 
 
 
 def test_stop_sequences_end_the_reply_before_the_stop_string(server: VLLMServer) -> None:
-    messages = chat("Explore the office first, then turn left.")
-    seeded = policy(server, seed=SEED)
-    full = seeded.complete(messages, max_tokens=48, temperature=1.0)
-    assert full.finish_reason == "length"
-    stop, start = stop_inside(full.text)
-    stopped = seeded.complete(messages, max_tokens=48, temperature=1.0, stop=[stop])
-    assert stopped.text == full.text[:start]
-    assert stopped.finish_reason == "stop"
-    assert stopped.extra["stop_reason"] == stop
-    assert stopped.completion_tokens < full.completion_tokens
-    # of two stop strings the earlier one in the text wins
-    later, _ = stop_inside(full.text[start + 3 :])
-    both = seeded.complete(messages, max_tokens=48, temperature=1.0, stop=[later, stop])
-    assert both.text == full.text[:start]
+    check_stop_sequences(policy(server, seed=SEED))
 
 
 def test_eight_concurrent_requests_get_the_answers_of_sequential_ones(server: VLLMServer) -> None:

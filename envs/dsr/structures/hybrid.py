@@ -10,17 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from embodia.envs.dsr.core import (
-    INT_LIST,
-    STR_LIST,
-    Operation,
-    Problem,
-    from_empty,
-    insert_delete_ops,
-    list_schema,
-    register,
-    replay,
-)
+from embodia.envs.dsr import core
 from embodia.envs.dsr.structures.associative import delete_word, insert_word, size_level
 
 # ---------------------------------------------------------------------------------------------------------
@@ -54,18 +44,18 @@ class LRUCache:
 _LRU_PARAMETERS = {"short": ((2, 5), 10), "medium": ((3, 7), 20), "long": ((4, 10), 30)}
 
 
-def _lru_cache(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+def _lru_cache(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
     (low, high), pages = _LRU_PARAMETERS[size_level(size)]
     capacity = rng.randint(low, high)
     ops: list[list[Any]] = [["access", rng.randrange(pages)] for _ in range(size)]
     cache = LRUCache(capacity)
-    labels, steps = replay(cache, ops)
+    labels, steps = core.replay(cache, ops)
     question = (
         f"You should create an LRU cache with cache size (max number of different pages stored in cache) "
         f"{capacity}. Q: Initially, the cache is empty. What is the state of the LRU cache after the "
         f"following sequence of operations: {', '.join(labels)}?"
     )
-    return Problem(question, cache.state(), {"capacity": capacity, "ops": ops}, steps, [])
+    return core.Problem(question, cache.state(), {"capacity": capacity, "ops": ops}, steps, [])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -113,19 +103,21 @@ class CountingBloomFilter:
 _BLOOM_PARAMETERS = {"short": (20, 3), "medium": (50, 4), "long": (100, 5)}
 
 
-def _bloom_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+def _bloom_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
     m, k = _BLOOM_PARAMETERS[size_level(size)]
     # The reference's item range is 0..100, 100 included; the items are a multiset: an item inserted
     # twice needs two deletes.
-    ops = insert_delete_ops(rng, size, lambda _: rng.randint(0, 100), lambda draw: draw >= 0.7, repeats=True)
+    ops = core.insert_delete_ops(
+        rng, size, lambda _: rng.randint(0, 100), lambda draw: draw >= 0.7, repeats=True
+    )
     bloom = CountingBloomFilter(m, k)
-    labels, steps = replay(bloom, ops)
+    labels, steps = core.replay(bloom, ops)
     question = (
         f"You are given an empty Counting Bloom Filter with m = {m} and k = {k}. Q: What is the final state "
         "of the Counting Bloom Filter, represented as its count array (a list of integer counts), after the "
         f"following operations: {', '.join(labels)}?"
     )
-    return Problem(question, bloom.state(), {"m": m, "k": k, "ops": ops}, steps, [0] * m)
+    return core.Problem(question, bloom.state(), {"m": m, "k": k, "ops": ops}, steps, [0] * m)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -242,18 +234,18 @@ def _dawg_word(rng: random.Random, low: int, high: int, words: list[str]) -> str
     return "".join(rng.choices(string.ascii_lowercase, k=rng.randint(low, high)))
 
 
-def _dawg_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+def _dawg_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
     low, high = _DAWG_WORD_LENGTHS[size_level(size)]
     # The words present are kept in a list, in insertion order (a set's order would follow str hashing,
     # which is randomised per process).
     new_word = functools.partial(_dawg_word, rng, low, high)
-    ops = insert_delete_ops(rng, size, new_word, lambda draw: draw < 0.3)
+    ops = core.insert_delete_ops(rng, size, new_word, lambda draw: draw < 0.3)
     dawg = DAWG()
-    return from_empty(dawg, ops, "Directed Acyclic Word Graph (DAWG)", "its final state", [["", "F"]])
+    return core.from_empty(dawg, ops, "Directed Acyclic Word Graph (DAWG)", "its final state", [["", "F"]])
 
 
-register(
-    Operation(
+core.register(
+    core.Operation(
         structure="lru_cache",
         name="cache",
         category="hybrid",
@@ -269,11 +261,11 @@ register(
             "final_answer is the list of the pages in the cache after all accesses. The answer is compared "
             "as a set (order is ignored); list them from the least to the most recently used."
         ),
-        answer_schema=INT_LIST,
+        answer_schema=core.INT_LIST,
         generate=_lru_cache,
         comparison="set",
     ),
-    Operation(
+    core.Operation(
         structure="bloom_filter",
         name="compound",
         category="hybrid",
@@ -294,10 +286,10 @@ register(
             "is the value after step c. final_answer is the final count array as a list of m integers, "
             "index 0 first."
         ),
-        answer_schema=INT_LIST,
+        answer_schema=core.INT_LIST,
         generate=_bloom_compound,
     ),
-    Operation(
+    core.Operation(
         structure="dawg",
         name="compound",
         category="hybrid",
@@ -327,7 +319,7 @@ register(
             'pairs in output order, e.g. [["", "F"], ["d", "F"], ["da", "T"]]. (A step\'s state is this '
             "export of the words stored after that operation, as if minimized then.)"
         ),
-        answer_schema=list_schema(STR_LIST),
+        answer_schema=core.list_schema(core.STR_LIST),
         generate=_dawg_compound,
     ),
 )
