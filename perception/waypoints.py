@@ -50,7 +50,7 @@ from numba import njit
 from numpy.typing import ArrayLike, NDArray
 from PIL import Image, ImageDraw, ImageFont
 
-from embodia.core.limits import check_positive
+from embodia.core.limits import check_positive, check_whole
 from embodia.perception.bev import OCCUPIED, UNKNOWN, BEVMap
 from embodia.sim.geometry import (
     camera_to_world,
@@ -127,15 +127,11 @@ class WaypointConfig:
             )
         if not (math.isfinite(self.distance_weight) and self.distance_weight >= 0):
             raise ValueError(f"WaypointConfig.distance_weight must be >= 0, got {self.distance_weight}")
-        if self.sectors < 1 or self.max_candidates < 1:
-            raise ValueError(
-                f"WaypointConfig.sectors and max_candidates must be >= 1, got {self.sectors} and "
-                f"{self.max_candidates}"
-            )
+        check_whole(self, "sectors", "max_candidates", error=ValueError)
+        if self.lattice_step is not None:
+            check_whole(self, "lattice_step", error=ValueError)
         if self.floor_band >= self.obstacle_top:
             raise ValueError("WaypointConfig.floor_band must be below obstacle_top")
-        if self.lattice_step is not None and self.lattice_step < 1:
-            raise ValueError(f"WaypointConfig.lattice_step must be >= 1, got {self.lattice_step}")
 
 
 @dataclass(frozen=True)

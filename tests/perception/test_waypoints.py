@@ -301,8 +301,13 @@ def test_mismatched_sensor_height_and_bad_config_are_clear_errors() -> None:
         back_project(pano, 100, 10, sim, WaypointConfig(sensor_height=0.88))
     with pytest.raises(ValueError, match="min_distance"):
         WaypointConfig(min_distance=5.0, max_distance=4.0)
-    with pytest.raises(ValueError, match="sectors"):
+    with pytest.raises(ValueError, match=r"WaypointConfig\.sectors must be a whole number >= 1, got 0"):
         WaypointConfig(sectors=0)
+    with pytest.raises(
+        ValueError, match=r"WaypointConfig\.lattice_step must be a whole number >= 1, got 2\.5"
+    ):
+        WaypointConfig(lattice_step=2.5)
+    WaypointConfig(lattice_step=None)
 
 
 # ---------------------------------------------------------------------- candidates
