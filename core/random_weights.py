@@ -14,6 +14,10 @@ from typing import Any
 
 BUILD_MARKER = "tiny-model-complete.json"
 RANDOM_WEIGHTS = "random weights"
+OFFLINE_ONLY = "for trying embodia offline only"
+TRAINED_BY = "trained_by"
+"""The marker's list of the recipes that trained a copy of the build (``["sft", "grpo"]``):
+a model trained from random weights keeps the marker, since it is still a toy."""
 
 
 def read_marker(directory: Path | str) -> dict[str, Any] | None:
@@ -27,15 +31,19 @@ def read_marker(directory: Path | str) -> dict[str, Any] | None:
 
 
 def random_weights_note(directory: Path | str) -> str | None:
-    """One line saying that ``directory`` holds random weights built by embodia, or None for
-    any other directory (a trained model)."""
+    """One line saying that ``directory`` holds random weights built by embodia (or a model
+    trained from them: a toy), or None for any other directory (a real model)."""
     marker = read_marker(directory)
     if marker is None or marker.get("random_weights") is False:
         return None
-    return (
-        f"{directory} holds {RANDOM_WEIGHTS} (built by `embodia models tiny {marker.get('kind', '?')}`, "
-        f"seed {marker.get('seed', '?')}): its outputs are noise, for trying embodia offline only"
-    )
+    built = f"built by `embodia models tiny {marker.get('kind', '?')}`, seed {marker.get('seed', '?')}"
+    trained = marker.get(TRAINED_BY)
+    if isinstance(trained, list) and trained:
+        return (
+            f"{directory} holds a toy model: {RANDOM_WEIGHTS} ({built}) then trained by "
+            f"{' then '.join(map(str, trained))} on generated data; {OFFLINE_ONLY}"
+        )
+    return f"{directory} holds {RANDOM_WEIGHTS} ({built}): its outputs are noise, {OFFLINE_ONLY}"
 
 
 def random_weights_label(name: str) -> str:

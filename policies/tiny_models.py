@@ -39,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 from embodia.core.limits import check_range, check_seed
 from embodia.core.random_weights import (
     BUILD_MARKER,
+    TRAINED_BY,
     read_marker,
 )
 from embodia.errors import EmbodiaError
@@ -454,6 +455,11 @@ def _is_this_build(directory: Path, wanted: Mapping[str, Any]) -> bool:
     marker = read_marker(directory)
     if marker is None:
         return False
+    if marker.get(TRAINED_BY):
+        recipes = " then ".join(map(str, marker[TRAINED_BY]))
+        raise EmbodiaError(
+            f"{directory} holds a model trained from a tiny build ({recipes}): pick another folder"
+        )
     differences = [
         f"{key} {_plain(marker.get(key))}, not {_plain(value)}"
         for key, value in wanted.items()

@@ -27,6 +27,7 @@ from __future__ import annotations
 import copy
 import importlib
 import importlib.util
+import json
 import shutil
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
@@ -41,7 +42,7 @@ from PIL import Image
 from transformers import GenerationConfig, LogitsProcessorList
 
 from embodia.core.chat import ContextOverflowError, PolicyError, check_messages, check_temperature
-from embodia.core.random_weights import BUILD_MARKER
+from embodia.core.random_weights import BUILD_MARKER, TRAINED_BY, read_marker
 from embodia.policies.hf import HFPolicy, SeededSampler
 from embodia.policies.rollouts import ChatPrompt, Sample
 
@@ -352,25 +353,80 @@ class TrainablePolicy(HFPolicy):
 
     # ------------------------------------------------------------------ saving
 
-    def save(self, directory: Path | str) -> Path:
+    def save(self, directory: Path | str, *, trained_by: str | None = None, card: str | None = None) -> Path:
         """Write the model (LoRA merged into a copy of it, the training model untouched), its
         generation config, tokenizer or processor and chat template into ``directory``, which
-        ``hf:DIR`` then loads. A model built with random weights stays marked as such."""
-        target = Path(directory)
-        try:
-            target.mkdir(parents=True, exist_ok=True)
-        except OSError as error:
-            raise PolicyError(f"cannot create {target}: {error.strerror or error}") from None
-        model: Any = self.model
-        if self.lora is not None:
-            # A merge changes the module tree in place: merge a copy, keep training the adapters.
-            copied: Any = copy.deepcopy(self.model)
-            model = copied.merge_and_unload()
-        model.generation_config = self._generation_config
-        model.save_pretrained(target)
+        ``hf:DIR`` then loads (see :func:`save_model_folder` for ``trained_by`` and ``card``)."""
+        self.model.generation_config = self._generation_config
         owner = self.processor if self.processor is not None else self.tokenizer
-        owner.save_pretrained(target)
-        marker = self.path / BUILD_MARKER
-        if marker.is_file() and marker.resolve() != (target / BUILD_MARKER).resolve():
-            shutil.copyfile(marker, target / BUILD_MARKER)
-        return target
+        return save_model_folder(
+            self.model, owner, Path(directory), source=self.path, trained_by=trained_by, card=card
+        )
+
+
+def model_card(title: str, how: str, start: str) -> str:
+    """The README.md of a trained model folder: what it is, how it was trained, and when its
+    start (a policy spec or folder) had random weights, that it is a toy."""
+    from embodia.core.random_weights import random_weights_in
+
+    notes = random_weights_in({"start": start})
+    toy = (
+        f"\n**Its starting point had random weights** ({notes['start']}): this is a toy model "
+        "trained on generated data, for trying training paths offline, not a model to measure.\n"
+        if notes
+        else ""
+    )
+    return f"# {title}\n\n{how}\n{toy}"
+
+
+def save_model_folder(
+    model: Any,
+    owner: Any,
+    target: Path,
+    *,
+    source: Path,
+    trained_by: str | None = None,
+    card: str | None = None,
+    keep_model: bool = True,
+) -> Path:
+    """Write a model folder that ``hf:DIR`` loads: ``model`` with its LoRA adapters merged,
+    ``owner`` (the tokenizer or processor, with the chat template) and ``card`` as README.md.
+
+    The folder is built in a hidden sibling and renamed into place, so ``target`` is whole or
+    absent: a kill mid-save never leaves half a model. An existing ``target`` is replaced only
+    when it is empty or a model folder (it has a config.json). A model whose start ``source``
+    was a tiny random-weight build keeps that build's marker, with ``trained_by`` appended to
+    its list of recipes: it is still a toy, and the backends that load it say so.
+    ``keep_model=False`` merges the adapters in place (for a caller that is done training);
+    otherwise a copy is merged and ``model`` keeps its adapters.
+    """
+    from peft import PeftModel
+
+    if target.exists() and not (
+        target.is_dir() and (not any(target.iterdir()) or (target / "config.json").is_file())
+    ):
+        raise PolicyError(f"{target} exists and is not a model folder: pick another folder to save into")
+    if isinstance(model, PeftModel):
+        # A merge changes the module tree in place: merge a copy when training goes on.
+        model = (copy.deepcopy(model) if keep_model else model).merge_and_unload()
+    staging = target.parent / f".{target.name}.saving"
+    try:
+        shutil.rmtree(staging, ignore_errors=True)
+        staging.mkdir(parents=True)
+        model.save_pretrained(staging)
+        owner.save_pretrained(staging)
+        if card is not None:
+            (staging / "README.md").write_text(card, encoding="utf-8")
+        marker = read_marker(source)
+        if marker is not None:
+            if trained_by is not None:
+                marker[TRAINED_BY] = [*marker.get(TRAINED_BY, []), trained_by]
+            (staging / BUILD_MARKER).write_text(json.dumps(marker, indent=1) + "\n", encoding="utf-8")
+        if target.exists():  # a finished save that a kill kept from its run's summary
+            shutil.rmtree(target)
+        staging.rename(target)
+    except OSError as error:
+        raise PolicyError(f"cannot save the model into {target}: {error.strerror or error}") from None
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return target

@@ -53,7 +53,7 @@ from embodia.policies.recipes.curves import plot_curves
 from embodia.policies.recipes.grpo import GRPOConfig, filter_dynamic, grpo_loss
 from embodia.policies.rollouts import RolloutEngine, RolloutSettings, Trajectory
 from embodia.policies.spec import make_trainable_policy
-from embodia.policies.trainable import LoraSettings, TrainablePolicy, quiet_progress_bars
+from embodia.policies.trainable import LoraSettings, TrainablePolicy, model_card, quiet_progress_bars
 
 METRICS = "metrics.jsonl"
 ROLLOUTS = "rollouts.jsonl"
@@ -465,7 +465,15 @@ def run_grpo(
                 rollouts.flush()
                 _save_checkpoint(out, step, policy, optimizer)  # before the line: a logged step is kept
                 note(line)
-        final = policy.save(out / FINAL)
+        how = f"LoRA rank {settings.lora_r}, merged" if settings.lora_r else "full fine-tuning"
+        card = model_card(
+            f"GRPO of {settings.policy}",
+            f"Trained by embodia's GRPO recipe ({settings.advantage} advantages, {settings.loss_type} loss, "
+            f"{how}) for {settings.steps} steps of {settings.prompts_per_step} x {settings.group_size} "
+            f"rollouts in {settings.env}.",
+            settings.policy,
+        )
+        final = policy.save(out / FINAL, trained_by="grpo", card=card)
     rows = folder.read_records()
     plot_curves(rows, out / CURVES, CURVE_KEYS, title=f"GRPO on {settings.env}")
     train_rows = [r for r in rows if "reward_mean" in r]

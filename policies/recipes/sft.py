@@ -37,7 +37,6 @@ import hashlib
 import json
 import logging
 import math
-import shutil
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Mapping, Sequence
@@ -51,7 +50,7 @@ from embodia.core.runs import RunFolder, read_jsonl, runner, set_aside
 from embodia.errors import EmbodiaError
 from embodia.policies.recipes.curves import plot_curves
 from embodia.policies.spec import make_policy, parse_policy_spec
-from embodia.policies.trainable import quiet_progress_bars
+from embodia.policies.trainable import model_card, quiet_progress_bars, save_model_folder
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, TrainerCallback
@@ -384,40 +383,14 @@ def _eval_record(trainer: Any, step: int) -> dict[str, Any]:
     }
 
 
-def _save_final(model: Any, tokenizer: Any, out: Path, card: str) -> Path:
-    """Save the trained model (LoRA merged in) and its tokenizer into ``out/final``, built in
-    a hidden folder beside it and renamed into place, so ``final`` is whole or absent."""
-    from peft import PeftModel
-
-    if isinstance(model, PeftModel):
-        model = model.merge_and_unload()
-    final = out / FINAL
-    staging = out / f".{FINAL}.saving"
-    shutil.rmtree(staging, ignore_errors=True)
-    model.save_pretrained(staging)
-    tokenizer.save_pretrained(staging)
-    (staging / "README.md").write_text(card, encoding="utf-8")
-    if final.exists():  # a finished save of this run that a kill kept from its summary
-        shutil.rmtree(final)
-    staging.rename(final)
-    return final
-
-
 def _model_card(settings: SFTSettings, steps: int, records: int) -> str:
-    from embodia.core.random_weights import random_weights_in
-
-    notes = random_weights_in({"model": settings.model})
-    base = (
-        f"\n**Its starting point had random weights** ({notes['model']}): this is a toy model "
-        "trained on generated data, for trying training paths offline, not a model to measure.\n"
-        if notes
-        else ""
-    )
     data = settings.data if isinstance(settings.data, str) else "records given in memory"
     how = f"LoRA rank {settings.lora_r}, merged" if settings.lora_r else "full fine-tuning"
-    return (
-        f"# SFT of {settings.model}\n\nFine-tuned by embodia's SFT recipe ({how}) for {steps} optimiser "
-        f"steps on {records} records ({data}).\n{base}"
+    return model_card(
+        f"SFT of {settings.model}",
+        f"Fine-tuned by embodia's SFT recipe ({how}) for {steps} optimiser steps "
+        f"on {records} records ({data}).",
+        settings.model,
     )
 
 
@@ -533,8 +506,14 @@ def run_sft(
         trainable = sum(p.numel() for p in trainer.model.parameters() if p.requires_grad)  # before merging
         if eval_records is not None:
             note(_eval_record(trainer, steps))
-        final = _save_final(
-            trainer.model, trainer.processing_class, out, _model_card(settings, steps, len(train_records))
+        final = save_model_folder(
+            trainer.model,
+            trainer.processing_class,
+            out / FINAL,
+            source=Path(parse_policy_spec(settings.model)[1]),
+            trained_by="sft",
+            card=_model_card(settings, steps, len(train_records)),
+            keep_model=False,
         )
 
     written = folder.read_records()

@@ -11,9 +11,11 @@ import pytest
 import torch
 
 from embodia.core.chat import PolicyError
-from embodia.core.random_weights import BUILD_MARKER
+from embodia.core.random_weights import TRAINED_BY, random_weights_note, read_marker
+from embodia.errors import EmbodiaError
 from embodia.policies.hf import HFPolicy
 from embodia.policies.rollouts import ChatPrompt
+from embodia.policies.tiny_models import build_tiny_chat_lm
 from embodia.policies.trainable import LoraSettings, TrainablePolicy
 
 PROMPTS = [
@@ -171,7 +173,8 @@ def test_save_then_load_gives_identical_logits_and_a_chat_policy(
     policy: TrainablePolicy, tmp_path: Path
 ) -> None:
     saved = policy.save(tmp_path / "final")
-    assert (saved / BUILD_MARKER).is_file()  # still random weights, and says so
+    assert read_marker(saved) == read_marker(policy.path)  # still random weights, and says so
+    assert not (saved / "README.md").exists()
     loaded = HFPolicy(saved)
     assert loaded.name.endswith("(random weights)")
     ids = torch.tensor([policy.count_tokens(list(PROMPTS[0].messages)) * [5]])
@@ -217,3 +220,30 @@ def test_bad_input_is_a_policy_error(policy: TrainablePolicy, tiny_chat_lm_dir: 
         LoraSettings(r=0)
     with pytest.raises(PolicyError, match="cannot add LoRA"):
         TrainablePolicy(tiny_chat_lm_dir, lora=LoraSettings(target_modules=("no_such_layer",)))
+
+
+def test_a_saved_model_folder_is_whole_marks_its_recipes_and_refuses_other_folders(
+    policy: TrainablePolicy, tmp_path: Path
+) -> None:
+    first = policy.save(tmp_path / "sft", trained_by="sft", card="# SFT\n")
+    assert read_marker(first)[TRAINED_BY] == ["sft"]
+    assert (first / "README.md").read_text() == "# SFT\n"
+    again = TrainablePolicy(first).save(tmp_path / "grpo", trained_by="grpo")
+    assert read_marker(again)[TRAINED_BY] == ["sft", "grpo"]
+    note = random_weights_note(again)
+    assert note is not None and "then trained by sft then grpo" in note
+    # saving over a finished save replaces it whole; no staging folder is left behind
+    (first / "stale.bin").write_bytes(b"x")
+    policy.save(first, trained_by="sft")
+    assert not (first / "stale.bin").exists() and read_marker(first)[TRAINED_BY] == ["sft"]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["grpo", "sft"]
+    # nor is a trained copy ever taken for the tiny build it came from
+    with pytest.raises(EmbodiaError, match=r"holds a model trained from a tiny build \(sft\)"):
+        build_tiny_chat_lm(first)
+    # a folder that is not a model folder is never replaced
+    other = tmp_path / "notes"
+    other.mkdir()
+    (other / "todo.txt").write_text("keep me")
+    with pytest.raises(PolicyError, match="exists and is not a model folder"):
+        policy.save(other)
+    assert (other / "todo.txt").read_text() == "keep me"

@@ -16,6 +16,7 @@ import torch
 from safetensors.torch import load_file
 
 from embodia.core.chat import PolicyError
+from embodia.core.random_weights import TRAINED_BY, read_marker
 from embodia.envs.dsr.env import score_answer
 from embodia.errors import EmbodiaError
 from embodia.policies import make_policy
@@ -88,7 +89,10 @@ def test_sft_learns_the_answer_format(
     assert "data_sha256" in (out / "config.yaml").read_text()
 
     policy = make_policy(summary["policy"])
-    assert "random weights" not in policy.name
+    # trained from a random-weight build: still a toy, and its loader says so
+    assert policy.name.endswith("(random weights)")
+    assert read_marker(out / "final")[TRAINED_BY] == ["sft"]
+    assert "Its starting point had random weights" in (out / "final" / "README.md").read_text()
     replies = []
     for record, instance in zip(held_out_records[:8], dsr_instances(HELD_OUT[:8]), strict=True):
         reply = policy.complete(record["messages"][:-1], max_tokens=16, temperature=0).text
