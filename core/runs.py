@@ -28,7 +28,7 @@ import logging
 import os
 import shutil
 import tempfile
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -295,10 +295,13 @@ def settings_differences(saved: Mapping[str, Any], given: Mapping[str, Any]) -> 
     ]
 
 
-def check_resumable(out: Path, settings: Mapping[str, Any], resume: bool) -> bool:
+def check_resumable(
+    out: Path, settings: Mapping[str, Any], resume: bool, may_grow: Collection[str] = ()
+) -> bool:
     """Whether ``out`` holds an earlier run to continue; an error naming the problem when it
     holds one that may not be continued (no ``--resume``, unreadable config, or settings that
-    differ: all of them are named, ``name: saved -> given``)."""
+    differ: all of them are named, ``name: saved -> given``). The numbers named in
+    ``may_grow`` (a training run's ``steps``) may be larger than saved: the run goes on further."""
     if not (out / CONFIG_FILE).exists():
         return False
     if not resume:
@@ -306,7 +309,14 @@ def check_resumable(out: Path, settings: Mapping[str, Any], resume: bool) -> boo
     saved = read_config(out).get("settings")
     if not isinstance(saved, dict):
         raise EmbodiaError(f"cannot resume {out}: {CONFIG_FILE} has no settings mapping")
-    differences = settings_differences(saved, settings)
+    grown = {
+        key
+        for key in may_grow
+        if isinstance(saved.get(key), int)
+        and isinstance(settings.get(key), int)
+        and settings[key] > saved[key]
+    }
+    differences = settings_differences(saved, {k: v for k, v in settings.items() if k not in grown})
     if differences:
         raise EmbodiaError(
             f"cannot resume {out}: it was started with other settings ({'; '.join(differences)}); "
@@ -473,10 +483,10 @@ class RunFolder:
         """The records file."""
         return self.out / self.records
 
-    def begin(self, settings: Mapping[str, Any], resume: bool) -> bool:
+    def begin(self, settings: Mapping[str, Any], resume: bool, may_grow: Collection[str] = ()) -> bool:
         """Whether this run continues one in the folder; an error naming the problem when the
         folder holds a run that may not be continued (see :func:`check_resumable`)."""
-        self.resuming = check_resumable(self.out, settings, resume)
+        self.resuming = check_resumable(self.out, settings, resume, may_grow)
         return self.resuming
 
     def finished(self, name: str = "summary.json") -> dict[str, Any] | None:

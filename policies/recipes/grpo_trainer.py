@@ -428,13 +428,14 @@ def run_grpo(
     settings: GRPOSettings, out: Path, *, resume: bool = False, on_step: StepCallback | None = None
 ) -> dict[str, Any]:
     """Train ``settings.policy`` by GRPO in ``settings.env`` into the run folder ``out`` (see the
-    module docstring); with ``resume``, continue the run there after its last checkpoint.
+    module docstring); with ``resume``, continue the run there after its last checkpoint (a
+    larger ``steps`` than the run was started with trains a finished run further).
     ``on_step`` gets each ``metrics.jsonl`` line as it is written. Returns the summary."""
     folder = RunFolder(out, METRICS)
     record = settings.record()
-    folder.begin(record, resume)
+    folder.begin(record, resume, may_grow=("steps",))
     finished = folder.finished(SUMMARY)
-    if finished is not None:
+    if finished is not None and finished["steps"] == settings.steps:
         return finished
     out = folder.out
     torch.manual_seed(settings.seed)

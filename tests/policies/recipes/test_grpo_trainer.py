@@ -137,6 +137,25 @@ def test_a_killed_run_resumes_to_the_weights_of_an_uninterrupted_one(
     assert [json.loads(line)["step"] for line in rollouts] == [1] * 4 + [2] * 4 + [3] * 4
 
 
+def test_a_finished_run_resumed_with_more_steps_trains_further_and_never_fewer(
+    tiny_chat_lm_dir: Path, tmp_path: Path
+) -> None:
+    run = tmp_path / "run"
+    first = run_grpo(_settings(tiny_chat_lm_dir, steps=2), run)
+    two = _weights(run)
+    with pytest.raises(EmbodiaError, match=r"other settings \(steps: 2 -> 1\)"):
+        run_grpo(_settings(tiny_chat_lm_dir, steps=1), run, resume=True)
+    more = run_grpo(_settings(tiny_chat_lm_dir, steps=3), run, resume=True)
+    assert first["steps"] == 2 and more["steps"] == 3 and more["resumed_after_step"] == 2
+    assert [r["step"] for r in _rows(run)] == [1, 2, 3]
+    assert "steps: 3" in (run / "config.yaml").read_text()
+    assert any(not torch.equal(two[k], w) for k, w in _weights(run).items())  # trained on
+    rollouts = (run / "rollouts.jsonl").read_text().splitlines()
+    assert [json.loads(line)["step"] for line in rollouts] == [1] * 4 + [2] * 4 + [3] * 4
+    # the extended run is finished at its new length
+    assert run_grpo(_settings(tiny_chat_lm_dir, steps=3), run, resume=True) == more
+
+
 def test_dynamic_sampling_skips_groups_without_spread(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
     # A random-weight model never answers a DSR question right: every group's rewards are 0.
     run_grpo(_settings(tiny_chat_lm_dir, steps=1, dynamic_sampling=True), tmp_path / "run")
