@@ -193,18 +193,12 @@ def waypoint_episode(
     return records, info
 
 
-def _teacher(observation: Mapping[str, Any]) -> int:
+def waypoint_teacher(observation: Mapping[str, Any]) -> int:
+    """The greedy-gain teacher as a :data:`Picker` (:func:`waypoint_teacher_choice`)."""
     choice = waypoint_teacher_choice(observation)
     if choice is None:  # waypoint_episode stops before a turn without candidates
         raise RolloutError("the teacher was asked to pick among no candidates")
     return choice
-
-
-def waypoint_teacher_episode(
-    env: Any, view: ChatView, seed: int, *, max_turns: int | None = None
-) -> tuple[list[SFTRecord], dict[str, Any]]:
-    """:func:`waypoint_episode` with the greedy-gain teacher (:func:`waypoint_teacher_choice`)."""
-    return waypoint_episode(env, view, seed, _teacher, max_turns=max_turns)
 
 
 def waypoint_solution_records(
@@ -227,7 +221,7 @@ def waypoint_solution_records(
     try:
         view = WaypointView(WAYPOINT_ENV_ID, env.observation_space, env.action_space, images=False)
         for seed in seeds:
-            records += waypoint_teacher_episode(env, view, seed, max_turns=max_turns)[0]
+            records += waypoint_episode(env, view, seed, waypoint_teacher, max_turns=max_turns)[0]
     finally:
         env.close()
     return records

@@ -16,7 +16,7 @@ from embodia.policies.recipes.solutions import (
     waypoint_reply,
     waypoint_solution_records,
     waypoint_teacher_choice,
-    waypoint_teacher_episode,
+    waypoint_teacher,
 )
 from embodia.policies.rollout_views import RolloutError, WaypointView
 
@@ -97,7 +97,7 @@ def test_records_are_deterministic_and_other_seeds_are_other_houses() -> None:
 
 def test_an_episode_scores_its_picker_and_reports_the_env_info(env_and_view: Any) -> None:
     env, view = env_and_view
-    records, info = waypoint_teacher_episode(env, view, 0)
+    records, info = waypoint_episode(env, view, 0, waypoint_teacher)
     assert 0 < info["coverage_auc"] <= 1 and info["steps"] == SMALL["max_steps"]
 
     def lowest(observation: Any) -> int:
