@@ -15,8 +15,8 @@ from embodia.policies.recipes.solutions import (
     waypoint_episode,
     waypoint_reply,
     waypoint_solution_records,
-    waypoint_teacher_choice,
     waypoint_teacher,
+    waypoint_teacher_choice,
 )
 from embodia.policies.rollout_views import RolloutError, WaypointView
 
