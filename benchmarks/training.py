@@ -24,17 +24,22 @@ config, on CPU, in this one process:
    ``array.access`` short, is run too (``dsr_text_*``): SFT on solved instances, GRPO, the
    greedy held-out reward before and after, and a trivial baseline scored by the env itself
    (answering the array's first element).
-3. **The embodied job** (``waypoint_auc_gain_vs_random``): GRPO over
-   ``embodia/ActiveMappingWaypoint-v0`` (index actions) with the same tiny LM reading the text
-   rendering of the candidates (``WaypointView`` with images off: number, bearing, range), a
+3. **The embodied job** (``waypoint_auc_gain_vs_random``): ``embodia/ActiveMappingWaypoint-v0``
+   (index actions) with the same tiny LM reading the text rendering of the candidates
+   (``WaypointView`` with images off: number, bearing, range, estimated unseen area), a
    multi-turn episode per trajectory (``max_turns`` decisions, the primitive-step budget
    usually ends it first), trajectory reward = total coverage gain (m2). An SFT warm-up on
    uniformly random valid picks teaches the answer format only (no preference); that warmed-up
-   model is the untrained start. Held-out procedural seeds are scored by the env's own
-   coverage AUC (``info["coverage_auc"]``, the measure ``embodia explore`` reports) for: the
-   start, the model after GRPO from each of several training seeds (greedy), a uniformly random
-   candidate picker, and the depth-first explorer with its heuristic policy
+   model is the untrained start. Then the text env's recipe, per training seed: SFT from the
+   start on generated solutions (``solutions.waypoint_solution_records``: the greedy-gain
+   teacher's decisions on seeds nothing else uses), then GRPO from that model. Held-out
+   procedural seeds are scored by the env's own coverage AUC (``info["coverage_auc"]``, the
+   measure ``embodia explore`` reports) for: the start, the teacher-SFT model and the model
+   after GRPO of each training seed (greedy, with how often each repeats the teacher's
+   held-out decisions), the teacher itself and a uniformly random candidate picker (both run
+   with the env directly), and the depth-first explorer with its heuristic policy
    (``evals.explore.run_exploration``, the run ``embodia explore --agent dfs`` makes).
+   ``waypoint_auc_gain_grpo_vs_sft`` is GRPO's own share.
 
 ``--quick`` (under a minute) runs the speed section with fewer repeats and skips studies 2 and 3
 (their keys are null, with a ``*_skipped`` reason); ``--studies 0`` skips them at full speed
