@@ -677,7 +677,7 @@ def main() -> None:
         log("speed: rollouts, sync vs async")
         result |= rollout_speed(model_dir, args.rollout_prompts, args.rollout_repeats)
         if not args.studies:
-            skipped = "--quick or --studies 0: run without them for the learning studies (about 20 minutes)"
+            skipped = "--quick or --studies 0: run without them for the learning studies (about 50 minutes)"
             result |= {"text_reward_gain": None, "text_reward_skipped": skipped}
             result |= {"dsr_text_reward_gain": None, "dsr_text_reward_skipped": skipped}
             result |= {"waypoint_auc_gain_vs_random": None, "waypoint_skipped": skipped}
