@@ -24,17 +24,22 @@ config, on CPU, in this one process:
    ``array.access`` short, is run too (``dsr_text_*``): SFT on solved instances, GRPO, the
    greedy held-out reward before and after, and a trivial baseline scored by the env itself
    (answering the array's first element).
-3. **The embodied job** (``waypoint_auc_gain_vs_random``): GRPO over
-   ``embodia/ActiveMappingWaypoint-v0`` (index actions) with the same tiny LM reading the text
-   rendering of the candidates (``WaypointView`` with images off: number, bearing, range), a
+3. **The embodied job** (``waypoint_auc_gain_vs_random``): ``embodia/ActiveMappingWaypoint-v0``
+   (index actions) with the same tiny LM reading the text rendering of the candidates
+   (``WaypointView`` with images off: number, bearing, range, estimated unseen area), a
    multi-turn episode per trajectory (``max_turns`` decisions, the primitive-step budget
    usually ends it first), trajectory reward = total coverage gain (m2). An SFT warm-up on
    uniformly random valid picks teaches the answer format only (no preference); that warmed-up
-   model is the untrained start. Held-out procedural seeds are scored by the env's own
-   coverage AUC (``info["coverage_auc"]``, the measure ``embodia explore`` reports) for: the
-   start, the model after GRPO from each of several training seeds (greedy), a uniformly random
-   candidate picker, and the depth-first explorer with its heuristic policy
+   model is the untrained start. Then the text env's recipe, per training seed: SFT from the
+   start on generated solutions (``solutions.waypoint_solution_records``: the greedy-gain
+   teacher's decisions on seeds nothing else uses), then GRPO from that model. Held-out
+   procedural seeds are scored by the env's own coverage AUC (``info["coverage_auc"]``, the
+   measure ``embodia explore`` reports) for: the start, the teacher-SFT model and the model
+   after GRPO of each training seed (greedy, with how often each repeats the teacher's
+   held-out decisions), the teacher itself and a uniformly random candidate picker (both run
+   with the env directly), and the depth-first explorer with its heuristic policy
    (``evals.explore.run_exploration``, the run ``embodia explore --agent dfs`` makes).
+   ``waypoint_auc_gain_grpo_vs_sft`` is GRPO's own share.
 
 ``--quick`` (under a minute) runs the speed section with fewer repeats and skips studies 2 and 3
 (their keys are null, with a ``*_skipped`` reason); ``--studies 0`` skips them at full speed
@@ -89,6 +94,8 @@ WAYPOINT_ENV = "embodia/ActiveMappingWaypoint-v0"
 WAYPOINT_SEED_STRIDE = 1000
 """Training reset seeds of training seed k start at k * this; held-out seeds start at 100_000."""
 WAYPOINT_HELD_OUT = 100_000
+WAYPOINT_TEACHER_SEEDS = 60_000
+"""Reset seeds of the teacher episodes SFT learns from (the format warm-up's start at 50_000)."""
 
 
 def log(message: str) -> None:
@@ -259,15 +266,23 @@ def rollout_speed(model_dir: Path, prompts: int, repeats: int) -> dict[str, Any]
 # --------------------------------------------------------------------------- 2. text env gain
 
 
-def warm_up(model_dir: Path, records: Sequence[Any], steps: int, out: Path) -> dict[str, Any]:
-    """The SFT warm-up both studies start from (batches of 8, learning rate 3e-3): its summary."""
+def warm_up(
+    model_dir: Path,
+    records: Sequence[Any],
+    steps: int,
+    out: Path,
+    *,
+    learning_rate: float = 3e-3,
+    seed: int = 0,
+) -> dict[str, Any]:
+    """The SFT warm-up the studies start from (batches of 8): its summary."""
     settings = SFTSettings(
         model=f"hf:{model_dir}",
         data=tuple(records),
         max_steps=steps,
         batch_size=8,
-        learning_rate=3e-3,
-        seed=0,
+        learning_rate=learning_rate,
+        seed=seed,
     )
     return run_sft(settings, out)
 
@@ -385,19 +400,9 @@ def text_waypoint_view(options: dict[str, Any]) -> WaypointView:
         env.close()
 
 
-def random_episode(
-    env: Any, seed: int, max_turns: int, rng: np.random.Generator
-) -> tuple[dict[str, Any], int]:
-    """One episode picking a uniformly random shown candidate each turn: (last info, decisions)."""
-    observation, info = env.reset(seed=seed)
-    for turn in range(max_turns):
-        shown = np.flatnonzero(observation["candidate_mask"])
-        if not len(shown):
-            return info, turn
-        observation, _, terminated, truncated, info = env.step(int(rng.choice(shown)))
-        if terminated or truncated:
-            return info, turn + 1
-    return info, max_turns
+def random_picker(rng: np.random.Generator) -> solutions.Picker:
+    """Picks a uniformly random shown candidate each turn."""
+    return lambda observation: int(rng.choice(np.flatnonzero(observation["candidate_mask"])))
 
 
 def format_records(
@@ -406,26 +411,32 @@ def format_records(
     """SFT records that teach the reply format only: each decision of random-pick episodes, the
     view's prompt for it and a uniformly random shown candidate as the answer."""
     env = gymnasium.make(WAYPOINT_ENV, **options)
-    rng = np.random.default_rng(0)
-    records = []
+    pick = random_picker(np.random.default_rng(0))
     try:
-        for seed in seeds:
-            observation, _ = env.reset(seed=seed)
-            for _ in range(max_turns):
-                shown = np.flatnonzero(observation["candidate_mask"])
-                if not len(shown):
-                    break
-                choice = int(rng.choice(shown))
-                messages = list(view.prompt(observation).messages)
-                records.append(
-                    {"messages": [*messages, {"role": "assistant", "content": f"Answer: {choice}"}]}
-                )
-                observation, _, terminated, truncated, _ = env.step(choice)
-                if terminated or truncated:
-                    break
+        return [
+            r
+            for seed in seeds
+            for r in solutions.waypoint_episode(env, view, seed, pick, max_turns=max_turns)[0]
+        ]
     finally:
         env.close()
-    return records
+
+
+def picker_aucs(
+    view: WaypointView, options: dict[str, Any], seeds: Sequence[int], max_turns: int, pick: solutions.Picker
+) -> tuple[list[float], list[dict[str, list[Message]]]]:
+    """Episodes of a picker on the given scenes, run with the env directly: each one's coverage AUC,
+    and every decision as a chat record."""
+    env = gymnasium.make(WAYPOINT_ENV, **options)
+    aucs, records = [], []
+    try:
+        for seed in seeds:
+            made, info = solutions.waypoint_episode(env, view, seed, pick, max_turns=max_turns)
+            aucs.append(float(info["coverage_auc"]))
+            records += made
+    finally:
+        env.close()
+    return aucs, records
 
 
 def lm_aucs(
@@ -453,6 +464,7 @@ def grpo_waypoints(
         max_turns=args.wp_turns,
         max_new_tokens=6,
         learning_rate=args.wp_lr,
+        beta=args.wp_beta,
         first_seed=train_seed * WAYPOINT_SEED_STRIDE,
         seed=train_seed,
     )
@@ -489,6 +501,18 @@ def heuristic_aucs(seeds: Sequence[int], args: Any, tmp: Path) -> list[float]:
     return aucs
 
 
+def teacher_agreement(policy: TrainablePolicy, records: Sequence[dict[str, list[Message]]]) -> float:
+    """Share of the teacher's held-out decisions whose reply the policy repeats greedily."""
+    prompts = [ChatPrompt(tuple(r["messages"][:-1])) for r in records]
+    with torch.no_grad():
+        replies = policy.sample(prompts, max_new_tokens=6, temperature=0.0)
+    return float(
+        np.mean(
+            [s.text.strip() == r["messages"][-1]["content"] for s, r in zip(replies, records, strict=True)]
+        )
+    )
+
+
 def waypoint_study(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
     options = waypoint_options(args)
     view = text_waypoint_view(options)
@@ -499,6 +523,16 @@ def waypoint_study(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
     records = format_records(view, options, range(50_000, 50_000 + args.wp_sft_episodes), args.wp_turns)
     sft = warm_up(model_dir, records, args.wp_sft_steps, tmp / "waypoint-sft")
     start = sft["policy"]
+    # The teacher's episodes on other unused seeds: the generated solutions SFT learns from.
+    teacher_records = solutions.waypoint_solution_records(
+        range(WAYPOINT_TEACHER_SEEDS, WAYPOINT_TEACHER_SEEDS + args.wp_teacher_episodes),
+        env_options=options,
+        max_turns=args.wp_turns,
+    )
+    teacher_aucs, held_out_decisions = picker_aucs(
+        view, options, held_out, args.wp_turns, solutions.waypoint_teacher
+    )
+    log(f"  waypoint teacher: {len(teacher_records)} records, held-out AUC {np.mean(teacher_aucs):.4f}")
     greedy = RolloutSettings(
         group_size=1, max_turns=args.wp_turns, max_new_tokens=6, temperature=0.0, num_envs=8
     )
@@ -507,52 +541,87 @@ def waypoint_study(model_dir: Path, tmp: Path, args: Any) -> dict[str, Any]:
         log(f"  waypoint start (format SFT only): AUC {np.mean(start_aucs):.4f} {dict(start_ends)}")
         trained: list[dict[str, Any]] = []
         for train_seed in range(args.wp_train_seeds):
+            # Teacher SFT from the start, then GRPO from that: the whole recipe per training seed.
+            taught = warm_up(
+                Path(start.removeprefix("hf:")),
+                teacher_records,
+                args.wp_teacher_steps,
+                tmp / f"teacher-sft-{train_seed}",
+                learning_rate=args.wp_teacher_lr,
+                seed=train_seed,
+            )
+            taught_policy = make_trainable_policy(taught["policy"], seed=0)
+            sft_aucs, sft_ends = lm_aucs(engine, taught_policy, held_out)
+            sft_agreement = teacher_agreement(taught_policy, held_out_decisions)
+            log(
+                f"  waypoint teacher SFT seed {train_seed}: AUC {np.mean(sft_aucs):.4f} {dict(sft_ends)}, "
+                f"agrees with the teacher on {sft_agreement:.0%} of its held-out decisions"
+            )
             policy, curve, chosen = grpo_waypoints(
-                start, options, train_seed, args, tmp / f"grpo-{train_seed}"
+                taught["policy"], options, train_seed, args, tmp / f"grpo-{train_seed}"
             )
             aucs, ends = lm_aucs(engine, policy, held_out)
-            log(f"  waypoint trained seed {train_seed}: AUC {np.mean(aucs):.4f} {dict(ends)}")
+            agreement = teacher_agreement(policy, held_out_decisions)
+            log(
+                f"  waypoint trained seed {train_seed}: AUC {np.mean(aucs):.4f} {dict(ends)}, "
+                f"agrees with the teacher on {agreement:.0%}"
+            )
             trained.append(
                 {
                     "seed": train_seed,
                     "auc": float(np.mean(aucs)),
+                    "auc_sft_teacher": float(np.mean(sft_aucs)),
+                    "teacher_agreement_sft": sft_agreement,
+                    "teacher_agreement": agreement,
+                    "sft_teacher_loss_last": taught.get("train_loss_last"),
                     "train_gain_first3": float(np.mean(curve[:3])),
                     "train_gain_last3": float(np.mean(curve[-3:])),
                     "ended_by": dict(ends),
+                    "sft_teacher_ended_by": dict(sft_ends),
                     "last_step_choices": {str(k): v for k, v in sorted(chosen.items())},
                 }
             )
 
-    env = gymnasium.make(WAYPOINT_ENV, **options)
     random_aucs = []
-    try:
-        for repeat in range(args.wp_random_repeats):
-            rng = np.random.default_rng(repeat)
-            random_aucs += [
-                random_episode(env, seed, args.wp_turns, rng)[0]["coverage_auc"] for seed in held_out
-            ]
-    finally:
-        env.close()
+    for repeat in range(args.wp_random_repeats):
+        pick = random_picker(np.random.default_rng(repeat))
+        random_aucs += picker_aucs(view, options, held_out, args.wp_turns, pick)[0]
     dfs_aucs = heuristic_aucs(held_out, args, tmp)
 
     trained_auc = float(np.mean([t["auc"] for t in trained]))
+    sft_auc = float(np.mean([t["auc_sft_teacher"] for t in trained]))
     start_auc, random_auc = float(np.mean(start_aucs)), float(np.mean(random_aucs))
     return {
         "waypoint_auc_gain_vs_random": round(trained_auc - random_auc, 4),
         "waypoint_auc_gain_vs_start": round(trained_auc - start_auc, 4),
+        "waypoint_auc_gain_grpo_vs_sft": round(trained_auc - sft_auc, 4),
         "waypoint_auc_trained": round(trained_auc, 4),
         "waypoint_auc_trained_per_seed": [round(t["auc"], 4) for t in trained],
         "waypoint_trained_beats_random_seeds": sum(t["auc"] > random_auc for t in trained),
         "waypoint_trained_beats_start_seeds": sum(t["auc"] > start_auc for t in trained),
+        "waypoint_trained_beats_sft_teacher_seeds": sum(t["auc"] > t["auc_sft_teacher"] for t in trained),
+        "waypoint_auc_sft_teacher": round(sft_auc, 4),
+        "waypoint_auc_sft_teacher_per_seed": [round(t["auc_sft_teacher"], 4) for t in trained],
         "waypoint_auc_start": round(start_auc, 4),
         "waypoint_auc_random": round(random_auc, 4),
+        "waypoint_auc_teacher": round(float(np.mean(teacher_aucs)), 4),
         "waypoint_auc_heuristic_dfs": round(float(np.mean(dfs_aucs)), 4),
         "waypoint_runs": trained,
         "waypoint_start_ended_by": dict(start_ends),
         "waypoint_held_out_seeds": len(held_out),
+        "waypoint_held_out_teacher_decisions": len(held_out_decisions),
         "waypoint_env_options": options,
         "waypoint_max_turns": args.wp_turns,
         "waypoint_sft_records": len(records),
+        "waypoint_teacher_records": len(teacher_records),
+        "waypoint_teacher_sft_steps": args.wp_teacher_steps,
+        "waypoint_grpo": {
+            "steps": args.wp_steps,
+            "prompts_per_step": args.wp_prompts,
+            "group_size": args.wp_group,
+            "learning_rate": args.wp_lr,
+            "beta": args.wp_beta,
+        },
         "waypoint_s": round(time.perf_counter() - started, 1),
     }
 
@@ -584,10 +653,14 @@ def main() -> None:
         wp_turns=10,
         wp_sft_episodes=40,
         wp_sft_steps=60,
+        wp_teacher_episodes=200,
+        wp_teacher_steps=300,
+        wp_teacher_lr=1e-3,
         wp_steps=12,
         wp_prompts=4,
         wp_group=4,
         wp_lr=1e-3,
+        wp_beta=0.0,
         wp_train_seeds=3,
         wp_eval_seeds=12,
         wp_random_repeats=3,
@@ -604,7 +677,7 @@ def main() -> None:
         log("speed: rollouts, sync vs async")
         result |= rollout_speed(model_dir, args.rollout_prompts, args.rollout_repeats)
         if not args.studies:
-            skipped = "--quick or --studies 0: run without them for the learning studies (about 20 minutes)"
+            skipped = "--quick or --studies 0: run without them for the learning studies (about 50 minutes)"
             result |= {"text_reward_gain": None, "text_reward_skipped": skipped}
             result |= {"dsr_text_reward_gain": None, "dsr_text_reward_skipped": skipped}
             result |= {"waypoint_auc_gain_vs_random": None, "waypoint_skipped": skipped}

@@ -1,9 +1,10 @@
 """``embodia train sft|grpo``: train a local transformers policy, into a run folder.
 
-``train sft`` fine-tunes ``--policy hf:DIR`` on chat records (a JSONL file, or solved
-``embodia/DSR-v0`` instances generated for the run); ``train grpo`` trains it by GRPO over
-rollouts in a registered gymnasium env. Both show a live table of the run's ``metrics.jsonl``
-lines and end with the line that says where the trained model is (``--policy hf:OUT/final``).
+``train sft`` fine-tunes ``--policy hf:DIR`` on chat records (a JSONL file, or records generated
+for the run: solved ``embodia/DSR-v0`` instances, ``embodia/ActiveMappingWaypoint-v0`` teacher
+episodes); ``train grpo`` trains it by GRPO over rollouts in a registered gymnasium env. Both
+show a live table of the run's ``metrics.jsonl`` lines and end with the line that says where
+the trained model is (``--policy hf:OUT/final``).
 
 Env options (``--env-option K=V``, repeatable) are ``gymnasium.make`` keyword arguments; a
 value that parses as JSON is that value (``instance_seed=7`` is the integer 7), any other is
@@ -35,6 +36,9 @@ if TYPE_CHECKING:
 
 DSR_ENV = "embodia/DSR-v0"
 """The env whose solved instances ``train sft --env`` generates (policies.recipes.solutions)."""
+WAYPOINT_ENV = "embodia/ActiveMappingWaypoint-v0"
+"""The env whose teacher episodes ``train sft --env`` generates (policies.recipes.solutions)."""
+GENERATED_ENVS = (DSR_ENV, WAYPOINT_ENV)
 SFT_ENV_OPTIONS = ("operation", "length", "instance_seed", "mode", "description")
 """The DSR-v0 options ``train sft --env`` reads: which instances, and their prompt."""
 MAX_RECORDS = 100_000
@@ -320,15 +324,21 @@ TRAIN_SFT_OPTIONS: OptionTable = {
 
 
 def sft_records(env: str, options: Mapping[str, Any], records: int) -> list[Any]:
-    """``records`` solved instances of ``env`` (only ``embodia/DSR-v0``: its instance seeds
-    0..records-1) as chat records, with the prompts ``train grpo`` shows for the same options."""
-    if env != DSR_ENV:
+    """``records`` generated records of ``env`` as chat records, with the prompts ``train grpo``
+    shows for the same options: for ``embodia/DSR-v0`` solved instances (instance seeds
+    0..records-1, one record each), for ``embodia/ActiveMappingWaypoint-v0`` teacher episodes
+    (reset seeds 0..records-1, one record per decision; policies.recipes.solutions)."""
+    if env not in GENERATED_ENVS:
         raise EmbodiaError(
-            f"train sft --env generates solved instances of {DSR_ENV} only, not {env}: "
+            f"train sft --env generates records of {' and '.join(GENERATED_ENVS)} only, not {env}: "
             "give the records of another env as --data FILE.jsonl"
         )
     if not 1 <= records <= MAX_RECORDS:
         raise EmbodiaError(f"--records must be in 1..{MAX_RECORDS}, got {records}")
+    if env == WAYPOINT_ENV:
+        from embodia.policies.recipes.solutions import waypoint_solution_records
+
+        return waypoint_solution_records(range(records), env_options=options)
     from embodia.policies.recipes.solutions import dsr_solution_records
 
     unused = sorted(set(options) - set(SFT_ENV_OPTIONS))
@@ -361,12 +371,20 @@ def train_sft(
     ] = None,
     env: Annotated[
         str | None,
-        typer.Option("--env", help=f"Generate solved instances of this env as the records ({DSR_ENV} only)."),
+        typer.Option(
+            "--env",
+            help=f"Generate the records for this env: solved instances of {DSR_ENV}, "
+            f"teacher episodes of {WAYPOINT_ENV}.",
+        ),
     ] = None,
     env_option: EnvOptionFlags = None,
     records: Annotated[
         int,
-        typer.Option("--records", help="How many solved instances --env generates (instance seeds 0..N-1)."),
+        typer.Option(
+            "--records",
+            help="How many records --env generates: DSR solved instances (instance seeds 0..N-1), "
+            "or waypoint teacher episodes (reset seeds 0..N-1, one record per decision).",
+        ),
     ] = 256,
     steps: Annotated[
         int | None, typer.Option("--steps", help="Optimiser steps (default: as many as --epochs make).")

@@ -84,7 +84,14 @@ CASES = {  # {model}: the tiny chat model, {bare}: it without a tokenizer, {dsr}
     "grpo-zero-steps": ("grpo --policy hf:{model} {dsr} --steps 0", "--steps must be at least 1"),
     "grpo-bad-env-option": ("grpo --policy hf:{model} {dsr} --env-option x", "malformed --env-option 'x'"),
     "grpo-env-refuses": ("grpo --policy hf:{model} {dsr} --env-option a=1", "cannot make embodia/DSR-v0"),
-    "sft-no-solutions": ("sft --policy hf:{model} --env CartPole-v1", "embodia/DSR-v0 only, not CartPole"),
+    "sft-no-solutions": (
+        "sft --policy hf:{model} --env CartPole-v1",
+        "records of embodia/DSR-v0 and embodia/ActiveMappingWaypoint-v0 only, not CartPole",
+    ),
+    "sft-waypoint-pixels": (
+        "sft --policy hf:{model} --env embodia/ActiveMappingWaypoint-v0 --env-option action_type=pixel",
+        "make it with action_type='index'",
+    ),
     "sft-no-tokenizer": ("sft --policy hf:{bare} {dsr} --records 4", "has no tokenizer"),
     "sft-zero-steps": ("sft --policy hf:{model} {dsr} --steps 0", "--steps must be at least 1"),
     "sft-bad-env-option": ("sft --policy hf:{model} {dsr} --env-option =a", "malformed --env-option '=a'"),
@@ -133,6 +140,31 @@ def test_train_help_imports_no_trainer_and_lists_the_derived_options() -> None:
         result = runner.invoke(app, ["train", command, "--help"], env={"COLUMNS": "200"})
         assert result.exit_code == 0, result.output
         assert all(f"{flag} " in result.output for flag in flags), result.output
+
+
+def test_sft_on_waypoint_teacher_episodes_from_the_command_line(
+    tiny_chat_lm_dir: Path, tmp_path: Path
+) -> None:
+    """``--records N`` generates the teacher episodes of reset seeds 0..N-1, one record a decision."""
+    from embodia.policies.recipes.solutions import waypoint_solution_records
+
+    small = {"max_steps": 10, "rooms": 2, "panorama_height": 32, "panorama_width": 64}
+    flags = [f for key, value in small.items() for f in ("--env-option", f"{key}={value}")]
+    out = tmp_path / "sft-waypoint"
+    command = [
+        "train",
+        "sft",
+        "--policy",
+        f"hf:{tiny_chat_lm_dir}",
+        "--env",
+        "embodia/ActiveMappingWaypoint-v0",
+    ]
+    result = runner.invoke(app, [*command, *flags, "--records", "2", "--steps", "1", "--out", str(out)])
+    assert result.exit_code == 0, (result.output, result.exception)
+    summary = json.loads((out / "summary.json").read_text())
+    records = waypoint_solution_records(range(2), env_options=small)
+    assert summary["steps"] == 1 and summary["train_records"] == len(records) >= 2
+    assert [r["step"] for r in _rows(out)] == [1] and (out / "final" / "config.json").is_file()
 
 
 def _rows(out: Path) -> list[dict[str, object]]:

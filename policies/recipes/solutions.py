@@ -1,9 +1,12 @@
-"""Generated SFT data: solved instances of embodia's own verifiable environments.
+"""Generated SFT data: solved instances and teacher episodes of embodia's own environments.
 
 A small model has to learn the answer format before GRPO can reward it for anything: a policy
 that never writes a readable answer scores 0 on every sample, so every group's advantages are
 0 and nothing is learned. These records teach the format (and, where the model can, the
-answer) from solutions that are correct by construction.
+answer) from solutions that are correct by construction, or from a teacher's decisions.
+
+Two envs have generated records: DSR-Bench's solved instances (:func:`dsr_solution_records`)
+and the waypoint env's teacher episodes (:func:`waypoint_solution_records`).
 
 DSR-Bench (``embodia/DSR-v0``): each record is one instance of a DSR operation (default
 ``array.access`` at the ``short`` length: "what is the value at index i of this 5-10 item
@@ -19,6 +22,19 @@ same records on every machine, and disjoint ranges give disjoint instances: trai
 ``range(0, 1000)`` and hold out ``range(10_000, 10_200)``. :func:`dsr_env_options` gives the
 env the same instances, so a GRPO run over ``embodia/DSR-v0`` sees these prompts.
 
+Waypoints (``embodia/ActiveMappingWaypoint-v0`` with ``action_type="index"``): each record is
+one decision of an episode in which a teacher picks, every turn, the shown candidate with the
+largest estimated unseen area (the observation's ``candidate_gain_m2``, the waypoint
+proposer's own estimate; ties go to the lowest number) until the episode ends (the env's
+primitive-step budget, or ``max_turns`` decisions). Its prompt is exactly the chat prompt
+:class:`~embodia.policies.rollout_views.WaypointView` makes for that observation (the text
+part: the candidates' numbers, bearings, ranges and unseen areas; a text-only model reads the
+same messages GRPO shows it with ``images=False``), its reply ``Answer: K``, which the view
+reads back as candidate K (checked as each record is made). Record seeds are reset seeds: the
+same seeds and env options give the same records, and episodes of other seeds are other
+procedural houses. The greedy-gain teacher is a heuristic, not an optimum: it is what a
+tiny model can be taught to read from the prompt.
+
 Puzzles (``embodia/Puzzle-v0``) are not generated here: their questions are about an image, so
 a text-only model cannot answer them from the prompt alone.
 """
@@ -26,12 +42,15 @@ a text-only model cannot answer them from the prompt alone.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
+
+import numpy as np
 
 from embodia.core.chat import Message
 from embodia.envs.dsr.core import DSRError, get_operation
 from embodia.envs.dsr.suites import Group, Instance, make_instance
+from embodia.policies.rollout_views import ChatView, InvalidReply, RolloutError, WaypointView
 
 DSR_ENV_ID = "embodia/DSR-v0"
 DSR_OPERATION = "array.access"
@@ -114,6 +133,95 @@ def dsr_solution_records(
             messages: list[Message] = [] if system is None else [{"role": "system", "content": system}]
             messages += [{"role": "user", "content": observation}, {"role": "assistant", "content": reply}]
             records.append({"messages": messages})
+    finally:
+        env.close()
+    return records
+
+
+# --------------------------------------------------------------------------- waypoints
+
+WAYPOINT_ENV_ID = "embodia/ActiveMappingWaypoint-v0"
+
+Picker = Callable[[Mapping[str, Any]], int]
+"""Chooses a shown candidate's number for one waypoint observation."""
+
+
+def waypoint_teacher_choice(observation: Mapping[str, Any]) -> int | None:
+    """The shown candidate with the largest ``candidate_gain_m2`` (ties: the lowest number), or
+    None when no candidate is shown."""
+    shown = np.flatnonzero(np.asarray(observation["candidate_mask"]))
+    if not len(shown):
+        return None
+    gains = np.asarray(observation["candidate_gain_m2"])[shown]
+    return int(shown[int(np.argmax(gains))])  # argmax takes the first of equal maxima
+
+
+def waypoint_reply(choice: int) -> str:
+    """The reply that names candidate ``choice`` in the form the waypoint view parses."""
+    return f"Answer: {choice}"
+
+
+def waypoint_episode(
+    env: Any, view: ChatView, seed: int, pick: Picker, *, max_turns: int | None = None
+) -> tuple[list[SFTRecord], dict[str, Any]]:
+    """One episode of the waypoint env from reset seed ``seed`` in which ``pick`` chooses every
+    turn (until no candidate is shown, the env ends the episode or ``max_turns`` decisions):
+    each decision as a chat record (the view's prompt, :func:`waypoint_reply`), and the env's
+    last ``info`` (``coverage_auc`` scores the episode). A reply the view does not read back
+    as the pick raises :class:`RolloutError`."""
+    if isinstance(seed, bool) or not isinstance(seed, int) or seed < 0:
+        raise RolloutError(f"waypoint reset seeds are non-negative integers, got {seed!r}")
+    if max_turns is not None and max_turns < 1:
+        raise RolloutError(f"max_turns must be at least 1 (or None: until the episode ends), got {max_turns}")
+    observation, info = env.reset(seed=seed)
+    records: list[SFTRecord] = []
+    while max_turns is None or len(records) < max_turns:
+        if not np.any(observation["candidate_mask"]):
+            break
+        choice = pick(observation)
+        reply = waypoint_reply(choice)
+        read = view.action(reply, observation)
+        if isinstance(read, InvalidReply) or read != choice:
+            why = read.reason if isinstance(read, InvalidReply) else f"it reads as waypoint {read}"
+            raise RolloutError(f"the reply {reply!r} does not read back as waypoint {choice}: {why}")
+        records.append(
+            {"messages": [*view.prompt(observation).messages, {"role": "assistant", "content": reply}]}
+        )
+        observation, _, terminated, truncated, info = env.step(choice)
+        if terminated or truncated:
+            break
+    return records, info
+
+
+def waypoint_teacher(observation: Mapping[str, Any]) -> int:
+    """The greedy-gain teacher as a :data:`Picker` (:func:`waypoint_teacher_choice`)."""
+    choice = waypoint_teacher_choice(observation)
+    if choice is None:  # waypoint_episode stops before a turn without candidates
+        raise RolloutError("the teacher was asked to pick among no candidates")
+    return choice
+
+
+def waypoint_solution_records(
+    seeds: Iterable[int],
+    *,
+    env_options: Mapping[str, Any] | None = None,
+    max_turns: int | None = None,
+) -> list[SFTRecord]:
+    """The decisions of one teacher episode per reset seed (see the module docstring), in seed
+    then turn order. ``env_options`` are ``gymnasium.make`` keyword arguments of the waypoint
+    env (``action_type`` must stay ``index``: the reply is a candidate number)."""
+    import gymnasium
+
+    options = dict(env_options or {})
+    try:
+        env = gymnasium.make(WAYPOINT_ENV_ID, **options)
+    except (TypeError, ValueError) as error:
+        raise RolloutError(f"cannot make {WAYPOINT_ENV_ID} with options {options}: {error}") from error
+    records: list[SFTRecord] = []
+    try:
+        view = WaypointView(WAYPOINT_ENV_ID, env.observation_space, env.action_space, images=False)
+        for seed in seeds:
+            records += waypoint_episode(env, view, seed, waypoint_teacher, max_turns=max_turns)[0]
     finally:
         env.close()
     return records
