@@ -197,6 +197,12 @@ WAYPOINT_SYSTEM = (
 )
 
 
+def shown_gain_m2(observation: Any, number: int) -> int:
+    """Candidate ``number``'s estimated unseen area as the waypoint view's text shows it: whole
+    square metres (half to even), so a reader of the text can tell exactly which one is largest."""
+    return round(float(observation["candidate_gain_m2"][number]))
+
+
 class WaypointView(ChatView):
     """``embodia/ActiveMappingWaypoint-v0`` with ``action_type="index"``: the action is a candidate number.
 
@@ -238,7 +244,7 @@ class WaypointView(ChatView):
             metres = float(depth[row, col])
             line = f"{number}: {abs(bearing):.0f} degrees {side}, {metres:.1f} m away"
             if "candidate_gain_m2" in observation:
-                line += f", about {float(observation['candidate_gain_m2'][number]):.0f} m2 unseen around it"
+                line += f", about {shown_gain_m2(observation, number)} m2 unseen around it"
             lines.append(line)
         listed = "\n".join(lines) if lines else "(none)"
         text = f"Waypoints:\n{listed}\nWhich waypoint next?"

@@ -25,7 +25,8 @@ env the same instances, so a GRPO run over ``embodia/DSR-v0`` sees these prompts
 Waypoints (``embodia/ActiveMappingWaypoint-v0`` with ``action_type="index"``): each record is
 one decision of an episode in which a teacher picks, every turn, the shown candidate with the
 largest estimated unseen area (the observation's ``candidate_gain_m2``, the waypoint
-proposer's own estimate; ties go to the lowest number) until the episode ends (the env's
+proposer's own estimate, in whole square metres as the prompt shows it; ties go to the lowest
+number) until the episode ends (the env's
 primitive-step budget, or ``max_turns`` decisions). Its prompt is exactly the chat prompt
 :class:`~embodia.policies.rollout_views.WaypointView` makes for that observation (the text
 part: the candidates' numbers, bearings, ranges and unseen areas; a text-only model reads the
@@ -50,7 +51,7 @@ import numpy as np
 from embodia.core.chat import Message
 from embodia.envs.dsr.core import DSRError, get_operation
 from embodia.envs.dsr.suites import Group, Instance, make_instance
-from embodia.policies.rollout_views import ChatView, InvalidReply, RolloutError, WaypointView
+from embodia.policies.rollout_views import ChatView, InvalidReply, RolloutError, WaypointView, shown_gain_m2
 
 DSR_ENV_ID = "embodia/DSR-v0"
 DSR_OPERATION = "array.access"
@@ -147,13 +148,14 @@ Picker = Callable[[Mapping[str, Any]], int]
 
 
 def waypoint_teacher_choice(observation: Mapping[str, Any]) -> int | None:
-    """The shown candidate with the largest ``candidate_gain_m2`` (ties: the lowest number), or
-    None when no candidate is shown."""
-    shown = np.flatnonzero(np.asarray(observation["candidate_mask"]))
-    if not len(shown):
+    """The shown candidate with the largest unseen area as the view's text shows it (whole
+    square metres, :func:`~embodia.policies.rollout_views.shown_gain_m2`; ties: the lowest
+    number), or None when no candidate is shown. Choosing on the shown value, not the exact
+    one, makes every choice a function of the prompt: a model can learn it exactly."""
+    shown = [int(number) for number in np.flatnonzero(np.asarray(observation["candidate_mask"]))]
+    if not shown:
         return None
-    gains = np.asarray(observation["candidate_gain_m2"])[shown]
-    return int(shown[int(np.argmax(gains))])  # argmax takes the first of equal maxima
+    return max(shown, key=lambda number: (shown_gain_m2(observation, number), -number))
 
 
 def waypoint_reply(choice: int) -> str:

@@ -3,6 +3,7 @@ record's prompt is the waypoint view's prompt, and each reply reads back as the 
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import gymnasium
@@ -31,8 +32,8 @@ def env_and_view() -> Any:
     env.close()
 
 
-def test_the_teacher_picks_the_largest_gain_of_a_real_observation(env_and_view: Any) -> None:
-    env, _ = env_and_view
+def test_the_teacher_picks_the_largest_gain_the_prompt_shows(env_and_view: Any) -> None:
+    env, view = env_and_view
     observations = []
     for seed in range(3):
         observation, _ = env.reset(seed=seed)
@@ -44,10 +45,13 @@ def test_the_teacher_picks_the_largest_gain_of_a_real_observation(env_and_view: 
         shown = np.flatnonzero(observation["candidate_mask"])
         if len(shown) < 2:
             continue
-        gains = observation["candidate_gain_m2"]
+        # the gains as the prompt shows them: "about N m2 unseen around it"
+        text = view.prompt(observation).messages[-1]["content"]
+        listed = {int(k): int(n) for k, n in re.findall(r"^(\d+): .*about (\d+) m2 unseen", text, re.M)}
+        assert sorted(listed) == [int(k) for k in shown]
         choice = waypoint_teacher_choice(observation)
-        assert choice in shown and gains[choice] == gains[shown].max()
-        assert all(gains[k] < gains[choice] for k in shown if k < choice)  # ties go to the lowest
+        assert listed[choice] == max(listed.values())
+        assert all(listed[k] < listed[choice] for k in listed if k < choice)  # ties go to the lowest
         checked += 1
     assert checked >= 3
 
@@ -58,6 +62,11 @@ def test_ties_go_to_the_lowest_shown_number_and_hidden_candidates_never_win() ->
         "candidate_gain_m2": np.array([9.0, 2.0, 5.0, 5.0, 7.0], dtype=np.float32),
     }
     assert waypoint_teacher_choice(observation) == 2
+    # 5.4 and 5.2 both read "about 5 m2": the lower number wins, as a reader of the text would pick
+    observation["candidate_gain_m2"] = np.array([9.0, 2.0, 5.2, 5.4, 7.0], dtype=np.float32)
+    assert waypoint_teacher_choice(observation) == 2
+    observation["candidate_gain_m2"] = np.array([9.0, 2.0, 5.2, 5.6, 7.0], dtype=np.float32)
+    assert waypoint_teacher_choice(observation) == 3
     observation["candidate_mask"] = np.zeros(5, dtype=np.int8)
     assert waypoint_teacher_choice(observation) is None
 
