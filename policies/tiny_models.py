@@ -231,6 +231,8 @@ CHAT_ATTENTION_HEADS = 2
 CHAT_INITIALIZER_RANGE = 0.2
 """The chat LM's default initial weight std: large, so the random model's replies vary. A
 model meant to be trained from scratch learns far sooner from a small one (0.02)."""
+CHAT_SHAPE = {"attention_heads": CHAT_ATTENTION_HEADS, "initializer_range": CHAT_INITIALIZER_RANGE}
+"""The chat LM's shape options at their defaults (a build records only those it changes)."""
 
 
 def _text_config_values(tokenizer: PreTrainedTokenizerFast, context_tokens: int) -> dict[str, Any]:
@@ -440,15 +442,14 @@ def build_tiny(
     elif labels is not None:
         raise EmbodiaError(f"labels are for the nli model, not the {kind} one")
     shape = {"attention_heads": attention_heads, "initializer_range": initializer_range}
-    defaults = {"attention_heads": CHAT_ATTENTION_HEADS, "initializer_range": CHAT_INITIALIZER_RANGE}
-    if shape != defaults:
+    if shape != CHAT_SHAPE:
         if kind != "chat":
             raise EmbodiaError(f"attention_heads and initializer_range shape the chat model, not {kind}")
         if attention_heads not in (2, 4, 8):
             raise EmbodiaError(f"attention_heads must be 2, 4 or 8, got {attention_heads!r}")
         if not (isinstance(initializer_range, int | float) and 0 < initializer_range <= 1):
             raise EmbodiaError(f"initializer_range must be in (0, 1], got {initializer_range!r}")
-        options |= {key: value for key, value in shape.items() if value != defaults[key]}
+        options |= {key: value for key, value in shape.items() if value != CHAT_SHAPE[key]}
     target = Path(directory)
     wanted: dict[str, Any] = {"kind": kind, "seed": seed, "context_tokens": context, **options}
     if _is_this_build(target, wanted):
@@ -491,10 +492,13 @@ def _is_this_build(directory: Path, wanted: Mapping[str, Any]) -> bool:
     marker = read_marker(directory)
     if marker is None:
         return False
+    # A shape option is in the marker only when it is not the default: compare it both ways.
+    keys = [*wanted, *(key for key in CHAT_SHAPE if key not in wanted)]
     differences = [
-        f"{key} {_plain(marker.get(key))}, not {_plain(value)}"
-        for key, value in wanted.items()
-        if marker.get(key) != value
+        f"{key} {_plain(marker.get(key, CHAT_SHAPE.get(key)))}, "
+        f"not {_plain(wanted.get(key, CHAT_SHAPE.get(key)))}"
+        for key in keys
+        if marker.get(key) != wanted.get(key)
     ]
     if differences:
         raise EmbodiaError(
