@@ -262,17 +262,13 @@ def _generation_config(tokenizer: PreTrainedTokenizerFast) -> GenerationConfig:
     )
 
 
-def _write_chat_lm(
-    directory: Path,
-    seed: int,
-    context_tokens: int,
-    attention_heads: int = CHAT_ATTENTION_HEADS,
-    initializer_range: float = CHAT_INITIALIZER_RANGE,
-) -> str:
+def _write_chat_lm(directory: Path, seed: int, context_tokens: int, **shape: Any) -> str:
+    """``shape``: the :data:`CHAT_SHAPE` options that differ from their defaults."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     tokenizer = train_tokenizer(directory, context_tokens)
+    attention_heads, initializer_range = (shape.get(key, CHAT_SHAPE[key]) for key in CHAT_SHAPE)
     values = _text_config_values(tokenizer, context_tokens)
     # Half as many key/value heads as query heads, as the default's 2 and 1.
     values |= {
