@@ -24,8 +24,9 @@ config, on CPU, in this one process:
    ``array.access`` short, is run too (``dsr_text_*``): SFT on solved instances (the env's full
    prompt, plus as many with the question alone, a curriculum the tiny model needs to learn
    copying from the array at all; the model built with 4 attention heads and initial std 0.02,
-   which leave the loss plateau where the default's 2 heads and 0.2 stay), then GRPO from that start with each advantage estimator and
-   ``--dsr_seeds`` training seeds on a pool of 2,000 fresh instances; the greedy reward on
+   which leave the loss plateau where the default's 2 heads and 0.2 stay), then GRPO from that
+   start with each advantage estimator and ``--dsr_seeds`` training seeds on a pool of 2,000
+   fresh instances; the greedy reward on
    ``--dsr_eval_episodes`` held-out questions (another ``instance_seed``) of the untrained
    model, the SFT start and each trained run, and a trivial baseline scored by the env itself
    (answering the array's first element).
