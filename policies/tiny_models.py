@@ -227,6 +227,15 @@ def _token_id(tokenizer: PreTrainedTokenizerFast, token: str) -> int:
     return found
 
 
+CHAT_ATTENTION_HEADS = 2
+"""The chat LM's default query heads (head_dim 64, which vLLM's CPU backend accepts)."""
+CHAT_INITIALIZER_RANGE = 0.2
+"""The chat LM's default initial weight std: large, so the random model's replies vary. A
+model meant to be trained from scratch learns far sooner from a small one (0.02)."""
+CHAT_SHAPE = {"attention_heads": CHAT_ATTENTION_HEADS, "initializer_range": CHAT_INITIALIZER_RANGE}
+"""The chat LM's shape options at their defaults (a build records only those it changes)."""
+
+
 def _text_config_values(tokenizer: PreTrainedTokenizerFast, context_tokens: int) -> dict[str, Any]:
     """The toy Qwen2 decoder both models share: head_dim 64 (vLLM CPU accepts 32/64/128)."""
     return {
@@ -254,19 +263,31 @@ def _generation_config(tokenizer: PreTrainedTokenizerFast) -> GenerationConfig:
     )
 
 
-def _write_chat_lm(directory: Path, seed: int, context_tokens: int) -> str:
+def _write_chat_lm(directory: Path, seed: int, context_tokens: int, **shape: Any) -> str:
+    """``shape``: the :data:`CHAT_SHAPE` options that differ from their defaults."""
     import torch
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     tokenizer = train_tokenizer(directory, context_tokens)
-    config = Qwen2Config(
-        **_text_config_values(tokenizer, context_tokens), tie_word_embeddings=False, dtype="float32"
-    )
+    attention_heads, initializer_range = (shape.get(key, CHAT_SHAPE[key]) for key in CHAT_SHAPE)
+    values = _text_config_values(tokenizer, context_tokens)
+    # Half as many key/value heads as query heads, as the default's 2 and 1.
+    values |= {
+        "num_attention_heads": attention_heads,
+        "num_key_value_heads": attention_heads // 2,
+        "initializer_range": initializer_range,
+    }
+    config = Qwen2Config(**values, tie_word_embeddings=False, dtype="float32")
     torch.manual_seed(seed)
     model = Qwen2ForCausalLM(config).eval()
     model.generation_config = _generation_config(tokenizer)
     model.save_pretrained(directory)
-    return "a Qwen2 causal LM: 2 layers, hidden size 128, a 1,280-token byte-level BPE with a ChatML template"
+    heads = "" if attention_heads == CHAT_ATTENTION_HEADS else f", {attention_heads} attention heads"
+    init = "" if initializer_range == CHAT_INITIALIZER_RANGE else f", initial weights std {initializer_range}"
+    return (
+        f"a Qwen2 causal LM: 2 layers, hidden size 128{heads}{init}, "
+        "a 1,280-token byte-level BPE with a ChatML template"
+    )
 
 
 def _write_vlm(directory: Path, seed: int, context_tokens: int) -> str:
@@ -393,10 +414,14 @@ def build_tiny(
     seed: int = 0,
     context_tokens: int | None = None,
     labels: Sequence[str] | None = None,
+    attention_heads: int = CHAT_ATTENTION_HEADS,
+    initializer_range: float = CHAT_INITIALIZER_RANGE,
 ) -> bool:
     """Build the tiny ``kind`` model (chat, vlm or nli) into ``directory``; see the module
     docstring. ``context_tokens`` defaults per kind (:data:`DEFAULT_CONTEXT`); ``labels``
-    (nli only) are the classes, default :data:`NLI_LABELS`. Returns False when ``directory``
+    (nli only) are the classes, default :data:`NLI_LABELS`. ``attention_heads`` (2, 4 or 8) and
+    ``initializer_range`` (the initial weights' std) shape the chat LM only; a non-default value
+    is part of the build's identity. Returns False when ``directory``
     already holds this very build (nothing is done), True when it was built; ``directory``
     must not exist, or be an empty folder.
 
@@ -413,6 +438,15 @@ def build_tiny(
         options["labels"] = list(NLI_LABELS if labels is None else labels)
     elif labels is not None:
         raise EmbodiaError(f"labels are for the nli model, not the {kind} one")
+    shape = {"attention_heads": attention_heads, "initializer_range": initializer_range}
+    if shape != CHAT_SHAPE:
+        if kind != "chat":
+            raise EmbodiaError(f"attention_heads and initializer_range shape the chat model, not {kind}")
+        if attention_heads not in (2, 4, 8):
+            raise EmbodiaError(f"attention_heads must be 2, 4 or 8, got {attention_heads!r}")
+        if not (isinstance(initializer_range, int | float) and 0 < initializer_range <= 1):
+            raise EmbodiaError(f"initializer_range must be in (0, 1], got {initializer_range!r}")
+        options |= {key: value for key, value in shape.items() if value != CHAT_SHAPE[key]}
     target = Path(directory)
     wanted: dict[str, Any] = {"kind": kind, "seed": seed, "context_tokens": context, **options}
     if _is_this_build(target, wanted):
@@ -460,10 +494,13 @@ def _is_this_build(directory: Path, wanted: Mapping[str, Any]) -> bool:
         raise EmbodiaError(
             f"{directory} holds a model trained from a tiny build ({recipes}): pick another folder"
         )
+    # A shape option is in the marker only when it is not the default: compare it both ways.
+    keys = [*wanted, *(key for key in CHAT_SHAPE if key not in wanted)]
     differences = [
-        f"{key} {_plain(marker.get(key))}, not {_plain(value)}"
-        for key, value in wanted.items()
-        if marker.get(key) != value
+        f"{key} {_plain(marker.get(key, CHAT_SHAPE.get(key)))}, "
+        f"not {_plain(wanted.get(key, CHAT_SHAPE.get(key)))}"
+        for key in keys
+        if marker.get(key) != wanted.get(key)
     ]
     if differences:
         raise EmbodiaError(
@@ -478,10 +515,22 @@ def _plain(value: Any) -> str:
 
 
 def build_tiny_chat_lm(
-    directory: Path | str, seed: int = 0, context_tokens: int = DEFAULT_CONTEXT["chat"]
+    directory: Path | str,
+    seed: int = 0,
+    context_tokens: int = DEFAULT_CONTEXT["chat"],
+    attention_heads: int = CHAT_ATTENTION_HEADS,
+    initializer_range: float = CHAT_INITIALIZER_RANGE,
 ) -> Path:
-    """A random-weight Qwen2ForCausalLM (2 layers, hidden 128) with its tokenizer, in ``directory``."""
-    build_tiny("chat", directory, seed=seed, context_tokens=context_tokens)
+    """A random-weight Qwen2ForCausalLM (2 layers, hidden 128) with its tokenizer, in ``directory``;
+    ``attention_heads`` and ``initializer_range`` as :func:`build_tiny` takes them."""
+    build_tiny(
+        "chat",
+        directory,
+        seed=seed,
+        context_tokens=context_tokens,
+        attention_heads=attention_heads,
+        initializer_range=initializer_range,
+    )
     return Path(directory)
 
 

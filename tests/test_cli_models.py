@@ -24,8 +24,9 @@ from typer.testing import CliRunner
 from embodia.cli import app
 from embodia.core.random_weights import BUILD_MARKER, random_weights_in
 from embodia.core.runs import check_resumable, write_config
+from embodia.errors import EmbodiaError
 from embodia.policies.hf import HFPolicy
-from embodia.policies.tiny_models import MODEL_CARD
+from embodia.policies.tiny_models import MODEL_CARD, build_tiny, build_tiny_chat_lm
 from embodia.viewer.runs import discover
 
 runner = CliRunner()
@@ -245,3 +246,29 @@ def test_a_served_tiny_model_is_labelled_from_the_folder_vllm_lists(
     assert labelled.random_weights is not None and "embodia models tiny chat" in labelled.random_weights
     for other in (served(trained), served(tmp_path / "elsewhere"), served(None)):
         assert other.random_weights is None and not other.name.endswith("(random weights)")
+
+
+def test_the_chat_lm_shape_is_an_option_and_part_of_the_build(
+    tmp_path: Path, models: dict[str, tuple[Path, str]]
+) -> None:
+    out = build_tiny_chat_lm(tmp_path / "four-heads", attention_heads=4, initializer_range=0.02)
+    config = AutoConfig.from_pretrained(out, local_files_only=True)
+    assert (config.num_attention_heads, config.num_key_value_heads, config.initializer_range) == (4, 2, 0.02)
+    assert "4 attention heads, initial weights std 0.02" in (out / MODEL_CARD).read_text()
+    assert not build_tiny("chat", out, attention_heads=4, initializer_range=0.02)  # the same build: a no-op
+    # the default build records no shape, and neither shape passes for the other
+    default, _ = models["chat"]
+    assert "attention_heads" not in json.loads((default / BUILD_MARKER).read_text())
+    with pytest.raises(EmbodiaError, match=r"attention_heads 4, not 2; initializer_range 0.02, not 0.2"):
+        build_tiny("chat", out)
+    with pytest.raises(EmbodiaError, match=r"attention_heads 2, not 8"):
+        build_tiny("chat", default, attention_heads=8)
+    for bad, message in (
+        ({"attention_heads": 3}, "attention_heads must be 2, 4 or 8, got 3"),
+        ({"initializer_range": 0.0}, r"initializer_range must be in \(0, 1\], got 0.0"),
+    ):
+        with pytest.raises(EmbodiaError, match=message):
+            build_tiny("chat", tmp_path / "bad", **bad)
+    with pytest.raises(EmbodiaError, match="shape the chat model, not vlm"):
+        build_tiny("vlm", tmp_path / "bad", attention_heads=4)
+    assert not (tmp_path / "bad").exists()
