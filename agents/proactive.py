@@ -136,18 +136,26 @@ class Decider(Protocol):
     def score(self, chunk: Chunk, context: Sequence[Mapping[str, str]] = ()) -> float: ...
 
 
+@dataclass(frozen=True)
+class LineRequest:
+    """What a speaker is asked for once its agent decided to speak."""
+
+    chunk: Chunk
+    """This second of the stream (its frames, clock, query)."""
+    context: Sequence[Message]
+    """The retained conversation, this second's user turn last."""
+    max_words: int
+    """The line's cap (the agent's token cap)."""
+    on_text: Callable[[str], None] | None = None
+    """Gets the line's text as it is written (streaming), when given."""
+
+
 class Speaker(Protocol):
     """Writes the line an agent says once it decided to speak."""
 
     name: str
 
-    def line(
-        self,
-        chunk: Chunk,
-        context: Sequence[Message],
-        max_words: int,
-        on_text: Callable[[str], None] | None = None,
-    ) -> str: ...
+    def line(self, request: LineRequest) -> str: ...
 
 
 def user_turn(chunk: Chunk, heard: Sequence[str] = ()) -> str:
@@ -171,24 +179,18 @@ class PolicySpeaker:
         self.prompt_tokens: int | None = None
         """The prompt tokens of the last line, as the backend counted them."""
 
-    def line(
-        self,
-        chunk: Chunk,
-        context: Sequence[Message],
-        max_words: int,
-        on_text: Callable[[str], None] | None = None,
-    ) -> str:
+    def line(self, request: LineRequest) -> str:
         # The current user turn is already the last message of the context.
         completion = self.policy.complete(
-            list(context),
-            images=list(chunk.frames),
-            max_tokens=max_words,
+            list(request.context),
+            images=list(request.chunk.frames),
+            max_tokens=request.max_words,
             temperature=self.temperature,
             stop=("\n",),
-            on_text=on_text,
+            on_text=request.on_text,
         )
         self.prompt_tokens = completion.prompt_tokens
-        return cap_tokens(completion.text, max_words)
+        return cap_tokens(completion.text, request.max_words)
 
 
 class HudSpeaker:
@@ -201,16 +203,10 @@ class HudSpeaker:
 
         self.commentator = HudCommentator()
 
-    def line(
-        self,
-        chunk: Chunk,
-        context: Sequence[Message],
-        max_words: int,
-        on_text: Callable[[str], None] | None = None,
-    ) -> str:
-        text = cap_tokens(self.commentator.line(chunk, context), max_words)
-        if on_text is not None:
-            on_text(text)
+    def line(self, request: LineRequest) -> str:
+        text = cap_tokens(self.commentator.line(request.chunk, request.context), request.max_words)
+        if request.on_text is not None:
+            request.on_text(text)
         return text
 
     def observe(self, chunk: Chunk) -> None:
@@ -361,7 +357,7 @@ def speak(state: ChunkState, runtime: Runtime[ChunkContext]) -> dict[str, Any]:
             first.append(time.perf_counter())
         emit({"event": "token", "second": chunk.second, "speaker": agent.name, "text": piece})
 
-    text = agent.speaker.line(chunk, agent.budget.messages(), agent.token_cap, on_text)
+    text = agent.speaker.line(LineRequest(chunk, agent.budget.messages(), agent.token_cap, on_text))
     ended = time.perf_counter()
     return {
         "utterance": {

@@ -12,6 +12,7 @@ from embodia.agents.baselines.speaking import EventHeuristic
 from embodia.agents.proactive import (
     ContextBudget,
     HudSpeaker,
+    LineRequest,
     PolicySpeaker,
     ProactiveAgent,
     PromptDecider,
@@ -50,11 +51,11 @@ class EchoSpeaker:
     def __init__(self, word: str) -> None:
         self.word = word
 
-    def line(self, chunk, context, max_words, on_text=None):  # type: ignore[no-untyped-def]
+    def line(self, request: LineRequest) -> str:
         text = " ".join([self.word] * 20)
-        words = text.split()[:max_words]
-        if on_text is not None:
-            on_text(" ".join(words))
+        words = text.split()[: request.max_words]
+        if request.on_text is not None:
+            request.on_text(" ".join(words))
         return " ".join(words)
 
 
