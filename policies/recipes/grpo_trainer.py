@@ -134,7 +134,7 @@ class GRPOSettings(GRPOConfig, RolloutSettings):
 
 
 @dataclass
-class _Batch:
+class TrainBatch:
     """The training samples of one rollout batch: one per turn."""
 
     prompt_ids: list[list[int]]
@@ -188,7 +188,7 @@ def _first_turn_scores(
 
 def _batch(
     trajectories: Sequence[Trajectory], advantages: torch.Tensor, keep: torch.Tensor, group: int
-) -> _Batch:
+) -> TrainBatch:
     prompt_ids, completion_ids, images, values = [], [], [], []
     for index, trajectory in enumerate(trajectories):
         if not bool(keep[index // group]):
@@ -199,7 +199,7 @@ def _batch(
                 completion_ids.append(turn.completion_ids)
                 images.append(turn.images)
                 values.append(float(advantages.view(-1)[index]))
-    return _Batch(prompt_ids, completion_ids, images, torch.tensor(values, dtype=torch.float32))
+    return TrainBatch(prompt_ids, completion_ids, images, torch.tensor(values, dtype=torch.float32))
 
 
 def _micro_batches(size: int, parts: int) -> list[slice]:
@@ -207,14 +207,15 @@ def _micro_batches(size: int, parts: int) -> list[slice]:
     return [slice(int(a), int(b)) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
-def _optimise(
+def optimise(
     policy: TrainablePolicy,
     reference: TrainablePolicy | None,
     optimizer: torch.optim.Optimizer,
-    batch: _Batch,
+    batch: TrainBatch,
     settings: GRPOSettings,
 ) -> dict[str, float]:
-    """``num_iterations`` optimiser steps over the batch; the stats of the last one."""
+    """``num_iterations`` optimiser steps over the batch; the stats of the last one. One GRPO
+    step's optimisation, public so that a benchmark can time it alone."""
     parts = _micro_batches(len(batch.prompt_ids), settings.gradient_accumulation_steps)
     # dapo divides by the completion tokens of the whole accumulated batch, known before the loss
     batch_tokens = float(sum(len(completion) for completion in batch.completion_ids))
@@ -399,9 +400,7 @@ class _Run:
         batch = _batch(trajectories, advantages.values, keep, G)
         tick = time.perf_counter()
         stats = (
-            _optimise(self.policy, self.reference, self.optimizer, batch, settings)
-            if batch.prompt_ids
-            else {}
+            optimise(self.policy, self.reference, self.optimizer, batch, settings) if batch.prompt_ids else {}
         )
         train_s = time.perf_counter() - tick
         tokens = sum(len(c) for c in batch.completion_ids)

@@ -266,12 +266,12 @@ def test_a_text_lm_trains_on_the_waypoint_candidates_as_text(tiny_chat_lm_dir: P
 
 
 def test_dapo_with_gradient_accumulation_takes_the_whole_batch_step(tiny_chat_lm_dir: Path) -> None:
-    from embodia.policies.recipes.grpo_trainer import _Batch, _optimise
+    from embodia.policies.recipes.grpo_trainer import TrainBatch, optimise
     from embodia.policies.spec import make_trainable_policy
 
     # Two micro-batches, [0:2] with 2 completion tokens and [2:3] with 4: each must divide by the
     # whole batch's 6 tokens for the summed gradient to be the whole-batch one.
-    batch = _Batch(
+    batch = TrainBatch(
         prompt_ids=[[5, 6, 7], [8, 9], [10, 11, 12, 13]],
         completion_ids=[[20], [22], [23, 24, 25, 26]],
         images=[[], [], []],
@@ -282,7 +282,7 @@ def test_dapo_with_gradient_accumulation_takes_the_whole_batch_step(tiny_chat_lm
         policy = make_trainable_policy(f"hf:{tiny_chat_lm_dir}", seed=0)
         optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=0.5)  # the step is the gradient
         settings = _settings(tiny_chat_lm_dir, gradient_accumulation_steps=accumulation, max_grad_norm=0.0)
-        _optimise(policy, None, optimizer, batch, settings)
+        optimise(policy, None, optimizer, batch, settings)
         weights.append({name: p.detach().clone() for name, p in policy.model.named_parameters()})
     start = load_file(tiny_chat_lm_dir / "model.safetensors")
     steps = [{k: w[k] - start[k] for k in start if k in w} for w in weights]
