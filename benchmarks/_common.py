@@ -38,3 +38,8 @@ def import_from_tests(module: str) -> ModuleType:
     if str(TESTS) not in sys.path:
         sys.path.append(str(TESTS))
     return importlib.import_module(module)
+
+
+def log(message: str) -> None:
+    """A progress line of a long benchmark, on stdout as it happens (its last line is the JSON)."""
+    print(message, flush=True)
