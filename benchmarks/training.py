@@ -71,7 +71,7 @@ import gymnasium
 import numpy as np
 import torch
 from _common import benchmark_args, import_from_tests, log
-from training_waypoints import waypoint_study
+from training_waypoints import WAYPOINT_STUDY_DEFAULTS, waypoint_study
 
 import embodia.envs  # noqa: F401  (registers the env ids)
 from embodia.core.chat import Message
@@ -471,26 +471,7 @@ def main() -> None:
         dsr_lr=2e-4,
         dsr_seeds=2,
         dsr_eval_episodes=256,
-        wp_budget=40,
-        wp_rooms=3,
-        wp_height=64,
-        wp_width=128,
-        wp_turns=10,
-        wp_sft_episodes=40,
-        wp_sft_steps=60,
-        wp_teacher_episodes=300,
-        wp_teacher_budget=40,
-        wp_teacher_turns=10,
-        wp_teacher_steps=1500,
-        wp_teacher_lr=1e-3,
-        wp_steps=12,
-        wp_prompts=4,
-        wp_group=4,
-        wp_lr=1e-4,
-        wp_beta=0.0,
-        wp_train_seeds=3,
-        wp_eval_seeds=12,
-        wp_random_repeats=3,
+        **WAYPOINT_STUDY_DEFAULTS,
     )
     logging.getLogger("transformers").setLevel(logging.ERROR)
     warnings.filterwarnings("ignore")

@@ -34,6 +34,31 @@ WAYPOINT_TEACHER_SEEDS = 60_000
 """Reset seeds of the teacher episodes SFT learns from (the format warm-up's start at 50_000)."""
 
 
+WAYPOINT_STUDY_DEFAULTS: dict[str, Any] = {
+    "wp_budget": 40,
+    "wp_rooms": 3,
+    "wp_height": 64,
+    "wp_width": 128,
+    "wp_turns": 10,
+    "wp_sft_episodes": 40,
+    "wp_sft_steps": 60,
+    "wp_teacher_episodes": 300,
+    "wp_teacher_budget": 40,
+    "wp_teacher_turns": 10,
+    "wp_teacher_steps": 1500,
+    "wp_teacher_lr": 1e-3,
+    "wp_steps": 12,
+    "wp_prompts": 4,
+    "wp_group": 4,
+    "wp_lr": 1e-4,
+    "wp_beta": 0.0,
+    "wp_train_seeds": 3,
+    "wp_eval_seeds": 12,
+    "wp_random_repeats": 3,
+}
+"""The study's options (``--wp_*`` of ``benchmarks/training.py``) and their defaults."""
+
+
 def warm_up(
     model_dir: Path,
     records: Sequence[Any],
