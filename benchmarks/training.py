@@ -71,7 +71,7 @@ import gymnasium
 import numpy as np
 import torch
 from _common import benchmark_args, import_from_tests, log
-from training_waypoints import WAYPOINT_STUDY_DEFAULTS, waypoint_study
+from _training_waypoints import WAYPOINT_STUDY_DEFAULTS, waypoint_study
 
 import embodia.envs  # noqa: F401  (registers the env ids)
 from embodia.core.chat import Message

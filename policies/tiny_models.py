@@ -269,7 +269,8 @@ def _write_chat_lm(directory: Path, seed: int, context_tokens: int, **shape: Any
     from transformers import Qwen2Config, Qwen2ForCausalLM
 
     tokenizer = train_tokenizer(directory, context_tokens)
-    attention_heads, initializer_range = (shape.get(key, CHAT_SHAPE[key]) for key in CHAT_SHAPE)
+    attention_heads = shape.get("attention_heads", CHAT_ATTENTION_HEADS)
+    initializer_range = shape.get("initializer_range", CHAT_INITIALIZER_RANGE)
     values = _text_config_values(tokenizer, context_tokens)
     # Half as many key/value heads as query heads, as the default's 2 and 1.
     values |= {

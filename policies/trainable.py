@@ -364,6 +364,11 @@ class TrainablePolicy(HFPolicy):
         )
 
 
+def tuning(lora_r: int) -> str:
+    """How a model card names the weights a run trained: LoRA adapters merged, or all of them."""
+    return f"LoRA rank {lora_r}, merged" if lora_r else "full fine-tuning"
+
+
 def model_card(title: str, how: str, start: str) -> str:
     """The README.md of a trained model folder: what it is, how it was trained, and when its
     start (a policy spec or folder) had random weights, that it is a toy."""

@@ -53,7 +53,7 @@ from embodia.policies.recipes.curves import plot_curves
 from embodia.policies.recipes.grpo import GRPOConfig, filter_dynamic, grpo_loss
 from embodia.policies.rollouts import RolloutEngine, RolloutSettings, Trajectory
 from embodia.policies.spec import make_trainable_policy
-from embodia.policies.trainable import LoraSettings, TrainablePolicy, model_card, quiet_progress_bars
+from embodia.policies.trainable import LoraSettings, TrainablePolicy, model_card, quiet_progress_bars, tuning
 
 METRICS = "metrics.jsonl"
 ROLLOUTS = "rollouts.jsonl"
@@ -465,7 +465,7 @@ def run_grpo(
                 rollouts.flush()
                 _save_checkpoint(out, step, policy, optimizer)  # before the line: a logged step is kept
                 note(line)
-        how = f"LoRA rank {settings.lora_r}, merged" if settings.lora_r else "full fine-tuning"
+        how = tuning(settings.lora_r)
         card = model_card(
             f"GRPO of {settings.policy}",
             f"Trained by embodia's GRPO recipe ({settings.advantage} advantages, {settings.loss_type} loss, "

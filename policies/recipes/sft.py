@@ -50,7 +50,7 @@ from embodia.core.runs import RunFolder, read_jsonl, runner, set_aside
 from embodia.errors import EmbodiaError
 from embodia.policies.recipes.curves import plot_curves
 from embodia.policies.spec import make_policy, parse_policy_spec
-from embodia.policies.trainable import model_card, quiet_progress_bars, save_model_folder
+from embodia.policies.trainable import model_card, quiet_progress_bars, save_model_folder, tuning
 
 if TYPE_CHECKING:
     from transformers import PreTrainedModel, TrainerCallback
@@ -385,7 +385,7 @@ def _eval_record(trainer: Any, step: int) -> dict[str, Any]:
 
 def _model_card(settings: SFTSettings, steps: int, records: int) -> str:
     data = settings.data if isinstance(settings.data, str) else "records given in memory"
-    how = f"LoRA rank {settings.lora_r}, merged" if settings.lora_r else "full fine-tuning"
+    how = tuning(settings.lora_r)
     return model_card(
         f"SFT of {settings.model}",
         f"Fine-tuned by embodia's SFT recipe ({how}) for {steps} optimiser steps "

@@ -1,6 +1,9 @@
 """Study 3 of ``benchmarks/training.py``: GRPO over ``embodia/ActiveMappingWaypoint-v0``, the
 embodied job, against its untrained start, a random picker, the teacher it learns from and the
-heuristic explorer (the recipe and what is reported: ``benchmarks/training.py``'s docstring)."""
+heuristic explorer (the recipe and what is reported: ``benchmarks/training.py``'s docstring).
+
+A module of that benchmark, not one of its own (hence the underscore): run it through
+``python benchmarks/training.py``, whose ``--quick`` skips it."""
 
 from __future__ import annotations
 
