@@ -33,11 +33,12 @@ config, on CPU, in this one process:
 3. **The embodied job** (``waypoint_auc_gain_vs_random``): ``embodia/ActiveMappingWaypoint-v0``
    (index actions) with a tiny LM reading the text rendering of the candidates
    (``WaypointView`` with images off: number, bearing, range, estimated unseen area in whole
-   m2), a multi-turn episode per trajectory (``max_turns`` decisions, the primitive-step
-   budget usually ends it first), trajectory reward = total coverage gain (m2). The LM is built
-   for the study with 4 attention heads and initial std 0.02 (the default tiny LM, std 0.2,
-   stays on the plateau of one answer). An SFT warm-up on uniformly random valid picks teaches
-   the answer format only (no preference); that warmed-up model is the untrained start. Then
+   m2, the list ordered by that area, largest first), a multi-turn episode per trajectory
+   (``max_turns`` decisions, the primitive-step budget usually ends it first), trajectory
+   reward = total coverage gain (m2). The LM is built for the study with 4 attention heads and
+   initial std 0.02 (the default tiny LM, std 0.2, stays on the plateau of one answer). An SFT
+   warm-up on uniformly random valid picks teaches the answer format only (no preference);
+   that warmed-up model is the untrained start. Then
    the text env's recipe: one SFT from the start on generated solutions
    (``solutions.waypoint_solution_records``: the teacher that picks the largest unseen area the
    prompt shows, on seeds nothing else uses), then GRPO from that model, once per training

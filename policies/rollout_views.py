@@ -209,6 +209,9 @@ class WaypointView(ChatView):
     The prompt lists the candidates (number, bearing in the panorama, range from the depth
     image, and the unseen area the env estimates around each, ``candidate_gain_m2``) and, with
     ``images``, shows the panorama with the numbered markers the env draws.
+    The list is ordered by that estimate, largest first (ties by number), as a retriever ranks
+    its hits: a small model can learn to trust the first line without learning to compare every
+    number, and the numbers still name the markers in the picture.
     A number outside the shown candidates is an :class:`InvalidReply`.
     """
 
@@ -233,6 +236,8 @@ class WaypointView(ChatView):
         from embodia.perception.waypoints import WaypointCandidate, draw_candidates
 
         shown = self._shown(observation)
+        if "candidate_gain_m2" in observation:
+            shown.sort(key=lambda candidate: (-shown_gain_m2(observation, candidate[0]), candidate[0]))
         rgb = np.asarray(observation["rgb"], dtype=np.uint8)
         depth = np.asarray(observation["depth"])
         width = rgb.shape[1]

@@ -150,8 +150,9 @@ Picker = Callable[[Mapping[str, Any]], int]
 def waypoint_teacher_choice(observation: Mapping[str, Any]) -> int | None:
     """The shown candidate with the largest unseen area as the view's text shows it (whole
     square metres, :func:`~embodia.policies.rollout_views.shown_gain_m2`; ties: the lowest
-    number), or None when no candidate is shown. Choosing on the shown value, not the exact
-    one, makes every choice a function of the prompt: a model can learn it exactly."""
+    number), or None when no candidate is shown: the first line of the view's list. Choosing on
+    the shown value, not the exact one, makes every choice a function of the prompt: a model can
+    learn it exactly."""
     shown = [int(number) for number in np.flatnonzero(np.asarray(observation["candidate_mask"]))]
     if not shown:
         return None

@@ -47,9 +47,13 @@ def test_the_teacher_picks_the_largest_gain_the_prompt_shows(env_and_view: Any) 
             continue
         # the gains as the prompt shows them: "about N m2 unseen around it"
         text = view.prompt(observation).messages[-1]["content"]
-        listed = {int(k): int(n) for k, n in re.findall(r"^(\d+): .*about (\d+) m2 unseen", text, re.M)}
+        lines = [(int(k), int(n)) for k, n in re.findall(r"^(\d+): .*about (\d+) m2 unseen", text, re.M)]
+        listed = dict(lines)
         assert sorted(listed) == [int(k) for k in shown]
+        # largest shown gain first, ties by number: the teacher's pick is the first line
+        assert lines == sorted(lines, key=lambda line: (-line[1], line[0]))
         choice = waypoint_teacher_choice(observation)
+        assert choice == lines[0][0]
         assert listed[choice] == max(listed.values())
         assert all(listed[k] < listed[choice] for k in listed if k < choice)  # ties go to the lowest
         checked += 1
