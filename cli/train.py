@@ -207,6 +207,9 @@ TRAIN_GRPO_OPTIONS: OptionTable = {
     "prompts_per_step": FieldOption("P: reset seeds per rollout batch (P x G episodes)."),
     "max_new_tokens": FieldOption("Most tokens sampled per reply."),
     "max_turns": FieldOption("Turns after which an episode is cut (1: one reply per episode)."),
+    "credit": FieldOption(
+        "How an episode's rewards reach its turns: episode (its total) or turn (each turn's reward-to-go)."
+    ),
     "learning_rate": FieldOption("AdamW's learning rate (TRL's default; tiny models need far more)."),
     "loss_type": FieldOption("Aggregation of the per-token loss: grpo, bnpo, dr_grpo or dapo."),
     "epsilon": FieldOption("The ratio is clipped below at 1 - epsilon."),

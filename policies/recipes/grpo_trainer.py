@@ -9,14 +9,16 @@ One step of :func:`run_grpo`:
 2. **Advantages.** The trajectories' total rewards as a (P, G) table go through the configured
    estimator (group, batch, none or Durian; Durian's difficulty features come from the prompts'
    image entropy and the group's token predictive entropy, both measured here). With
-   ``dynamic_sampling`` the groups whose rewards are all equal are dropped first.
+   ``dynamic_sampling`` the groups whose rewards are all equal are dropped first. With
+   ``credit="turn"`` each turn index t has its own table instead: every trajectory's
+   reward-to-go from turn t (NaN where it ended before t, which the estimators skip).
 3. **Optimisation.** Every turn of a trajectory is one (prompt, completion) sample carrying its
-   trajectory's advantage. ``num_iterations`` passes over the batch, each split into
-   ``gradient_accumulation_steps`` micro-batches whose gradients sum into one AdamW step (the
-   gradient norm clipped at ``max_grad_norm``). The old-policy logprobs are the policy's own
-   scores of the samples before the first pass (with one pass, the current scores detached, as
-   TRL does), so the ratio starts at exactly 1. With ``beta > 0`` the k3 KL is taken to a frozen
-   copy of the starting model.
+   trajectory's advantage (``credit="turn"``: its turn's). ``num_iterations`` passes over the
+   batch, each split into ``gradient_accumulation_steps`` micro-batches whose gradients sum
+   into one AdamW step (the gradient norm clipped at ``max_grad_norm``). The old-policy
+   logprobs are the policy's own scores of the samples before the first pass (with one pass,
+   the current scores detached, as TRL does), so the ratio starts at exactly 1. With
+   ``beta > 0`` the k3 KL is taken to a frozen copy of the starting model.
 
 The run folder (``core.runs``) holds ``config.yaml``, ``metrics.jsonl`` (one line per step:
 reward mean/std, held-out reward when evaluated, KL, clip fractions, entropy, tokens/s,
@@ -40,7 +42,7 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, Literal
 
 import numpy as np
 import torch
@@ -48,7 +50,12 @@ import torch
 from embodia.core.limits import check_seed, check_whole
 from embodia.core.runs import RunFolder, runner
 from embodia.errors import EmbodiaError
-from embodia.policies.recipes.advantages import DifficultyFeatures, reasoning_uncertainty
+from embodia.policies.recipes.advantages import (
+    AdvantageEstimator,
+    Advantages,
+    DifficultyFeatures,
+    reasoning_uncertainty,
+)
 from embodia.policies.recipes.curves import plot_curves
 from embodia.policies.recipes.grpo import GRPOConfig, filter_dynamic, grpo_loss
 from embodia.policies.rollouts import RolloutEngine, RolloutSettings, Trajectory
@@ -64,6 +71,8 @@ CURVES = "curves.png"
 CURVE_KEYS = ("reward_mean", "eval_reward", "kl", "entropy", "advantage_abs_max", "clip_ratio/region_mean")
 
 StepCallback = Callable[[dict[str, Any]], None]
+Credit = Literal["episode", "turn"]
+CREDITS: tuple[str, ...] = ("episode", "turn")
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -100,6 +109,11 @@ class GRPOSettings(GRPOConfig, RolloutSettings):
     """Also evaluate after every this many steps (0: only at the start and the end)."""
     max_turns: int = 1
     """Turns after which an episode is cut (1: one reply per episode, the usual GRPO setting)."""
+    credit: Credit = "episode"
+    """How a multi-turn episode's rewards reach its replies: ``episode`` gives every turn the
+    advantage of the episode's total reward; ``turn`` gives each turn the advantage of its
+    reward-to-go (its own reward and the later ones) among the group's episodes that reached
+    that turn, so no reply is credited with rewards that came before it. The same with one turn."""
     max_grad_norm: float = 1.0
     """Clip of the gradient's global norm before each optimiser step (0: no clipping)."""
     lora_r: int = 0
@@ -113,6 +127,8 @@ class GRPOSettings(GRPOConfig, RolloutSettings):
         name = type(self).__name__
         check_whole(self, "steps", "prompts_per_step", "eval_samples")
         check_whole(self, "eval_prompts", "eval_every", "lora_r", minimum=0)
+        if self.credit not in CREDITS:
+            raise EmbodiaError(f"{name}.credit must be one of {', '.join(CREDITS)}, got {self.credit!r}")
         check_seed(f"{name}.first_seed", self.first_seed)
         check_seed(f"{name}.eval_first_seed", self.eval_first_seed)
         if not (math.isfinite(self.eval_temperature) and self.eval_temperature >= 0):
@@ -141,7 +157,7 @@ class TrainBatch:
     completion_ids: list[list[int]]
     images: list[list[Any]]
     advantages: torch.Tensor
-    """(N,) the advantage of each sample's trajectory."""
+    """(N,) the advantage of each sample (its trajectory's, or its turn's with turn credit)."""
 
 
 def _load_policy(settings: GRPOSettings) -> TrainablePolicy:
@@ -151,6 +167,44 @@ def _load_policy(settings: GRPOSettings) -> TrainablePolicy:
 
 def _rewards(trajectories: Sequence[Trajectory], prompts: int, group: int) -> torch.Tensor:
     return torch.tensor([t.total_reward for t in trajectories], dtype=torch.float32).view(prompts, group)
+
+
+def reward_to_go(rewards: Sequence[Sequence[float]], prompts: int, group: int) -> torch.Tensor:
+    """``(T, prompts, group)``: entry t of each trajectory's turn rewards summed from turn t on,
+    NaN where the trajectory has no turn t (T: the most turns). ``rewards`` lists the
+    trajectories group by group, as the rollout engine returns them."""
+    turns = max((len(r) for r in rewards), default=0)
+    table = torch.full((turns, len(rewards)), math.nan, dtype=torch.float32)
+    for index, turn_rewards in enumerate(rewards):
+        if turn_rewards:
+            summed = np.cumsum(np.asarray(turn_rewards, dtype=np.float64)[::-1])[::-1]
+            table[: len(turn_rewards), index] = torch.from_numpy(summed.copy())
+    return table.view(turns, prompts, group)
+
+
+def turn_advantages(
+    credit: str,
+    estimator: AdvantageEstimator,
+    trajectories: Sequence[Trajectory],
+    episode: Advantages,
+    features: DifficultyFeatures | None,
+    prompts: int,
+    group: int,
+) -> tuple[list[list[float]], dict[str, float]]:
+    """Each trajectory's advantage per turn under ``credit`` (``episode``: the episode's own,
+    from ``episode``), and the advantage magnitudes over all turns (empty for ``episode``, whose
+    magnitudes ``episode.stats`` already has)."""
+    if credit == "episode":
+        flat = episode.values.view(-1)
+        return [[float(flat[i])] * len(t.turns) for i, t in enumerate(trajectories)], {}
+    tables = reward_to_go([t.rewards for t in trajectories], prompts, group)
+    per_turn = [estimator(table, features).values.view(-1) for table in tables]
+    values = [[float(per_turn[k][i]) for k in range(len(t.turns))] for i, t in enumerate(trajectories)]
+    magnitudes = [abs(v) for row in values for v in row] or [0.0]
+    return values, {
+        "advantage_abs_max": max(magnitudes),
+        "advantage_abs_mean": float(np.mean(magnitudes)),
+    }
 
 
 def _features(
@@ -187,18 +241,18 @@ def _first_turn_scores(
 
 
 def _batch(
-    trajectories: Sequence[Trajectory], advantages: torch.Tensor, keep: torch.Tensor, group: int
+    trajectories: Sequence[Trajectory], advantages: Sequence[Sequence[float]], keep: torch.Tensor, group: int
 ) -> TrainBatch:
     prompt_ids, completion_ids, images, values = [], [], [], []
     for index, trajectory in enumerate(trajectories):
         if not bool(keep[index // group]):
             continue
-        for turn in trajectory.turns:
+        for turn, advantage in zip(trajectory.turns, advantages[index], strict=True):
             if turn.completion_ids:
                 prompt_ids.append(turn.prompt_ids)
                 completion_ids.append(turn.completion_ids)
                 images.append(turn.images)
-                values.append(float(advantages.view(-1)[index]))
+                values.append(advantage)
     return TrainBatch(prompt_ids, completion_ids, images, torch.tensor(values, dtype=torch.float32))
 
 
@@ -395,9 +449,13 @@ class _Run:
         for trajectory in trajectories:
             rollouts.write(json.dumps({"step": step, **trajectory.to_json()}) + "\n")
         rewards = _rewards(trajectories, P, G)
-        advantages = settings.estimator()(rewards, _features(settings, self.policy, trajectories))
+        estimator, features = settings.estimator(), _features(settings, self.policy, trajectories)
+        advantages = estimator(rewards, features)
+        per_turn, turn_stats = turn_advantages(
+            settings.credit, estimator, trajectories, advantages, features, P, G
+        )
         keep = filter_dynamic(rewards) if settings.dynamic_sampling else torch.ones(P, dtype=torch.bool)
-        batch = _batch(trajectories, advantages.values, keep, G)
+        batch = _batch(trajectories, per_turn, keep, G)
         tick = time.perf_counter()
         stats = (
             optimise(self.policy, self.reference, self.optimizer, batch, settings) if batch.prompt_ids else {}
@@ -407,6 +465,7 @@ class _Run:
         line: dict[str, Any] = {
             "step": step,
             **advantages.stats,
+            **turn_stats,
             "groups_kept": int(keep.sum()),
             "samples": len(batch.prompt_ids),
             "completion_tokens": tokens,

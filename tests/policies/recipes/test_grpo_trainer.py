@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import math
 import subprocess
 import sys
 import textwrap
@@ -16,8 +17,9 @@ import torch
 from safetensors.torch import load_file
 
 from embodia.errors import EmbodiaError
-from embodia.policies.recipes.grpo_trainer import GRPOSettings, run_grpo
-from embodia.policies.rollouts import RolloutError
+from embodia.policies.recipes.advantages import advantage_estimator
+from embodia.policies.recipes.grpo_trainer import GRPOSettings, reward_to_go, run_grpo, turn_advantages
+from embodia.policies.rollouts import RolloutError, Trajectory, Turn
 
 DSR_OPTIONS = {"operation": "array.access", "length": "short"}
 
@@ -291,3 +293,61 @@ def test_dapo_with_gradient_accumulation_takes_the_whole_batch_step(tiny_chat_lm
     for name, step in steps[0].items():
         # float32 sums in another order: the steps agree to a millionth of the largest one
         torch.testing.assert_close(steps[1][name], step, rtol=0, atol=1e-6 * largest)
+
+
+def _trajectory(member: int, rewards: list[float]) -> Trajectory:
+    turns = [Turn([], [1], [2], [-0.1], "Answer: 0", "stop", r, 0) for r in rewards]
+    return Trajectory("test/Env-v0", 0, 0, member, turns, "terminated", {}, {})
+
+
+def test_reward_to_go_sums_each_turns_own_and_later_rewards() -> None:
+    table = reward_to_go([[1.0, 2.0, 4.0], [3.0], [0.5, 0.5]], prompts=1, group=3)
+    assert table.shape == (3, 1, 3)
+    expected = torch.tensor([[7.0, 3.0, 1.0], [6.0, math.nan, 0.5], [4.0, math.nan, math.nan]])
+    torch.testing.assert_close(table[:, 0, :], expected, equal_nan=True)
+
+
+def test_turn_credit_compares_each_turn_with_the_groups_same_turn() -> None:
+    # Member 0 earns its reward early and wastes turn 2; member 1 the reverse. Same totals, so
+    # episode credit gives every turn 0, while turn credit rewards the turn that earned.
+    trajectories = [_trajectory(0, [3.0, 0.0]), _trajectory(1, [0.0, 3.0]), _trajectory(2, [1.0])]
+    estimator = advantage_estimator("none")
+    totals = torch.tensor([[3.0, 3.0, 1.0]])
+    episode = estimator(totals)
+    by_episode, no_stats = turn_advantages("episode", estimator, trajectories, episode, None, 1, 3)
+    assert no_stats == {}
+    assert by_episode == [[pytest.approx(2 / 3)] * 2, [pytest.approx(2 / 3)] * 2, [pytest.approx(-4 / 3)]]
+    by_turn, stats = turn_advantages("turn", estimator, trajectories, episode, None, 1, 3)
+    # turn 0: reward-to-go 3, 3, 1 (mean 7/3); turn 1: 0 and 3 (member 2 had ended; mean 1.5)
+    assert by_turn == [
+        [pytest.approx(2 / 3), pytest.approx(-1.5)],
+        [pytest.approx(2 / 3), pytest.approx(1.5)],
+        [pytest.approx(-4 / 3)],
+    ]
+    assert stats["advantage_abs_max"] == pytest.approx(1.5)
+    # one turn per episode: the two credits are the same thing
+    single = [_trajectory(0, [1.0]), _trajectory(1, [0.0]), _trajectory(2, [2.0])]
+    group = advantage_estimator("group")
+    first = group(torch.tensor([[1.0, 0.0, 2.0]]))
+    assert (
+        turn_advantages("turn", group, single, first, None, 1, 3)[0]
+        == turn_advantages("episode", group, single, first, None, 1, 3)[0]
+    )
+
+
+def test_turn_credit_trains_on_the_waypoint_env(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
+    options = {"panorama_height": 32, "panorama_width": 64, "max_steps": 40, "rooms": 2, "bev_size": 32}
+    settings = _settings(
+        tiny_chat_lm_dir,
+        env="embodia/ActiveMappingWaypoint-v0",
+        env_options=options,
+        steps=1,
+        max_turns=3,
+        images=False,
+        credit="turn",
+    )
+    run_grpo(settings, tmp_path / "run")
+    (row,) = _rows(tmp_path / "run")
+    assert row["samples"] >= 2 and math.isfinite(row["advantage_abs_max"])
+    with pytest.raises(EmbodiaError, match="credit must be one of episode, turn"):
+        _settings(tiny_chat_lm_dir, credit="step")
