@@ -55,6 +55,7 @@ WAYPOINT_STUDY_DEFAULTS: dict[str, Any] = {
     "wp_group": 4,
     "wp_lr": 1e-4,
     "wp_beta": 0.0,
+    "wp_credit": "episode",
     "wp_train_seeds": 3,
     "wp_eval_seeds": 12,
     "wp_random_repeats": 3,
@@ -168,6 +169,7 @@ def grpo_waypoints(
         max_new_tokens=6,
         learning_rate=args.wp_lr,
         beta=args.wp_beta,
+        credit=args.wp_credit,
         first_seed=train_seed * WAYPOINT_SEED_STRIDE,
         seed=train_seed,
     )
@@ -325,6 +327,7 @@ def waypoint_study(tmp: Path, args: Any) -> dict[str, Any]:
             "group_size": args.wp_group,
             "learning_rate": args.wp_lr,
             "beta": args.wp_beta,
+            "credit": args.wp_credit,
         },
         "waypoint_s": round(time.perf_counter() - started, 1),
     }

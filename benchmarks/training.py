@@ -42,7 +42,8 @@ config, on CPU, in this one process:
    the text env's recipe: one SFT from the start on generated solutions
    (``solutions.waypoint_solution_records``: the teacher that picks the largest unseen area the
    prompt shows, on seeds nothing else uses), then GRPO from that model, once per training
-   seed. Held-out procedural seeds are scored by the env's own coverage AUC
+   seed (``--wp_credit``: episode credit by default, ``turn`` for each turn's reward-to-go).
+   Held-out procedural seeds are scored by the env's own coverage AUC
    (``info["coverage_auc"]``, the measure ``embodia explore`` reports) for: the start, the
    teacher-SFT model and the model after GRPO of each training seed (greedy, with how often
    each repeats the teacher's held-out decisions), the teacher itself and a uniformly random
