@@ -133,9 +133,12 @@ def fixed_batch(policy: TrainablePolicy, samples: int, max_new_tokens: int) -> t
     rewards = grpo_trainer._rewards(trajectories, samples // group, group)
     # A random-weight model scores 0 everywhere: spread the table so advantages are not all 0.
     rewards = rewards + torch.linspace(0, 1, samples).view_as(rewards)
-    advantages = settings.estimator()(rewards).values
+    estimator = settings.estimator()
+    per_turn, _ = grpo_trainer.turn_advantages(
+        settings.credit, estimator, trajectories, estimator(rewards), None, samples // group, group
+    )
     keep = torch.ones(samples // group, dtype=torch.bool)
-    return grpo_trainer._batch(trajectories, advantages, keep, group), settings
+    return grpo_trainer._batch(trajectories, per_turn, keep, group), settings
 
 
 def trl_trainer(model_dir: Path, out: Path, batch_size: int, settings: GRPOSettings) -> Any:
