@@ -203,6 +203,16 @@ def shown_gain_m2(observation: Any, number: int) -> int:
     return round(float(observation["candidate_gain_m2"][number]))
 
 
+def listing_order(observation: Mapping[str, Any]) -> list[int]:
+    """The shown candidates' numbers in the order the waypoint view lists them: the largest
+    unseen area as the text shows it (:func:`shown_gain_m2`) first, ties by number; number order
+    for an observation without that estimate."""
+    shown = [int(number) for number in np.flatnonzero(np.asarray(observation["candidate_mask"]))]
+    if "candidate_gain_m2" not in observation:
+        return shown
+    return sorted(shown, key=lambda number: (-shown_gain_m2(observation, number), number))
+
+
 class WaypointView(ChatView):
     """``embodia/ActiveMappingWaypoint-v0`` with ``action_type="index"``: the action is a candidate number.
 
@@ -235,9 +245,8 @@ class WaypointView(ChatView):
     def prompt(self, observation: Any) -> ChatPrompt:
         from embodia.perception.waypoints import WaypointCandidate, draw_candidates
 
-        shown = self._shown(observation)
-        if "candidate_gain_m2" in observation:
-            shown.sort(key=lambda candidate: (-shown_gain_m2(observation, candidate[0]), candidate[0]))
+        by_number = {candidate[0]: candidate for candidate in self._shown(observation)}
+        shown = [by_number[number] for number in listing_order(observation)]
         rgb = np.asarray(observation["rgb"], dtype=np.uint8)
         depth = np.asarray(observation["depth"])
         width = rgb.shape[1]

@@ -51,7 +51,7 @@ import numpy as np
 from embodia.core.chat import Message
 from embodia.envs.dsr.core import DSRError, get_operation
 from embodia.envs.dsr.suites import Group, Instance, make_instance
-from embodia.policies.rollout_views import ChatView, InvalidReply, RolloutError, WaypointView, shown_gain_m2
+from embodia.policies.rollout_views import ChatView, InvalidReply, RolloutError, WaypointView, listing_order
 
 DSR_ENV_ID = "embodia/DSR-v0"
 DSR_OPERATION = "array.access"
@@ -153,10 +153,8 @@ def waypoint_teacher_choice(observation: Mapping[str, Any]) -> int | None:
     number), or None when no candidate is shown: the first line of the view's list. Choosing on
     the shown value, not the exact one, makes every choice a function of the prompt: a model can
     learn it exactly."""
-    shown = [int(number) for number in np.flatnonzero(np.asarray(observation["candidate_mask"]))]
-    if not shown:
-        return None
-    return max(shown, key=lambda number: (shown_gain_m2(observation, number), -number))
+    order = listing_order(observation)
+    return order[0] if order else None
 
 
 def waypoint_reply(choice: int) -> str:
