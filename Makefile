@@ -18,7 +18,7 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.installed: pyproject.toml | $(BIN)/python
-	$(BIN)/python -m pip install --quiet -e '.[test,lint,train]'
+	$(BIN)/python -m pip install --quiet -e '.[test,lint,train,ray]'
 	touch $@
 
 system-libs:

@@ -10,6 +10,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from embodia.cli.backend_options import (
+    AddressOption,
+    BackendOption,
+    NumWorkersOption,
+    WorkerCpusOption,
+    WorkerGpusOption,
+    backend_from,
+)
 from embodia.cli.root import bold, console, dsr_app, err_console, eval_app, user_errors, valid_seed
 from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
 from embodia.errors import EmbodiaError
@@ -111,6 +119,11 @@ EVAL_DSR_OPTIONS: OptionTable = {
     "tokens": FieldOption("Token budget per answer."),
     "temperature": FieldOption(),
     "unsafe_no_sandbox": OWN,
+    "backend": OWN,
+    "num_workers": OWN,
+    "address": OWN,
+    "worker_cpus": OWN,
+    "worker_gpus": OWN,
 }
 
 
@@ -128,6 +141,11 @@ def eval_dsr(
             help="Run model-written code (the code suite) without bubblewrap's isolation. Unsafe.",
         ),
     ] = False,
+    backend: BackendOption = "local",
+    num_workers: NumWorkersOption = None,
+    address: AddressOption = None,
+    worker_cpus: WorkerCpusOption = 1.0,
+    worker_gpus: WorkerGpusOption = 0.0,
 ) -> None:
     """Evaluate a policy on DSR-Bench (resumes: answers already in --out are never asked again)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -140,7 +158,9 @@ def eval_dsr(
         check_out_folder(out)
         _dsr_suites([options["suite"]])
         settings = DSRSettings(**options)
-        chat = make_policy(settings.policy, connect=True)
+        where = backend_from(backend, num_workers, address, worker_cpus, worker_gpus, concurrency=concurrency)
+        # on Ray the workers load the policy; this process only drives them
+        chat = make_policy(settings.policy, connect=True) if where.kind == "local" else None
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
         with Progress(*columns, console=err_console, transient=True) as progress:
             task = progress.add_task(escape(f"DSR {settings.suite}"), total=None)
@@ -161,8 +181,11 @@ def eval_dsr(
                 concurrency=concurrency,
                 on_answer=advance,
                 unsafe_no_sandbox=unsafe_no_sandbox,
+                backend=where,
             )
-    table = Table(title=escape(f"DSR-Bench {settings.suite}: {chat.name}"))  # the name says "random weights"
+    # the model's name says "random weights" for a tiny model (embodia models tiny)
+    name = chat.name if chat is not None else ", ".join(report["models"]) or settings.policy
+    table = Table(title=escape(f"DSR-Bench {settings.suite}: {name}"))
     table.add_column("category")
     table.add_column("n", justify="right")
     table.add_column("exact", justify="right")

@@ -9,6 +9,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from embodia.cli.backend_options import (
+    AddressOption,
+    BackendOption,
+    NumWorkersOption,
+    WorkerCpusOption,
+    WorkerGpusOption,
+    backend_from,
+)
 from embodia.cli.root import (
     HEIGHT_HELP,
     UP_HELP,
@@ -190,6 +198,11 @@ def eval_explore(
     ] = None,
     height: Annotated[int, typer.Option(help=HEIGHT_HELP)] = 128,
     width: Annotated[int, typer.Option(help=WIDTH_HELP)] = 256,
+    backend: BackendOption = "local",
+    num_workers: NumWorkersOption = None,
+    address: AddressOption = None,
+    worker_cpus: WorkerCpusOption = 1.0,
+    worker_gpus: WorkerGpusOption = 0.0,
 ) -> None:
     """Run an agent on a set of scenes and print mean +- std of each measure (resumes)."""
     from rich.progress import Progress
@@ -198,6 +211,7 @@ def eval_explore(
 
     with user_errors():
         _check_agent(agent)
+        where = backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
         specs = [spec for entry in scenes for spec in scene_set(entry)]
         target = out or Path("runs") / f"eval-{agent}"
         with Progress(console=err_console, transient=True) as progress:
@@ -210,7 +224,8 @@ def eval_explore(
                 up=check_up(up),
                 panorama_height=height,
                 panorama_width=width,
-                on_scene=lambda i, s: progress.update(task, completed=i + 1),
+                on_scene=lambda record, done, total: progress.update(task, completed=done),
+                backend=where,
             )
     table = Table(title=f"{escape(agent)}, {len(specs)} scenes, {steps} steps")
     table.add_column("measure")
@@ -221,3 +236,11 @@ def eval_explore(
         table.add_row(key, f"{scale * stats['mean']:.2f} +- {scale * stats['std']:.2f}{unit}")
     console.print(table)
     console.print(f"wrote {bold(target)}")
+    failures = result["failures"]
+    if failures:
+        first = failures[0]
+        with user_errors():
+            raise EmbodiaError(
+                f"{len(failures)} of {len(specs)} scenes failed and are left out of the means "
+                f"(first: {first['scene']}: {first['error']}); fix them and rerun to resume"
+            )

@@ -16,17 +16,17 @@ from __future__ import annotations
 import json
 import logging
 import math
-import threading
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from embodia.core.chat import ContextOverflowError, Policy, check_output_budget, check_temperature
 from embodia.core.limits import MAX_CONCURRENCY, check_range
 from embodia.core.runs import RecordLog, RunFolder, runner, settings_differences, write_json
+from embodia.core.scale_out import LOCAL, Backend, Unit, WorkerPool
 from embodia.envs.dsr import prompts, suites
 from embodia.envs.dsr.core import CATEGORIES, DSRError
 from embodia.envs.dsr.env import score_answer
@@ -163,6 +163,7 @@ def run_dsr(
     on_answer: Callable[[dict[str, Any], int, int], None] | None = None,
     limits: Limits = DEFAULT_LIMITS,
     unsafe_no_sandbox: bool = False,
+    backend: Backend = LOCAL,
 ) -> dict[str, Any]:
     """Ask the policy (``policy``, else the one ``settings.policy`` names) every selected
     instance without an answer yet, then write the report.
@@ -171,15 +172,23 @@ def run_dsr(
     does; ``resume=False`` refuses it instead. Answers that are code run isolated by the
     operating system; where that cannot be had the run is refused before anything is asked,
     unless ``unsafe_no_sandbox``.
+
+    Each instance is one unit of ``backend`` (:mod:`embodia.core.scale_out`): on Ray every
+    worker loads the policy once (``policy`` when given, pickled to it, else
+    ``settings.policy``) and answers the instances sent to it; ``concurrency`` requests are in
+    flight per worker. The answers land in ``answers.jsonl`` as they arrive, whichever backend
+    asked, so a run resumes on either.
     """
     check_range("--concurrency", concurrency, 1, MAX_CONCURRENCY, DSRError)
-    if policy is None:
+    backend = replace(backend, concurrency=concurrency)
+    if policy is None and backend.kind == "local":
         from embodia.policies import make_policy
 
         policy = make_policy(settings.policy, connect=True)
     folder = RunFolder(out, ANSWERS_FILE, settings_file=RUN_FILE)
-    # --tokens at or over the model's context gets every request refused (vLLM: HTTP 400)
-    check_output_budget(policy, settings.tokens, "--tokens")
+    if policy is not None:
+        # --tokens at or over the model's context gets every request refused (vLLM: HTTP 400)
+        check_output_budget(policy, settings.tokens, "--tokens")
     instances = select_instances(settings)
     runs_code = any(prompts.instance_mode(i, settings.mode) == "CodeOnly" for i in instances)
     if runs_code and not unsafe_no_sandbox:
@@ -193,58 +202,43 @@ def run_dsr(
     recorded = folder.kept_records()
     answers = {record["id"]: record for record in recorded if "id" in record}
     wanted = {i.id for i in instances}
-    todo = [i for i in instances if i.id not in answers]
+    todo = [Unit(i.id, i) for i in instances if i.id not in answers]
     done = sum(1 for key in answers if key in wanted)
-    lock = threading.Lock()
+    factory = partial(_answer_worker, policy, settings, limits, isolated, runs_code)
     with folder.creating():
         write_json(out / RUN_FILE, _run_record(settings), indent=1)
         # A torn last line goes before appending, or the next answer would be glued to it.
-        with RecordLog(folder.log, recorded) as log:
+        with RecordLog(folder.log, recorded) as log, WorkerPool(factory, backend) as pool:
 
-            def record(result: dict[str, Any]) -> None:
+            def record(_: str, result: dict[str, Any]) -> None:
                 nonlocal done
-                with lock:
-                    log.append(result)
-                    answers[result["id"]] = result
-                    done += 1
-                    if on_answer is not None:
-                        on_answer(result, done, len(instances))
+                log.append(result)
+                answers[result["id"]] = result
+                done += 1
+                if on_answer is not None:
+                    on_answer(result, done, len(instances))
 
-            if concurrency == 1:
-                for instance in todo:
-                    record(answer_one(policy, instance, settings, limits, isolated=isolated))
-            else:
-                _answer_concurrently(todo, concurrency, record, policy, settings, limits, isolated)
+            pool.run(todo, record)
     report = build_report([answers[i.id] for i in instances], settings)
     folder.finish(REPORT_FILE, report, indent=1)
     write_chart(report, out / CHART_FILE)
     return report
 
 
-def _answer_concurrently(
-    todo: Sequence[Instance],
-    concurrency: int,
-    record: Callable[[dict[str, Any]], None],
-    policy: Policy,
-    settings: DSRSettings,
-    limits: Limits,
-    isolated: bool,
-) -> None:
-    """Ask ``concurrency`` instances at a time, recording each answer as it arrives; the first
-    failure cancels the requests not yet sent and is raised."""
-    with ThreadPoolExecutor(max_workers=concurrency) as pool:
-        futures: set[Future[dict[str, Any]]] = {
-            pool.submit(answer_one, policy, instance, settings, limits, isolated=isolated)
-            for instance in todo
-        }
-        while futures:
-            finished, futures = wait(futures, return_when=FIRST_EXCEPTION)
-            for future in finished:
-                if future.exception() is not None:
-                    for pending in futures:
-                        pending.cancel()
-                    raise future.exception()  # type: ignore[misc]
-                record(future.result())
+def _answer_worker(
+    policy: Policy | None, settings: DSRSettings, limits: Limits, isolated: bool, runs_code: bool
+) -> Callable[[Instance, object], dict[str, Any]]:
+    """A worker of the run: the policy loaded (and checked) once, then :func:`answer_one` per
+    instance. On a Ray worker the code sandbox is checked there too: it runs the code."""
+    if policy is None:
+        from embodia.policies import make_policy
+
+        policy = make_policy(settings.policy, connect=True)
+        check_output_budget(policy, settings.tokens, "--tokens")
+        if runs_code and isolated:
+            require_isolation()
+    chosen = policy
+    return lambda instance, _: answer_one(chosen, instance, settings, limits, isolated=isolated)
 
 
 def _mean(values: Iterable[float]) -> float:

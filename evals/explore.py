@@ -14,7 +14,10 @@ scenes are a run per scene plus a summary of means and standard deviations.
 from __future__ import annotations
 
 import logging
+import os
 import re
+import shutil
+import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
@@ -29,13 +32,12 @@ from embodia.agents.explorer_schema import ExplorerProgress
 from embodia.core.limits import MAX_SET_SIZE, MAX_STEPS, check_image_size, check_range, check_seed
 from embodia.core.runs import (
     RunFolder,
-    check_out_folder,
     read_config,
     runner,
     set_aside,
     write_config,
-    write_json,
 )
+from embodia.core.scale_out import LOCAL, Backend, Unit, UnitFailed, WorkerPool
 from embodia.errors import EmbodiaError
 from embodia.evals.explore_media import VideoWriter, write_pictures, write_tree
 from embodia.sim.loading import UP_AXES, UpAxis
@@ -646,6 +648,10 @@ def _slug(spec: str) -> str:
     return re.sub(r"[^A-Za-z0-9]+", "-", spec).strip("-")[:80] or "scene"
 
 
+EVAL_SCENES = "scenes.jsonl"
+"""An evaluation's records: one line per scene run (its summary, or the error that failed it)."""
+
+
 def evaluate_exploration(
     agent: str,
     scenes: Sequence[str],
@@ -655,13 +661,24 @@ def evaluate_exploration(
     up: UpAxis = "auto",
     panorama_height: int = 128,
     panorama_width: int = 256,
-    on_scene: Callable[[int, dict[str, Any]], None] | None = None,
+    on_scene: Callable[[dict[str, Any], int, int], None] | None = None,
+    backend: Backend = LOCAL,
 ) -> dict[str, Any]:
-    """One run per scene under ``out`` (completed scenes are reused: an evaluation resumes)."""
+    """One run per scene under ``out`` (``NNN-SCENE/``), and the means over them; it resumes:
+    scenes already recorded are not run again, and a scene cut short locally continues.
+
+    Each scene is one unit of ``backend`` (:mod:`embodia.core.scale_out`). Locally a scene's
+    run folder is written in place as it goes; on Ray a worker runs the scene in a folder of
+    its own and sends the files back, and they land in the same ``NNN-SCENE/``. Either way
+    ``scenes.jsonl`` gets a line per scene as it finishes (``on_scene(record, done, total)``
+    follows them): its summary, or, for a scene that cannot be run (a file that does not
+    load), the error, which the final summary lists under ``failures``; a resume tries those
+    again.
+    """
     if not scenes:
         raise EmbodiaError("no scenes to evaluate")
     out = Path(out)
-    check_out_folder(out)
+    folder = RunFolder(out, EVAL_SCENES)
     runs = [  # every scene's settings checked before anything is written
         ExploreSettings(
             agent=agent,
@@ -674,20 +691,99 @@ def evaluate_exploration(
         )
         for spec in scenes
     ]
-    summaries = []
-    for index, (spec, settings) in enumerate(zip(scenes, runs, strict=True)):
-        summary = run_exploration(settings, out / f"{index:03d}-{_slug(spec)}", resume=True)
-        summaries.append(summary)
-        if on_scene is not None:
-            on_scene(index, summary)
+    settings = {
+        "agent": agent,
+        "scenes": list(scenes),
+        "steps": steps,
+        "up": up,
+        "panorama_height": panorama_height,
+        "panorama_width": panorama_width,
+    }
+    folder.begin(settings, resume=True)
+    kept = folder.kept_records()
+    latest = {int(r["index"]): r for r in kept if isinstance(r.get("index"), int)}  # a retry's line wins
+    names = [f"{index:03d}-{_slug(spec)}" for index, spec in enumerate(scenes)]
+    todo = [
+        Unit(names[index], (index, run))
+        for index, run in enumerate(runs)
+        if "summary" not in latest.get(index, {})
+    ]
+    ship = backend.kind != "local"
+    done = len(scenes) - len(todo)
+    with folder.recording(kept, {"command": "eval explore", "settings": settings}) as log:
+
+        def record(index: int, entry: dict[str, Any]) -> None:
+            nonlocal done
+            line = {"index": index, "scene": scenes[index], "run": names[index], **entry}
+            log.append(line)
+            latest[index] = line
+            done += 1
+            if on_scene is not None:
+                on_scene(line, done, len(scenes))
+
+        def finished(name: str, result: tuple[dict[str, Any], dict[str, bytes] | None]) -> None:
+            summary, files = result
+            if files is not None:
+                _place_run(out / name, files)
+            record(names.index(name), {"summary": summary})
+
+        def failed(name: str, message: str) -> None:
+            record(names.index(name), {"error": message})
+
+        with WorkerPool(partial(_scene_worker, out, ship), backend) as pool:
+            pool.run(todo, finished, failed)
+    ordered = [latest[index] for index in range(len(scenes))]
     result = {
         "agent": agent,
         "budget": steps,
         "scenes": list(scenes),
-        "measures": aggregate(summaries),
+        "measures": aggregate([r["summary"] for r in ordered if "summary" in r]),
+        "failures": [{"scene": r["scene"], "error": r["error"]} for r in ordered if "error" in r],
     }
-    write_json(out / "summary.json", result)
+    folder.finish("summary.json", result)
     return result
+
+
+SceneResult = tuple[dict[str, Any], dict[str, bytes] | None]
+
+
+def _scene_worker(out: Path, ship: bool) -> Callable[[tuple[int, ExploreSettings], object], SceneResult]:
+    """What runs one scene of an evaluation: its run folder written under ``out`` (local), or,
+    with ``ship``, in a temporary folder on the worker whose files are sent back. A scene that
+    cannot be run fails as a unit (:class:`UnitFailed`), not the evaluation."""
+
+    def run_scene(unit: tuple[int, ExploreSettings], _: object) -> SceneResult:
+        index, settings = unit
+        name = f"{index:03d}-{_slug(settings.scene or '')}"
+        try:
+            if not ship:
+                return run_exploration(settings, out / name, resume=True), None
+            with tempfile.TemporaryDirectory(prefix="embodia-scene-") as work:
+                summary = run_exploration(settings, Path(work) / name)
+                files = {p.name: p.read_bytes() for p in (Path(work) / name).iterdir() if p.is_file()}
+                return summary, files
+        except EmbodiaError as error:
+            raise UnitFailed(str(error)) from error
+
+    return run_scene
+
+
+def _place_run(run: Path, files: Mapping[str, bytes]) -> None:
+    """A scene's run folder made of the files a worker sent back: written beside ``run``, then
+    swapped in whole, so a kill leaves the old folder (a partial local run) or the new one."""
+    fresh = run.with_name(f".{run.name}.incoming")
+    shutil.rmtree(fresh, ignore_errors=True)
+    fresh.mkdir(parents=True)
+    for name, data in files.items():
+        (fresh / name).write_bytes(data)
+    if run.exists():
+        old = run.with_name(f".{run.name}.replaced")
+        shutil.rmtree(old, ignore_errors=True)
+        os.replace(run, old)
+        os.replace(fresh, run)
+        shutil.rmtree(old, ignore_errors=True)
+    else:
+        os.replace(fresh, run)
 
 
 def aggregate(summaries: Sequence[dict[str, Any]]) -> dict[str, dict[str, float]]:
