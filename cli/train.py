@@ -27,6 +27,14 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
+from embodia.cli.backend_options import (
+    AddressOption,
+    BackendOption,
+    NumWorkersOption,
+    WorkerCpusOption,
+    WorkerGpusOption,
+    backend_from,
+)
 from embodia.cli.root import bold, console, train_app, user_errors
 from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
 from embodia.errors import EmbodiaError
@@ -242,6 +250,11 @@ TRAIN_GRPO_OPTIONS: OptionTable = {
     "lora_r": FieldOption("LoRA rank; 0 trains every weight."),
     "lora_alpha": FieldOption("LoRA's scale numerator."),
     "seed": FieldOption("Seed of sampling and initialisation."),
+    "backend": OWN,
+    "num_workers": OWN,
+    "address": OWN,
+    "worker_cpus": OWN,
+    "worker_gpus": OWN,
 }
 
 
@@ -261,8 +274,16 @@ def train_grpo(
         ),
     ] = None,
     resume: ResumeOption = False,
+    backend: BackendOption = "local",
+    num_workers: NumWorkersOption = None,
+    address: AddressOption = None,
+    worker_cpus: WorkerCpusOption = 1.0,
+    worker_gpus: WorkerGpusOption = 0.0,
 ) -> None:
-    """Train a policy by GRPO over rollouts in a gymnasium env (group, batch, none or Durian advantages)."""
+    """Train a policy by GRPO over rollouts in a gymnasium env (group, batch, none or Durian advantages).
+
+    With --backend ray each group of rollouts runs on a Ray worker that holds a copy of the
+    policy (sent the trained weights every step); the optimisation runs here."""
     from embodia.policies.recipes.grpo_trainer import GRPOSettings, run_grpo
 
     with user_errors():
@@ -270,9 +291,11 @@ def train_grpo(
         env_options = with_dsr_prompt(options["env"], parse_env_options(env_option))
         eval_options = parse_env_options(eval_env_option, "--eval-env-option")
         settings = GRPOSettings(**options, env_options=env_options, eval_env_options=eval_options)
+        where = backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
+        rollouts_on = None if where.kind == "local" else where  # local: the batched engine, as before
         title = f"GRPO ({settings.advantage} advantages) of {settings.policy} on {settings.env}"
         with MetricsTable(title, GRPO_COLUMNS) as table:
-            summary = run_grpo(settings, out, resume=resume, on_step=table.add)
+            summary = run_grpo(settings, out, resume=resume, on_step=table.add, backend=rollouts_on)
     numbers = _change(summary["reward_first"], summary["reward_last"], "reward") + _change(
         summary["eval_reward_start"], summary["eval_reward_end"], "held-out reward"
     )

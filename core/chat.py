@@ -19,7 +19,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Literal, Protocol, TypedDict, Unpack, runtime_checkable
+from typing import Any, Literal, Protocol, TypedDict, Unpack, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
@@ -85,6 +85,11 @@ class ContextOverflowError(PolicyError):
         self.max_tokens = max_tokens
         super().__init__(message or self._plain_message())
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        """Pickled whole (its keyword arguments too), so a Ray worker's overflow reaches the
+        driver as this type, with its window and counts."""
+        return (_rebuild_overflow, (self.window, self.prompt_tokens, self.max_tokens, str(self)))
+
     @property
     def prompt_fills_context(self) -> bool:
         return self.prompt_tokens is not None and self.prompt_tokens >= self.window.tokens
@@ -119,6 +124,12 @@ class ContextOverflowError(PolicyError):
             max_tokens=self.max_tokens,
             message=f"{what}: {text}" if what else text,
         )
+
+
+def _rebuild_overflow(
+    window: ContextWindow, prompt_tokens: int | None, max_tokens: int, message: str
+) -> ContextOverflowError:
+    return ContextOverflowError(window, prompt_tokens=prompt_tokens, max_tokens=max_tokens, message=message)
 
 
 def context_window(policy: object) -> ContextWindow | None:

@@ -342,13 +342,13 @@ class WorkerPool(AbstractContextManager["WorkerPool"], Generic[PayloadT, ResultT
             while pending:
                 finished, pending = wait(pending, return_when=FIRST_EXCEPTION)
                 for future in finished:
-                    error = future.exception()
-                    if isinstance(error, UnitFailed):
-                        failed(futures[future], str(error))
-                    elif error is not None:
+                    raised = future.exception()
+                    if isinstance(raised, UnitFailed):
+                        failed(futures[future], str(raised))
+                    elif raised is not None:
                         for other in pending:
                             other.cancel()
-                        raise error
+                        raise raised
                     else:
                         on_result(futures[future], future.result())
 

@@ -39,7 +39,7 @@ import random
 import shutil
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager, nullcontext
+from contextlib import ExitStack, contextmanager, nullcontext
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -49,6 +49,7 @@ import torch
 
 from embodia.core.limits import check_seed, check_whole
 from embodia.core.runs import RunFolder, runner
+from embodia.core.scale_out import Backend
 from embodia.errors import EmbodiaError
 from embodia.policies.recipes.advantages import (
     AdvantageEstimator,
@@ -58,6 +59,7 @@ from embodia.policies.recipes.advantages import (
 )
 from embodia.policies.recipes.curves import plot_curves
 from embodia.policies.recipes.grpo import GRPOConfig, filter_dynamic, grpo_loss
+from embodia.policies.rollout_workers import PolicySource, RolloutWorkers
 from embodia.policies.rollouts import RolloutEngine, RolloutSettings, Trajectory
 from embodia.policies.spec import make_trainable_policy
 from embodia.policies.trainable import LoraSettings, TrainablePolicy, model_card, quiet_progress_bars, tuning
@@ -398,6 +400,26 @@ def _engines(settings: GRPOSettings) -> tuple[RolloutEngine, RolloutEngine | Non
     return train, RolloutEngine(settings.env, env_options=options, settings=held_out)
 
 
+def _rollout_workers(
+    settings: GRPOSettings, backend: Backend, train: RolloutEngine, held_out: RolloutEngine | None
+) -> tuple[RolloutWorkers, RolloutWorkers | None]:
+    """The train and held-out collections as group units on ``backend``, with the engines' settings."""
+    lora = LoraSettings(r=settings.lora_r, alpha=settings.lora_alpha) if settings.lora_r else None
+    source = PolicySource(settings.policy, lora=lora, seed=settings.seed)
+    pools = [
+        RolloutWorkers(
+            settings.env,
+            env_options=engine.env_options,
+            settings=engine.settings,
+            source=source,
+            backend=backend,
+        )
+        for engine in (train, held_out)
+        if engine is not None
+    ]
+    return pools[0], pools[1] if len(pools) > 1 else None
+
+
 @contextmanager
 def _trajectory_log(out: Path, done: int) -> Iterator[IO[str]]:
     """``rollouts.jsonl`` open for appending, cut back to the records of steps up to ``done``
@@ -427,6 +449,17 @@ class _Run:
     optimizer: torch.optim.Optimizer
     train_engine: RolloutEngine
     eval_engine: RolloutEngine | None
+    workers: tuple[RolloutWorkers, RolloutWorkers | None] | None = None
+    """With a scale-out backend: the train and held-out collections as group units on it."""
+
+    def _collect(self, held_out: bool, seeds: list[int], sampling_seed: int) -> list[Trajectory]:
+        if self.workers is not None:
+            workers = self.workers[1] if held_out else self.workers[0]
+            assert workers is not None
+            return workers.collect(self.policy, seeds, sampling_seed=sampling_seed)
+        engine = self.eval_engine if held_out else self.train_engine
+        assert engine is not None
+        return engine.collect(self.policy, seeds)
 
     def evaluate(self) -> float | None:
         """Mean reward over the held-out episodes (None without evaluation)."""
@@ -435,7 +468,7 @@ class _Run:
         first = self.settings.eval_first_seed
         seeds = [first + i for i in range(self.settings.eval_prompts)]
         with torch.no_grad():
-            trajectories = self.eval_engine.collect(self.policy, seeds)
+            trajectories = self._collect(True, seeds, sampling_seed=self.settings.seed)
         return float(np.mean([t.total_reward for t in trajectories]))
 
     def step(self, step: int, rollouts: IO[str]) -> dict[str, Any]:
@@ -444,7 +477,8 @@ class _Run:
         settings, P, G = self.settings, self.settings.prompts_per_step, self.settings.group_size
         tick = time.perf_counter()
         seeds = [settings.first_seed + (step - 1) * P + i for i in range(P)]
-        trajectories = self.train_engine.collect(self.policy, seeds)
+        # on a backend, step s samples from seeds of its own: a resumed run samples as it would have
+        trajectories = self._collect(False, seeds, sampling_seed=settings.seed * 1_000_003 + step)
         rollout_s = time.perf_counter() - tick
         for trajectory in trajectories:
             rollouts.write(json.dumps({"step": step, **trajectory.to_json()}) + "\n")
@@ -483,12 +517,22 @@ class _Run:
 
 @runner
 def run_grpo(
-    settings: GRPOSettings, out: Path, *, resume: bool = False, on_step: StepCallback | None = None
+    settings: GRPOSettings,
+    out: Path,
+    *,
+    resume: bool = False,
+    on_step: StepCallback | None = None,
+    backend: Backend | None = None,
 ) -> dict[str, Any]:
     """Train ``settings.policy`` by GRPO in ``settings.env`` into the run folder ``out`` (see the
     module docstring); with ``resume``, continue the run there after its last checkpoint (a
     larger ``steps`` than the run was started with trains a finished run further).
-    ``on_step`` gets each ``metrics.jsonl`` line as it is written. Returns the summary."""
+    ``on_step`` gets each ``metrics.jsonl`` line as it is written. Returns the summary.
+
+    Without ``backend`` the rollouts run here, batched over all episodes of a step
+    (:meth:`RolloutEngine.collect`). With one (``--backend ray``), each group of a step is a
+    unit of it (:mod:`embodia.policies.rollout_workers`): Ray workers load the model once and
+    are sent the trained weights every step; the optimisation stays here."""
     folder = RunFolder(out, METRICS)
     record = settings.record()
     folder.begin(record, resume, may_grow=("steps",))
@@ -499,7 +543,7 @@ def run_grpo(
     torch.manual_seed(settings.seed)
     random.seed(settings.seed)
     train_engine, eval_engine = _engines(settings)  # first: a bad env fails before a model loads
-    with quiet_progress_bars(), train_engine, eval_engine or nullcontext():
+    with quiet_progress_bars(), train_engine, eval_engine or nullcontext(), ExitStack() as stack:
         policy = _load_policy(settings)
         reference = None
         if settings.beta > 0:
@@ -509,7 +553,13 @@ def run_grpo(
         done = _load_checkpoint(out, policy, optimizer) if folder.resuming else 0
         kept = [r for r in folder.kept_records() if isinstance(r.get("step"), int) and r["step"] <= done]
         started = time.perf_counter()
-        run = _Run(settings, policy, reference, optimizer, train_engine, eval_engine)
+        workers = None
+        if backend is not None:
+            workers = _rollout_workers(settings, backend, train_engine, eval_engine)
+            for pool in workers:
+                if pool is not None:
+                    stack.enter_context(pool)
+        run = _Run(settings, policy, reference, optimizer, train_engine, eval_engine, workers)
         with folder.recording(kept, {"settings": record}) as log, _trajectory_log(out, done) as rollouts:
 
             def note(line: dict[str, Any]) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -85,3 +86,46 @@ def test_ray_workers_return_the_local_records(
     # the weights are what the workers sample with: those of the untrained policy give other replies
     other = _collect(untrained, source, Backend(kind="ray", num_workers=2), seeds)
     assert _records(other) != _records(local)
+
+
+@pytest.mark.ray
+def test_grpo_on_ray_trains_as_the_local_group_units_do(
+    tiny_chat_lm_dir: Path, tmp_path: Path, ray_runtime: object
+) -> None:
+    """Two GRPO steps with the rollouts on Ray workers: the workers sample with each step's
+    weights, so the rollouts, rewards and final weights equal the in-process group units'."""
+    from safetensors.torch import load_file
+
+    from embodia.policies.recipes.grpo_trainer import GRPOSettings, run_grpo
+
+    settings = GRPOSettings(
+        policy=f"hf:{tiny_chat_lm_dir}",
+        env="embodia/DSR-v0",
+        env_options={"operation": "array.access", "length": "short"},
+        steps=2,
+        prompts_per_step=2,
+        group_size=2,
+        max_new_tokens=4,
+        learning_rate=1e-2,
+        eval_prompts=2,
+        seed=3,
+    )
+    runs = {"local": Backend(), "ray": Backend(kind="ray", num_workers=2)}
+    for name, backend in runs.items():
+        run_grpo(settings, tmp_path / name, backend=backend)
+
+    def rollouts(name: str) -> list[tuple[Any, ...]]:
+        lines = (tmp_path / name / "rollouts.jsonl").read_text().splitlines()
+        return [
+            (r["step"], r["seed"], r["member"], r["rewards"], [t["completion_ids"] for t in r["turns"]])
+            for r in map(json.loads, lines)
+        ]
+
+    def rewards(name: str) -> list[tuple[Any, ...]]:
+        lines = (tmp_path / name / "metrics.jsonl").read_text().splitlines()
+        return [(r["step"], r.get("reward_mean"), r.get("eval_reward")) for r in map(json.loads, lines)]
+
+    assert rollouts("ray") == rollouts("local") and len(rollouts("local")) == 8
+    assert rewards("ray") == rewards("local")
+    local, remote = (load_file(tmp_path / n / "final" / "model.safetensors") for n in runs)
+    assert all(torch.allclose(local[k], remote[k], atol=1e-5) for k in local)
