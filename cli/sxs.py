@@ -9,6 +9,14 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
+from embodia.cli.backend_options import (
+    AddressOption,
+    BackendOption,
+    NumWorkersOption,
+    WorkerCpusOption,
+    WorkerGpusOption,
+    backend_from,
+)
 from embodia.cli.root import (
     ITEMS_HELP,
     bold,
@@ -47,6 +55,11 @@ EVAL_SXS_OPTIONS: OptionTable = {
     "k": FieldOption("Tokens per update of naive early streaming."),
     "support": FieldOption("The SxS guard: exact (step checker), judge:SPEC (chat model) or nli:DIR."),
     "resume": OWN,
+    "backend": OWN,
+    "num_workers": OWN,
+    "address": OWN,
+    "worker_cpus": OWN,
+    "worker_gpus": OWN,
 }
 
 
@@ -55,6 +68,11 @@ def eval_sxs(
     options: dict[str, Any],
     out: Annotated[Path, typer.Option("--out", help="Run directory (results.jsonl, report.json, plots).")],
     resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out.")] = False,
+    backend: BackendOption = "local",
+    num_workers: NumWorkersOption = None,
+    address: AddressOption = None,
+    worker_cpus: WorkerCpusOption = 1.0,
+    worker_gpus: WorkerGpusOption = 0.0,
 ) -> None:
     """Accuracy against content latency for SxS and its baselines, with Pareto plots."""
     from embodia.evals.sxs_run import POLICY_MODES, SxSRunSettings, parse_modes, run_sxs_eval
@@ -63,8 +81,9 @@ def eval_sxs(
         if not options["policy"] and any(m in POLICY_MODES for m in parse_modes(options["modes"])):
             raise EmbodiaError("--policy is needed for every mode but sft_target")
         settings = SxSRunSettings(**options)
+        where = backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
         with err_console.status(f"SxS on {escape(settings.source)}"):
-            report = run_sxs_eval(settings, out, resume=resume)
+            report = run_sxs_eval(settings, out, resume=resume, backend=where)
     for mode, means in report["modes"].items():
         console.print(
             f"{escape(mode)}: accuracy {100 * means['accuracy']:.1f}%, wait to content "

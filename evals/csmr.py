@@ -2,7 +2,11 @@
 
 ``runs/NAME/results.jsonl`` gets one line per item as it is solved (the item's record, the
 answer, the task's verdict, queries, tokens, wall time, the evidence and the reasoner's
-replies); a rerun with the same settings skips the items already there. ``report.json``:
+replies); a rerun with the same settings skips the items already there. Each item is one
+unit of a :class:`~embodia.core.scale_out.Backend` (``--backend ray`` solves them on Ray
+workers, each with its own perceiver and reasoner); the lines come in the order items finish,
+and a run started on one backend resumes on the other. ``report.json``, computed from the
+records in item order (the same whichever backend solved them):
 accuracy, mean score, queries per item, tokens per item, wall time per item, how items
 stopped, which guards fired, the hallucination rate (the share of answered items whose answer
 asserts objects or attributes the ground truth does not have, as the task's
@@ -14,14 +18,17 @@ mean ROUGE-L F1 as ``rouge_l`` (None for other tasks).
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
 from embodia.agents.csmr import CSMRSettings, solve
-from embodia.core.chat import ContextOverflowError, check_output_budget, context_window
+from embodia.core.chat import ContextOverflowError, Policy, check_output_budget, context_window
 from embodia.core.limits import MAX_SET_SIZE, check_range
 from embodia.core.runs import RecordCallback, RunFolder, runner
+from embodia.core.scale_out import LOCAL, Backend, Unit, WorkerPool
 from embodia.envs.puzzles import make_task
 from embodia.envs.puzzles.core import PuzzleTask, SceneGraphTask
 from embodia.errors import EmbodiaError
@@ -51,36 +58,87 @@ def make_perceiver(spec: str, task: PuzzleTask) -> Perceiver:
     from embodia.policies import make_policy
 
     if spec == "oracle":
-        if not isinstance(task, SceneGraphTask):
-            raise EmbodiaError(
-                f"the {task.name} task has no oracle perception: pass a VLM spec as --perceiver"
-            )
+        graph = _oracle_task(task)
         return OraclePerceiver(
-            lambda item, query: task.oracle(item.facts, query),
-            parse=lambda item, question: task.parse_question(question, item.facts),
+            lambda item, query: graph.oracle(item.facts, query),
+            parse=lambda item, question: graph.parse_question(question, item.facts),
         )
     policy = make_policy(spec.removeprefix("crop:"), connect=True)
     require_images(policy, "the CSMR perceiver")
     return CropPerceiver(policy) if spec.startswith("crop:") else VLMPerceiver(policy)
 
 
-@runner
-def run_csmr(
-    settings: CSMRRunSettings, out: Path, *, resume: bool = False, on_record: RecordCallback | None = None
-) -> dict[str, Any]:
-    """Solve the items without a record yet, one line each in ``results.jsonl``
-    (``on_record`` gets each as it is written), then write the report."""
-    from embodia.policies import make_policy
+def _oracle_task(task: PuzzleTask) -> SceneGraphTask:
+    """``task``, if the oracle can perceive it (it holds a scene graph); an error otherwise."""
+    if not isinstance(task, SceneGraphTask):
+        raise EmbodiaError(f"the {task.name} task has no oracle perception: pass a VLM spec as --perceiver")
+    return task
 
-    folder = RunFolder(out, RESULTS)
-    check_range("--items", settings.items, 1, MAX_SET_SIZE)
-    task = make_task(settings.task)
-    csmr = CSMRSettings(
+
+Loaded = tuple[PuzzleTask, Perceiver, Policy | None]
+"""What solves a run's items: the task, the perceiver and the reasoner (None for ``direct``)."""
+
+
+def _csmr_settings(settings: CSMRRunSettings) -> CSMRSettings:
+    return CSMRSettings(
         ablation=settings.ablation,
         k=settings.k,
         max_queries=settings.max_queries,
         max_tokens=settings.max_tokens,
     )
+
+
+def _load(settings: CSMRRunSettings, task: PuzzleTask | None = None) -> Loaded:
+    """The task (``task``, else made), the perceiver and the reasoner the settings name, the
+    reasoner's reply budget checked against its context."""
+    from embodia.policies import make_policy
+
+    task = make_task(settings.task) if task is None else task
+    perceiver = make_perceiver(settings.perceiver, task)
+    reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner, connect=True)
+    if reasoner is not None:
+        check_output_budget(reasoner, _csmr_settings(settings).reply_tokens, None, what="--reasoner")
+    return task, perceiver, reasoner
+
+
+def _item_worker(settings: CSMRRunSettings, loaded: Loaded | None) -> Callable[[int, object], dict[str, Any]]:
+    """A worker of the run: the task, perceiver and reasoner made once (``loaded``, or from the
+    settings on a Ray worker), then :func:`_solve_item` per item index."""
+    task, perceiver, reasoner = _load(settings) if loaded is None else loaded
+    csmr = _csmr_settings(settings)
+
+    def solve_item(index: int, _: object) -> dict[str, Any]:
+        instance = task.generate(settings.seed + index, settings.difficulty)
+        return _solve_item(task, instance, index, perceiver, reasoner, csmr)
+
+    return solve_item
+
+
+def item_key(index: int) -> str:
+    """An item's unit key (``item-0007``)."""
+    return f"item-{index:04d}"
+
+
+@runner
+def run_csmr(
+    settings: CSMRRunSettings,
+    out: Path,
+    *,
+    resume: bool = False,
+    on_record: RecordCallback | None = None,
+    backend: Backend = LOCAL,
+) -> dict[str, Any]:
+    """Solve the items without a record yet, one line each in ``results.jsonl``
+    (``on_record`` gets each as it is written), then write the report.
+
+    Each item is one unit of ``backend`` (:mod:`embodia.core.scale_out`): locally the
+    perceiver and reasoner are made here, before anything is written, and the items are
+    solved in order; on Ray every worker makes its own once and solves the items sent to it,
+    and their records land in ``results.jsonl`` as they arrive. The report is computed from
+    the records in item order, so it is the same whichever backend solved them."""
+    folder = RunFolder(out, RESULTS)
+    check_range("--items", settings.items, 1, MAX_SET_SIZE)
+    task = make_task(settings.task)
     if settings.difficulty not in task.difficulties:
         raise EmbodiaError(
             f"unknown difficulty {settings.difficulty!r}: expected one of {', '.join(task.difficulties)}"
@@ -88,23 +146,26 @@ def run_csmr(
     folder.begin(asdict(settings), resume)
     # a record without its item's index is made again
     done = [r for r in folder.kept_records() if isinstance(r.get("index"), int)]
-    perceiver = make_perceiver(settings.perceiver, task)
-    reasoner = None if settings.ablation == "direct" else make_policy(settings.reasoner, connect=True)
-    if reasoner is not None:
-        check_output_budget(reasoner, csmr.reply_tokens, None, what="--reasoner")
-    finished = {int(r["index"]) for r in done}
-    rows = list(done)
-    with folder.recording(done, {"settings": asdict(settings)}, default=str) as log:
-        for index in range(settings.items):
-            if index in finished:
-                continue
-            instance = task.generate(settings.seed + index, settings.difficulty)
-            row = _solve_item(task, instance, index, perceiver, reasoner, csmr)
+    loaded: Loaded | None = None
+    if backend.kind == "local":
+        loaded = _load(settings, task)
+    elif settings.perceiver == "oracle":  # the Ray workers load; this much is checked here
+        _oracle_task(task)
+    rows = {int(r["index"]): r for r in done}
+    todo = [Unit(item_key(index), index) for index in range(settings.items) if index not in rows]
+    with (
+        folder.recording(done, {"settings": asdict(settings)}, default=str) as log,
+        WorkerPool(partial(_item_worker, settings, loaded), backend) as pool,
+    ):
+
+        def record(_: str, row: dict[str, Any]) -> None:
             log.append(row)
-            rows.append(row)
+            rows[int(row["index"])] = row
             if on_record is not None:
                 on_record(row)
-    report = summarise(rows, settings)
+
+        pool.run(todo, record)
+    report = summarise([rows[index] for index in range(settings.items)], settings)
     folder.finish("report.json", report)
     return report
 

@@ -21,15 +21,20 @@ modes that never speak are not flattered on the Pareto plots. Premature commitme
 item's exact contradiction test (a disclosed step absent from the final answer's solution).
 
 ``runs/NAME/results.jsonl`` gets one line per (item, mode) as it finishes; ``--resume`` skips
-those already there. ``report.json`` holds the means per mode; ``pareto_ttfc.png`` and
-``pareto_wait.png`` plot accuracy against TTFC and against a random observer's expected wait.
+those already there. Each (item, mode) is one unit of a :class:`~embodia.core.scale_out.Backend`
+(``--backend ray`` runs them on Ray workers, each loading the policy and the support checker
+once); the lines come in the order units finish, and a run started on one backend resumes on
+the other. ``report.json`` holds the means per mode, computed from the records in item order
+(the same whichever backend ran them); ``pareto_ttfc.png`` and ``pareto_wait.png`` plot
+accuracy against TTFC and against a random observer's expected wait.
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +43,7 @@ from embodia.core.chat import ContextOverflowError, Message, Policy, check_outpu
 from embodia.core.interleaved import SXS_SYSTEM, Span, parse_deltas, parse_interleaved, timed_blocks
 from embodia.core.limits import MAX_SET_SIZE, check_range
 from embodia.core.runs import RecordCallback, RunFolder, runner
+from embodia.core.scale_out import LOCAL, Backend, Unit, WorkerPool
 from embodia.errors import EmbodiaError
 from embodia.evals.content_latency import (
     PROMPTED_INTERLEAVING_SYSTEM,
@@ -193,14 +199,74 @@ def run_mode(
     }
 
 
-@runner
-def run_sxs_eval(
-    settings: SxSRunSettings, out: Path, *, resume: bool = False, on_record: RecordCallback | None = None
-) -> dict[str, Any]:
-    """Run every (item, mode) without a record yet, one line each in ``results.jsonl``
-    (``on_record`` gets each as it is written), then write the report and its plots."""
+Loaded = tuple[Policy | None, SupportFactory | None]
+"""What a worker runs the modes with: the policy and the support checker (None where unused)."""
+
+
+def _load(settings: SxSRunSettings, policy: bool, support: bool) -> Loaded:
+    """The policy (only when ``policy``: a policy mode is asked; its reply budget checked) and
+    the support checker (only when ``support``: the sxs mode is asked)."""
     from embodia.policies import make_policy
 
+    chat = make_policy(settings.policy, connect=True) if policy else None
+    if chat is not None:
+        check_output_budget(chat, settings.max_tokens, "--max-tokens")
+    return chat, make_support(settings.support) if support else None
+
+
+def _mode_worker(
+    settings: SxSRunSettings,
+    needs: tuple[bool, bool],
+    loaded: Loaded | None = None,
+    items: Sequence[SxSItem] | None = None,
+) -> Callable[[tuple[int, str], object], dict[str, Any]]:
+    """A worker of the run: the policy and the support checker loaded once (``loaded``, else,
+    on a Ray worker, as ``needs`` says: see :func:`_load`), then each (item index, mode)
+    unit's record. Items are made once per worker (``items``: those made already)."""
+    policy, support = _load(settings, *needs) if loaded is None else loaded
+    made: dict[int, SxSItem] = dict(enumerate(items or ()))
+
+    def run_unit(unit: tuple[int, str], _: object) -> dict[str, Any]:
+        index, mode = unit
+        if index not in made:
+            made[index] = make_item(settings.source, index, settings.difficulty, settings.seed)
+        try:
+            return {"index": index, **run_mode(mode, made[index], policy, settings, support)}
+        except ContextOverflowError as error:
+            # the judge (--support judge:SPEC) asks with a budget of its own
+            flag = "--max-tokens" if error.max_tokens == settings.max_tokens else None
+            raise error.naming(
+                f"item {index} ({mode})",
+                output_flag=flag,
+                prompt_advice="choose a lower --difficulty",
+            ) from error
+
+    return run_unit
+
+
+def unit_key(index: int, mode: str) -> str:
+    """An (item, mode) unit's key (``item-0003/sxs``)."""
+    return f"item-{index:04d}/{mode}"
+
+
+@runner
+def run_sxs_eval(
+    settings: SxSRunSettings,
+    out: Path,
+    *,
+    resume: bool = False,
+    on_record: RecordCallback | None = None,
+    backend: Backend = LOCAL,
+) -> dict[str, Any]:
+    """Run every (item, mode) without a record yet, one line each in ``results.jsonl``
+    (``on_record`` gets each as it is written), then write the report and its plots.
+
+    Each (item, mode) is one unit of ``backend`` (:mod:`embodia.core.scale_out`): locally the
+    policy (only if a policy mode is left to run) and the support checker are loaded here,
+    before anything is written, and the units run item by item, the modes in their order; on
+    Ray every worker loads its own once and runs the units sent to it, and their records land
+    in ``results.jsonl`` as they arrive. The report is computed from the records in item order,
+    so it is the same whichever backend ran them."""
     folder = RunFolder(out, RESULTS)
     modes = parse_modes(settings.modes)
     check_range("--items", settings.items, 1, MAX_SET_SIZE)
@@ -210,30 +276,27 @@ def run_sxs_eval(
     folder.begin(asdict(settings), resume)
     # a record without its item's index and its mode is made again
     done = [r for r in folder.kept_records() if isinstance(r.get("index"), int) and "mode" in r]
-    finished = {(int(r["index"]), str(r["mode"])) for r in done}
-    todo = [(i, m) for i in range(settings.items) for m in modes if (i, m) not in finished]
-    policy = make_policy(settings.policy, connect=True) if any(m in POLICY_MODES for _, m in todo) else None
-    if policy is not None:
-        check_output_budget(policy, settings.max_tokens, "--max-tokens")
-    support = make_support(settings.support) if "sxs" in modes else None
-    rows = list(done)
-    with folder.recording(done, {"settings": asdict(settings)}, default=str) as log:
-        for index, mode in todo:
-            try:
-                row = {"index": index, **run_mode(mode, items[index], policy, settings, support)}
-            except ContextOverflowError as error:
-                # the judge (--support judge:SPEC) asks with a budget of its own
-                flag = "--max-tokens" if error.max_tokens == settings.max_tokens else None
-                raise error.naming(
-                    f"item {index} ({mode})",
-                    output_flag=flag,
-                    prompt_advice="choose a lower --difficulty",
-                ) from error
+    rows = {(int(r["index"]), str(r["mode"])): r for r in done}
+    order = [(i, m) for i in range(settings.items) for m in modes]
+    todo = [Unit(unit_key(i, m), (i, m)) for i, m in order if (i, m) not in rows]
+    needs = (any(u.payload[1] in POLICY_MODES for u in todo), "sxs" in modes)
+    if backend.kind == "local":  # loaded here, before anything is written
+        factory = partial(_mode_worker, settings, needs, _load(settings, *needs), items)
+    else:  # each Ray worker loads its own
+        factory = partial(_mode_worker, settings, needs)
+    with (
+        folder.recording(done, {"settings": asdict(settings)}, default=str) as log,
+        WorkerPool(factory, backend) as pool,
+    ):
+
+        def record(_: str, row: dict[str, Any]) -> None:
             log.append(row)
-            rows.append(row)
+            rows[int(row["index"]), str(row["mode"])] = row
             if on_record is not None:
                 on_record(row)
-    report = summarise(rows, settings, out)
+
+        pool.run(todo, record)
+    report = summarise([rows[unit] for unit in order], settings, out)
     folder.finish("report.json", report)
     return report
 
