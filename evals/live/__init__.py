@@ -108,7 +108,16 @@ from embodia.evals.live.records import (
     read_clips,
     read_records,
 )
-from embodia.evals.live.report import evaluate, evaluate_files
+from embodia.evals.live.report import (
+    ClipOptions,
+    ClipPlan,
+    ClipUnit,
+    evaluate,
+    evaluate_files,
+    plan_clips,
+    report_from_rows,
+    score_clip,
+)
 from embodia.evals.live.timing import (
     TimeDiffClip,
     answer_rate,
@@ -122,11 +131,14 @@ from embodia.evals.live.timing import (
     time_diff,
     time_diff_report,
 )
-from embodia.evals.live.winrate import flatten_commentary, win_rate
+from embodia.evals.live.winrate import WinTally, flatten_commentary, judge_pair, win_rate
 
 __all__ = [
     "Clip",
     "ClipKey",
+    "ClipOptions",
+    "ClipPlan",
+    "ClipUnit",
     "DEFAULT_OMEGAS",
     "F1Clip",
     "Judge",
@@ -144,6 +156,7 @@ __all__ = [
     "SCORE_INSTRUCTIONS",
     "TimeDiffClip",
     "UNTAGGED",
+    "WinTally",
     "Winner",
     "answer_rate",
     "area_under_steps",
@@ -153,6 +166,7 @@ __all__ = [
     "f1",
     "f1_report",
     "flatten_commentary",
+    "judge_pair",
     "max_consecutive_overlap",
     "merge_adjacent",
     "overlap_rate",
@@ -160,12 +174,15 @@ __all__ = [
     "parse_preference",
     "parse_score",
     "pauc",
+    "plan_clips",
     "query_response_delay",
     "read_clips",
     "read_records",
     "real_time_factor",
     "reference_text",
+    "report_from_rows",
     "rouge_l",
+    "score_clip",
     "speaking_rate",
     "time_diff",
     "time_diff_report",
