@@ -131,6 +131,7 @@ from embodia.evals.live.timing import (
     time_diff,
     time_diff_report,
 )
+from embodia.evals.live.units import LiveEvalSettings, clips_path, make_judges, run_eval_live
 from embodia.evals.live.winrate import WinTally, flatten_commentary, judge_pair, win_rate
 
 __all__ = [
@@ -146,6 +147,7 @@ __all__ = [
     "LexicalJudge",
     "LexicalPairwiseJudge",
     "LiveEvalError",
+    "LiveEvalSettings",
     "MAX_Y",
     "Missing",
     "PAIRWISE_TEMPLATE",
@@ -160,6 +162,7 @@ __all__ = [
     "Winner",
     "answer_rate",
     "area_under_steps",
+    "clips_path",
     "concurrent_speech",
     "evaluate",
     "evaluate_files",
@@ -167,6 +170,7 @@ __all__ = [
     "f1_report",
     "flatten_commentary",
     "judge_pair",
+    "make_judges",
     "max_consecutive_overlap",
     "merge_adjacent",
     "overlap_rate",
@@ -182,6 +186,7 @@ __all__ = [
     "reference_text",
     "report_from_rows",
     "rouge_l",
+    "run_eval_live",
     "score_clip",
     "speaking_rate",
     "time_diff",

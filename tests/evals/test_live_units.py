@@ -144,3 +144,212 @@ def test_rows_keep_every_option(tmp_path: Path) -> None:
     # A baseline without g4 cannot be planned with it: the error comes before any judge is asked.
     with pytest.raises(LiveEvalError, match="no B prediction for clip g4"):
         plan_clips(read_clips(pred, "pred"), read_clips(label, "label"), read_clips(base, "pred"), "empty")
+
+
+# ----------------------------------------------------------------------------- records and resume
+
+
+def _settings(tmp_path: Path, **changes: Any) -> Any:
+    from embodia.evals.live import LiveEvalSettings
+
+    pred, label, base = _files(tmp_path)
+    return LiveEvalSettings(**{"pred": pred, "label": label, "baseline": base, **changes})
+
+
+def _lines(path: Path) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in path.read_text().splitlines()]
+
+
+def _clip_lines(path: Path) -> list[str]:
+    """The clip records of a records file, as sorted JSON text (their order left out)."""
+    return sorted(json.dumps(line, sort_keys=True) for line in _lines(path) if "key" in line)
+
+
+class _Calls:
+    """Counts the lexical judges' calls in this process; raises once ``fail_after`` are made."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch, fail_after: int | None = None) -> None:
+        self.count, self.fail_after = 0, fail_after
+        for cls, method in ((LexicalJudge, "score"), (LexicalPairwiseJudge, "compare")):
+            monkeypatch.setattr(cls, method, self._wrap(getattr(cls, method)))
+
+    def _wrap(self, original: Any) -> Any:
+        def call(judge: Any, *args: Any) -> Any:
+            if self.fail_after is not None and self.count >= self.fail_after:
+                raise RuntimeError("the judge went away")
+            self.count += 1
+            return original(judge, *args)
+
+        return call
+
+
+def _calls_when_recorded(
+    monkeypatch: pytest.MonkeyPatch, settings: Any, out: Path
+) -> tuple[dict[str, Any], list[int]]:
+    """A run's report, and how many judge calls had been made when each clip was recorded."""
+    from embodia.evals.live import run_eval_live
+
+    with monkeypatch.context() as patch:
+        calls = _Calls(patch)
+        after: list[int] = []
+        report = run_eval_live(settings, out, on_clip=lambda *_: after.append(calls.count))
+    assert after[-1] > after[1] + 1  # g3 onwards asks the judges something
+    return report, after
+
+
+def test_the_run_records_each_clip_and_writes_the_one_go_report(tmp_path: Path) -> None:
+    from embodia.evals.live import clips_path, run_eval_live
+
+    settings = _settings(tmp_path)
+    out = tmp_path / "reports" / "live.json"
+    seen: list[tuple[str, int, int]] = []
+    report = run_eval_live(
+        settings, out, on_clip=lambda row, done, total: seen.append((row["clip"]["video_id"], done, total))
+    )
+    expected = evaluate_files(
+        settings.pred,
+        settings.label,
+        LexicalJudge(),
+        pairwise_judge=LexicalPairwiseJudge(),
+        baseline_path=settings.baseline,
+    )
+    assert report == _json(expected) == json.loads(out.read_text())
+    assert seen == [("g1", 1, 5), ("g2", 2, 5), ("g3", 3, 5), ("g5", 4, 5), ("g6", 5, 5)]
+    records = clips_path(out)
+    assert records == tmp_path / "reports" / "live.clips.jsonl"
+    lines = _lines(records)
+    assert lines[0] == {"eval": "live", "settings": settings.clip_settings()}
+    assert [line["key"] for line in lines[1:-1]] == [
+        ["g1", 100, 130, "lol", 0],
+        ["g2", 0, 20, "lol", 1],
+        ["g3", 0, 30, "mc", 2],
+        ["g5", 0, 10, "dota", "x"],
+        ["g6", 5, 25, "mc", None],
+    ]
+    assert lines[-1] == {"finished": 5}
+    # A finished evaluation is continued with --resume at no cost, and replaced without it.
+    assert run_eval_live(settings, out, resume=True) == report
+    assert _lines(records) == lines  # nothing judged, nothing appended
+    none = run_eval_live(_settings(tmp_path, judge="none", baseline=None), out)
+    assert none["pauc"] is None and none["win_rate"] is None
+    assert _lines(records)[0]["settings"]["judge"] == "none" and len(_lines(records)) == 7
+
+
+def test_a_killed_run_resumes_to_the_same_report_with_each_clip_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from embodia.evals.live import clips_path, run_eval_live
+
+    settings = _settings(tmp_path)
+    whole, after = _calls_when_recorded(monkeypatch, settings, tmp_path / "whole.json")
+    # The judges go away one call into g3: g1 and g2 are recorded, g3 (in flight) is not.
+    out = tmp_path / "cut.json"
+    with monkeypatch.context() as patch:
+        _Calls(patch, fail_after=after[1] + 1)
+        with pytest.raises(RuntimeError, match="the judge went away"):
+            run_eval_live(settings, out)
+    records = clips_path(out)
+    cut = _lines(records)
+    assert not out.exists() and [line["key"][0] for line in cut[1:]] == ["g1", "g2"]
+    # Without --resume the clips scored are not thrown away.
+    with pytest.raises(LiveEvalError, match=r"did not finish \(2 clips scored\): pass --resume"):
+        run_eval_live(settings, out)
+    # Other settings are refused, each named.
+    with pytest.raises(LiveEvalError, match=r"other settings \(k: 2 -> 3\)"):
+        run_eval_live(_settings(tmp_path, k=3), out, resume=True)
+    # A torn last line (a kill mid-write) is dropped; resumed, only the clips without a
+    # record are judged, and the report is the uninterrupted run's.
+    records.write_text(records.read_text() + '{"key": ["g3", 0, 30')
+    with monkeypatch.context() as patch:
+        resumed = _Calls(patch)
+        report = run_eval_live(settings, out, resume=True)
+    assert report == whole == json.loads(out.read_text())
+    assert resumed.count == after[-1] - after[1]
+    keys = [json.dumps(line["key"]) for line in _lines(records) if "key" in line]
+    assert len(keys) == len(set(keys)) == 5
+    assert _clip_lines(records) == _clip_lines(clips_path(tmp_path / "whole.json"))
+
+
+def test_a_changed_clip_is_not_resumed(tmp_path: Path) -> None:
+    from embodia.evals.live import clips_path, run_eval_live
+
+    settings = _settings(tmp_path)
+    out = tmp_path / "live.json"
+    run_eval_live(settings, out)
+    lines = _lines(clips_path(out))
+    _write(clips_path(out), lines[:3])  # g1, g2 scored; the run did not finish
+    _write(settings.pred, [dict(PREDS[0], pred={"110": "blue team"}), *PREDS[1:]])
+    with pytest.raises(LiveEvalError, match="clip g1 .* is not the one scored there"):
+        run_eval_live(settings, out, resume=True)
+
+
+# ----------------------------------------------------------------------------- the command, local and on Ray
+
+
+def _eval_live(pred: Path, label: Path, out: Path, *extra: str) -> Any:
+    from typer.testing import CliRunner
+
+    from embodia.cli import app
+
+    args = ["eval", "live", "--pred", str(pred), "--label", str(label), "--out", str(out), "--json", *extra]
+    return CliRunner().invoke(app, args)
+
+
+def test_eval_live_refuses_an_unfinished_evaluation_without_resume(tmp_path: Path) -> None:
+    pred, label, base = _files(tmp_path)
+    out = tmp_path / "live.json"
+    done = _eval_live(pred, label, out, "--baseline", str(base))
+    assert done.exit_code == 0, done.output
+    records = tmp_path / "live.clips.jsonl"
+    whole = records.read_text()
+    records.write_text("".join(whole.splitlines(keepends=True)[:3]))  # killed after two clips
+    out.unlink()
+    refused = _eval_live(pred, label, out, "--baseline", str(base))
+    assert refused.exit_code == 2
+    assert "did not finish (2 clips scored): pass --resume to continue it" in " ".join(refused.output.split())
+    resumed = _eval_live(pred, label, out, "--baseline", str(base), "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads(resumed.stdout) == json.loads(out.read_text()) == json.loads(done.stdout)
+    assert records.read_text() == whole
+
+
+@pytest.mark.ray
+def test_eval_live_on_ray_gives_the_local_report_and_resumes_across_backends(
+    tmp_path: Path, ray_runtime: object, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from embodia.evals.live import LiveEvalSettings, clips_path
+
+    pred, label, base = _files(tmp_path)
+    ray = ("--backend", "ray", "--num-workers", "2", "--judge", "lexical", "--baseline", str(base))
+    local = _eval_live(pred, label, tmp_path / "local.json", "--baseline", str(base))
+    assert local.exit_code == 0, local.output
+    with monkeypatch.context() as patch:
+        _Calls(patch, fail_after=0)  # a judge asked in this process fails: Ray's workers judge
+        on_ray = _eval_live(pred, label, tmp_path / "ray.json", *ray)
+    assert on_ray.exit_code == 0, on_ray.output
+    report = json.loads(local.stdout)
+    assert json.loads(on_ray.stdout) == report == json.loads((tmp_path / "ray.json").read_text())
+    assert _clip_lines(clips_path(tmp_path / "ray.json")) == _clip_lines(clips_path(tmp_path / "local.json"))
+    # Started here, killed one judge call into g3, resumed on Ray.
+    out = tmp_path / "here-then-ray.json"
+    _, after = _calls_when_recorded(
+        monkeypatch, LiveEvalSettings(pred, label, baseline=base), tmp_path / "n.json"
+    )
+    with monkeypatch.context() as patch:
+        _Calls(patch, fail_after=after[1] + 1)
+        cut = _eval_live(pred, label, out, "--baseline", str(base))
+    assert cut.exit_code != 0 and len(_lines(clips_path(out))) == 3
+    with monkeypatch.context() as patch:
+        _Calls(patch, fail_after=0)
+        resumed = _eval_live(pred, label, out, *ray, "--resume")
+    assert resumed.exit_code == 0, resumed.output
+    assert json.loads(out.read_text()) == report
+    assert _clip_lines(clips_path(out)) == _clip_lines(clips_path(tmp_path / "local.json"))
+    # Started on Ray, cut after two clips, resumed here.
+    records = clips_path(tmp_path / "ray.json")
+    lines = records.read_text().splitlines(keepends=True)
+    records.write_text("".join(lines[:3]))
+    (tmp_path / "ray.json").unlink()
+    back = _eval_live(pred, label, tmp_path / "ray.json", "--baseline", str(base), "--resume")
+    assert back.exit_code == 0, back.output
+    assert json.loads(back.stdout) == report
