@@ -67,11 +67,22 @@ Where we differ from or extend the reference:
   ``"agents"`` (``{name: {sec: text}}``, the other self-play agents on the same clip) and
   ``"timing"`` (per-chunk processing seconds, numbers or ``{"processing_s", "stream_s"}``).
 
+Clip by clip (*ours*): every metric but the summaries is a function of one clip, so
+:func:`evaluate` scores each matched clip into a JSON-safe row (:func:`score_clip`: the
+judges are asked here, the win rate's two judgments included) and sums the rows up
+(:func:`report_from_rows`, one tally per metric, each tally's ``add`` = the metric + its
+``add_result``). ``embodia eval live`` (:func:`run_eval_live`) runs the clips as units, in
+this process or on Ray workers that each build the judge from its spec, appends each row to
+``NAME.clips.jsonl`` beside the report as it arrives, resumes from it (``--resume``), and
+builds the report from it in the prediction file's order: the same report as
+:func:`evaluate`'s, whichever backend scored which clip.
+
 The modules: :mod:`~embodia.evals.live.records` (clips, their files, matching),
 :mod:`~embodia.evals.live.timing` (F1, TimeDiff, rates, overlap, guidance, real-time factor),
 :mod:`~embodia.evals.live.judges`, :mod:`~embodia.evals.live.pauc`,
-:mod:`~embodia.evals.live.winrate` and :mod:`~embodia.evals.live.report` (:func:`evaluate`).
-Every public name is importable from this package.
+:mod:`~embodia.evals.live.winrate`, :mod:`~embodia.evals.live.report` (:func:`evaluate`)
+and :mod:`~embodia.evals.live.units` (:func:`run_eval_live`). Every public name is
+importable from this package.
 """
 
 from embodia.core.scores import F1Clip, f1, rouge_l

@@ -1,7 +1,7 @@
 """The live benchmark's whole report: every metric over matched prediction/label files.
 
 :func:`evaluate` works in three steps, which a run over many workers takes apart
-(:mod:`~embodia.evals.live.runner`): :func:`plan_clips` matches the clips into units
+(:mod:`~embodia.evals.live.units`): :func:`plan_clips` matches the clips into units
 (:class:`ClipUnit`: a prediction, its label and its baseline), :func:`score_clip` scores one
 unit into a JSON-safe row (every per-clip result, the judges' included: this is where the
 judges are called), and :func:`report_from_rows` sums the rows up with one tally per metric.
@@ -308,7 +308,7 @@ def evaluate(
     ``baseline_records`` are. ``missing`` says what a label without a prediction does: ``"skip"``
     (the reference), ``"empty"`` (scored as an agent that said nothing) or ``"error"``.
     The clips are scored one after another here (:func:`score_clip`); ``embodia eval live``
-    scores them as units of a resumable run instead (:mod:`~embodia.evals.live.runner`).
+    scores them as units of a resumable run instead (:mod:`~embodia.evals.live.units`).
     """
     if missing not in ("skip", "empty", "error"):
         raise LiveEvalError(f"missing must be 'skip', 'empty' or 'error', got {missing!r}")
