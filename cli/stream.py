@@ -11,6 +11,14 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
+from embodia.cli.backend_options import (
+    AddressOption,
+    BackendOption,
+    NumWorkersOption,
+    WorkerCpusOption,
+    WorkerGpusOption,
+    backend_from,
+)
 from embodia.cli.root import bold, console, err_console, eval_app, finite, stream_app, user_errors
 from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
 from embodia.core.limits import MAX_SET_SIZE, check_range, check_seed
@@ -251,8 +259,9 @@ def eval_live(
         Path | None,
         typer.Option(
             "--out",
-            help=f"Write the full report (JSON) here; by default {LIVE_REPORT} beside --pred, "
-            "which an earlier report there keeps from being replaced.",
+            help="Write the full report (JSON) here, and its clips as they are scored to NAME.clips.jsonl "
+            f"beside it; by default {LIVE_REPORT} beside --pred, which an earlier report there keeps from "
+            "being replaced.",
         ),
     ] = None,
     judge: Annotated[
@@ -265,41 +274,51 @@ def eval_live(
     as_json: Annotated[
         bool, typer.Option("--json", help="Print the full report as JSON instead of the summary table.")
     ] = False,
+    resume: Annotated[
+        bool,
+        typer.Option(
+            "--resume", help="Continue an evaluation that did not finish: scored clips are not judged again."
+        ),
+    ] = False,
+    backend: BackendOption = "local",
+    num_workers: NumWorkersOption = None,
+    address: AddressOption = None,
+    worker_cpus: WorkerCpusOption = 1.0,
+    worker_gpus: WorkerGpusOption = 0.0,
 ) -> None:
     """Live Gaming Benchmark metrics of a prediction file against its labels: a summary table,
-    and the full report (per tag, per clip) written to a file."""
-    from embodia.core.runs import check_out_file, write_atomic
-    from embodia.evals import live
+    and the full report (per tag, per clip) written to a file (resumes with --resume)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
+
+    from embodia.core.runs import check_out_file
+    from embodia.evals.live.units import LiveEvalSettings, clips_path, run_eval_live
 
     with user_errors():
         report_path = out if out is not None else pred.parent / LIVE_REPORT
-        if out is None and report_path.exists():
+        records = clips_path(report_path)
+        if out is None and report_path.exists() and not resume:
             # Not named by the user: an earlier report (perhaps from a costly judge) is kept.
+            continuing = ", --resume to continue its evaluation" if records.exists() else ""
             raise EmbodiaError(
-                f"{report_path} holds an earlier report: pass --out {report_path} to replace it, "
+                f"{report_path} holds an earlier report: pass --out {report_path} to replace it{continuing}, "
                 "or --out FILE to write this one elsewhere"
             )
         check_out_file(report_path, "--out" if out is not None else "the report")
-        scorer: Any = None
-        pairwise: Any = None
-        if judge == "lexical":
-            scorer, pairwise = live.LexicalJudge(), live.LexicalPairwiseJudge()
-        elif judge != "none":
-            from embodia.policies import make_policy
+        check_out_file(records, "the clips file")
+        where = backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
+        settings = LiveEvalSettings(pred=pred, label=label, judge=judge, baseline=baseline)
+        columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
+        with Progress(*columns, console=err_console, transient=True) as progress:
+            task = progress.add_task("clips", total=None)
 
-            policy = make_policy(judge, connect=True)
-            scorer, pairwise = live.PolicyJudge(policy), live.PolicyPairwiseJudge(policy)
-        options: dict[str, Any] = {}
-        if baseline is not None:
-            if pairwise is None:
-                raise EmbodiaError(
-                    "--baseline needs a judge for the win rate: pass --judge lexical or a policy"
+            def advance(row: dict[str, Any], done: int, total: int) -> None:
+                clip = row["clip"]
+                progress.update(
+                    task, completed=done, total=total, description=escape(f"clip {clip['video_id']}")
                 )
-            options.update(baseline_path=baseline, pairwise_judge=pairwise)
-        report = live.evaluate_files(pred, label, scorer, **options)
+
+            report = run_eval_live(settings, report_path, resume=resume, backend=where, on_clip=advance)
         text = json.dumps(report, indent=2, default=float)
-        report_path.parent.mkdir(parents=True, exist_ok=True)  # checked writable before the evaluation
-        write_atomic(report_path, text + "\n")
     if as_json:  # stdout holds only the JSON, for pipes
         console.print_json(text)
     else:

@@ -67,11 +67,22 @@ Where we differ from or extend the reference:
   ``"agents"`` (``{name: {sec: text}}``, the other self-play agents on the same clip) and
   ``"timing"`` (per-chunk processing seconds, numbers or ``{"processing_s", "stream_s"}``).
 
+Clip by clip (*ours*): every metric but the summaries is a function of one clip, so
+:func:`evaluate` scores each matched clip into a JSON-safe row (:func:`score_clip`: the
+judges are asked here, the win rate's two judgments included) and sums the rows up
+(:func:`report_from_rows`, one tally per metric, each tally's ``add`` = the metric + its
+``add_result``). ``embodia eval live`` (:func:`run_eval_live`) runs the clips as units, in
+this process or on Ray workers that each build the judge from its spec, appends each row to
+``NAME.clips.jsonl`` beside the report as it arrives, resumes from it (``--resume``), and
+builds the report from it in the prediction file's order: the same report as
+:func:`evaluate`'s, whichever backend scored which clip.
+
 The modules: :mod:`~embodia.evals.live.records` (clips, their files, matching),
 :mod:`~embodia.evals.live.timing` (F1, TimeDiff, rates, overlap, guidance, real-time factor),
 :mod:`~embodia.evals.live.judges`, :mod:`~embodia.evals.live.pauc`,
-:mod:`~embodia.evals.live.winrate` and :mod:`~embodia.evals.live.report` (:func:`evaluate`).
-Every public name is importable from this package.
+:mod:`~embodia.evals.live.winrate`, :mod:`~embodia.evals.live.report` (:func:`evaluate`)
+and :mod:`~embodia.evals.live.units` (:func:`run_eval_live`). Every public name is
+importable from this package.
 """
 
 from embodia.core.scores import F1Clip, f1, rouge_l
@@ -108,7 +119,16 @@ from embodia.evals.live.records import (
     read_clips,
     read_records,
 )
-from embodia.evals.live.report import evaluate, evaluate_files
+from embodia.evals.live.report import (
+    ClipOptions,
+    ClipPlan,
+    ClipUnit,
+    evaluate,
+    evaluate_files,
+    plan_clips,
+    report_from_rows,
+    score_clip,
+)
 from embodia.evals.live.timing import (
     TimeDiffClip,
     answer_rate,
@@ -122,11 +142,15 @@ from embodia.evals.live.timing import (
     time_diff,
     time_diff_report,
 )
-from embodia.evals.live.winrate import flatten_commentary, win_rate
+from embodia.evals.live.units import LiveEvalSettings, clips_path, make_judges, run_eval_live
+from embodia.evals.live.winrate import WinTally, flatten_commentary, judge_pair, win_rate
 
 __all__ = [
     "Clip",
     "ClipKey",
+    "ClipOptions",
+    "ClipPlan",
+    "ClipUnit",
     "DEFAULT_OMEGAS",
     "F1Clip",
     "Judge",
@@ -134,6 +158,7 @@ __all__ = [
     "LexicalJudge",
     "LexicalPairwiseJudge",
     "LiveEvalError",
+    "LiveEvalSettings",
     "MAX_Y",
     "Missing",
     "PAIRWISE_TEMPLATE",
@@ -144,15 +169,19 @@ __all__ = [
     "SCORE_INSTRUCTIONS",
     "TimeDiffClip",
     "UNTAGGED",
+    "WinTally",
     "Winner",
     "answer_rate",
     "area_under_steps",
+    "clips_path",
     "concurrent_speech",
     "evaluate",
     "evaluate_files",
     "f1",
     "f1_report",
     "flatten_commentary",
+    "judge_pair",
+    "make_judges",
     "max_consecutive_overlap",
     "merge_adjacent",
     "overlap_rate",
@@ -160,12 +189,16 @@ __all__ = [
     "parse_preference",
     "parse_score",
     "pauc",
+    "plan_clips",
     "query_response_delay",
     "read_clips",
     "read_records",
     "real_time_factor",
     "reference_text",
+    "report_from_rows",
     "rouge_l",
+    "run_eval_live",
+    "score_clip",
     "speaking_rate",
     "time_diff",
     "time_diff_report",

@@ -155,27 +155,38 @@ def _pauc_summary(results: Sequence[dict[str, Any]], omegas: Sequence[float]) ->
 
 @dataclass
 class PaucTally:
-    """PAUC clip by clip with one judge: :meth:`add` scores one clip, :meth:`summary` gives the
-    mean per omega, overall and per tag, with the judge's call counts."""
+    """PAUC clip by clip with one judge: :meth:`add` scores one clip (:func:`pauc`, then
+    :meth:`add_result`), :meth:`summary` gives the mean per omega, overall and per tag, with the
+    judge's call counts. A tally of results computed elsewhere (on other workers) needs no
+    judge, only its ``judge_name``."""
 
-    judge: Judge
+    judge: Judge | None = None
     omegas: Sequence[float] = DEFAULT_OMEGAS
     start_score: float = 0.0
     results: list[dict[str, Any]] = field(default_factory=list)
     by_tag: dict[str, list[dict[str, Any]]] = field(default_factory=lambda: defaultdict(list))
+    judge_name: str | None = None
+    """The judge's name in the summary (default: ``judge.name``)."""
 
     def add(
         self, pred: Mapping[Any, str], label: Mapping[Any, str], tag: str, *, begin: int, end: int
     ) -> dict[str, Any]:
+        if self.judge is None:
+            raise LiveEvalError("PaucTally.add needs a judge (add_result takes results judged elsewhere)")
         result = pauc(pred, label, self.judge, self.omegas, self.start_score, begin=begin, end=end)
+        return self.add_result(result, tag)
+
+    def add_result(self, result: dict[str, Any], tag: str) -> dict[str, Any]:
+        """Tally one clip's :func:`pauc` result computed already."""
         self.results.append(result)
         self.by_tag[tag].append(result)
         return result
 
     def summary(self) -> dict[str, Any]:
         results = self.results
+        name = self.judge_name if self.judge_name is not None else getattr(self.judge, "name", None)
         return {
-            "judge": self.judge.name,
+            "judge": name,
             "start_score": self.start_score,
             "overall": _pauc_summary(results, self.omegas),
             "by_tag": {t: _pauc_summary(self.by_tag[t], self.omegas) for t in sorted(self.by_tag)},

@@ -1,7 +1,12 @@
 """The live benchmark's whole report: every metric over matched prediction/label files.
 
-:func:`evaluate` matches the clips, reads each one's seconds once (:class:`_Seconds`) and hands
-them to one tally per metric, which keeps that metric's per-clip results and sums them up.
+:func:`evaluate` works in three steps, which a run over many workers takes apart
+(:mod:`~embodia.evals.live.units`): :func:`plan_clips` matches the clips into units
+(:class:`ClipUnit`: a prediction, its label and its baseline), :func:`score_clip` scores one
+unit into a JSON-safe row (every per-clip result, the judges' included: this is where the
+judges are called), and :func:`report_from_rows` sums the rows up with one tally per metric.
+A row holds everything the summaries need, so a report built from rows read back from a file
+is the report built from the rows as they were scored.
 """
 
 from __future__ import annotations
@@ -11,9 +16,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from embodia.core.scores import drop_silent
+from embodia.core.scores import drop_silent, f1
 from embodia.evals.live.judges import Judge, PairwiseJudge
-from embodia.evals.live.pauc import DEFAULT_OMEGAS, PaucTally, _check_omegas
+from embodia.evals.live.pauc import DEFAULT_OMEGAS, PaucTally, _check_omegas, pauc
 from embodia.evals.live.records import (
     MATCH_KEY,
     Clip,
@@ -33,27 +38,53 @@ from embodia.evals.live.timing import (
     RateTally,
     RtfTally,
     TimeDiffTally,
+    clip_rates,
+    co_commentary,
+    concurrent_speech,
+    guidance,
+    real_time_factor,
+    time_diff,
 )
-from embodia.evals.live.winrate import win_rate
+from embodia.evals.live.winrate import WinTally, judge_pair
 
 
 @dataclass(frozen=True)
-class _Matched:
-    """The prediction clips to score, the labels (and by key), and the labels without a prediction."""
+class ClipUnit:
+    """One matched clip to score: the prediction, its label, and the baseline's prediction of
+    the same clip when the win rate runs."""
 
-    preds: list[Clip]
-    labels: list[Clip]
-    label_index: dict[ClipKey, Clip]
-    unmatched: list[Clip]
+    clip: Clip
+    label: Clip
+    baseline: Clip | None = None
+
+    @property
+    def key(self) -> ClipKey:
+        return self.clip.key
+
+
+@dataclass(frozen=True)
+class ClipPlan:
+    """The units to score, in the predictions' order (then the labels' without a prediction,
+    with ``missing="empty"``), and what the report counts of the matching."""
+
+    units: list[ClipUnit]
     pred_clips: int
-    """How many predictions the caller gave (``preds`` adds silent ones with ``missing="empty"``)."""
+    """How many predictions the caller gave (``units`` adds silent ones with ``missing="empty"``)."""
+    label_clips: int
+    labels_without_pred: int
 
 
-def _match(
+def plan_clips(
     pred_records: Sequence[Clip | Mapping[str, Any]],
     label_records: Sequence[Clip | Mapping[str, Any]],
-    missing: Missing,
-) -> _Matched:
+    baseline_records: Sequence[Clip | Mapping[str, Any]] | None = None,
+    missing: Missing = "skip",
+) -> ClipPlan:
+    """Match predictions (and the baseline's, when given) to labels; every clip's match is
+    checked here, before any judge is asked. ``missing`` says what a label without a prediction
+    does: ``"skip"`` (the reference), ``"empty"`` (scored as silence) or ``"error"``."""
+    if missing not in ("skip", "empty", "error"):
+        raise LiveEvalError(f"missing must be 'skip', 'empty' or 'error', got {missing!r}")
     preds = _clips(pred_records, "pred", "prediction")
     labels = _clips(label_records, "label", "label")
     pred_index, label_index = _index(preds, "prediction"), _index(labels, "label")
@@ -72,7 +103,30 @@ def _match(
             Clip(c.video_id, c.begin, c.end, {}, c.tag, c.dataset_name, c.idx, where=c.where)
             for c in unmatched
         ]
-    return _Matched(scored, labels, label_index, unmatched, len(pred_index))
+    base_index: dict[ClipKey, Clip] | None = None
+    if baseline_records is not None:
+        base_index = _index(_clips(baseline_records, "pred", "B"), "B prediction")
+        for clip in scored:
+            if clip.key not in base_index:
+                raise _no_match(clip, base_index, "B prediction")
+    units = [
+        ClipUnit(c, label_index[c.key], None if base_index is None else base_index[c.key]) for c in scored
+    ]
+    return ClipPlan(units, len(pred_index), len(labels), len(unmatched))
+
+
+@dataclass(frozen=True)
+class ClipOptions:
+    """The settings one clip's row depends on (the report's other settings only sum rows up)."""
+
+    k: int = 2
+    alpha: float = 0.2
+    omegas: tuple[float, ...] = DEFAULT_OMEGAS
+    start_score: float = 0.0
+    drop_silent_seconds: bool = True
+
+    def __post_init__(self) -> None:
+        _check_omegas(self.omegas)
 
 
 @dataclass(frozen=True)
@@ -81,8 +135,6 @@ class _Seconds:
     replies start at (TimeDiff, PAUC) and the label's. Speaking seconds and reply starts differ
     only for a caption, which speaks over the whole clip but is said at its begin."""
 
-    clip: Clip
-    label: Clip
     pred: dict[int, str]
     starts: dict[int, str]
     gold: dict[int, str]
@@ -95,9 +147,144 @@ def _seconds(clip: Clip, label: Clip, drop_silent_seconds: bool) -> _Seconds:
     if clip.caption is not None:
         said = bool(clip.caption.strip())
         pred = {t: clip.caption for t in range(clip.begin, clip.end + 1)} if said else {}
-        return _Seconds(clip, label, pred, {clip.begin: clip.caption} if said else {}, gold, 0)
+        return _Seconds(pred, {clip.begin: clip.caption} if said else {}, gold, 0)
     pred = drop_silent(clip.seconds) if drop_silent_seconds else clip.seconds
-    return _Seconds(clip, label, pred, pred, gold, len(clip.seconds) - len(pred))
+    return _Seconds(pred, pred, gold, len(clip.seconds) - len(pred))
+
+
+def score_clip(
+    unit: ClipUnit,
+    options: ClipOptions | None = None,
+    judge: Judge | None = None,
+    pairwise_judge: PairwiseJudge | None = None,
+) -> dict[str, Any]:
+    """One clip's row, JSON-safe: ``clip`` (the report's row of the clip: F1, TimeDiff, rates,
+    PAUC when ``judge`` is given, co-commentary, guidance, self-play and RTF where the records
+    carry them), ``counts`` (seconds spoken by the agent and by the label, silent ones dropped),
+    ``timing`` (the chunk timings, pooled for the run's RTF), ``win`` (the clip's two pairwise
+    judgments when ``pairwise_judge`` is given) and ``judges`` (their names)."""
+    options = options or ClipOptions()
+    clip, label = unit.clip, unit.label
+    s = _seconds(clip, label, options.drop_silent_seconds)
+    silenced = drop_silent if options.drop_silent_seconds else dict
+    row = clip.identity()
+    row["f1"] = f1(s.pred, s.gold)
+    row["timediff"] = time_diff(s.starts, s.gold, options.k, options.alpha)
+    row.update(clip_rates(len(s.pred), len(s.gold), clip.duration))
+    if judge is not None:
+        row["pauc"] = pauc(
+            s.starts, s.gold, judge, options.omegas, options.start_score, begin=clip.begin, end=clip.end
+        )
+    if label.other is not None:
+        row["co_commentary"] = co_commentary(s.pred, silenced(label.other))
+    if label.queries:
+        row["guidance"] = guidance(s.pred, sorted(label.queries))
+    if clip.agents:
+        row["multi_agent"] = concurrent_speech(
+            {n: silenced(t) for n, t in {"pred": s.pred, **clip.agents}.items()}
+        )
+    if clip.timing:
+        row["rtf"] = real_time_factor([t[0] for t in clip.timing], [t[1] for t in clip.timing])["rtf"]
+    win = None
+    if pairwise_judge is not None:
+        if unit.baseline is None:
+            raise LiveEvalError(f"{clip.where}: the win rate needs the baseline's clip {clip.describe()}")
+        win = judge_pair(
+            clip, unit.baseline, label, pairwise_judge, drop_silent_seconds=options.drop_silent_seconds
+        )
+    return {
+        "clip": row,
+        "counts": {"pred_seconds": len(s.pred), "label_seconds": len(s.gold), "silent_dropped": s.dropped},
+        "timing": [list(t) for t in clip.timing] if clip.timing else None,
+        "win": win,
+        "judges": {
+            "pauc": None if judge is None else judge.name,
+            "pairwise": None if pairwise_judge is None else pairwise_judge.name,
+        },
+    }
+
+
+def report_from_rows(
+    rows: Sequence[Mapping[str, Any]],
+    plan: ClipPlan,
+    options: ClipOptions | None = None,
+    *,
+    answer_window: int = 5,
+    missing: Missing = "skip",
+    judge: str | None = None,
+    pairwise_judge: str | None = None,
+) -> dict[str, Any]:
+    """The report of the plan's clips from their :func:`score_clip` rows, in the plan's order.
+    ``judge`` and ``pairwise_judge`` name the judges that scored the rows: PAUC is summed up when
+    ``judge`` is given, the win rate when ``pairwise_judge`` is."""
+    options = options or ClipOptions()
+    if len(rows) != len(plan.units):
+        raise LiveEvalError(f"got {len(rows)} clip rows for {len(plan.units)} clips")
+    f1s, delays, rates = F1Tally(), TimeDiffTally(options.k, options.alpha), RateTally()
+    paucs = (
+        PaucTally(None, options.omegas, options.start_score, judge_name=judge) if judge is not None else None
+    )
+    wins = WinTally(judge_name=pairwise_judge) if pairwise_judge is not None else None
+    co, guide, multi, rtf = CoCommentaryTally(), GuidanceTally(answer_window), MultiAgentTally(), RtfTally()
+    details: list[dict[str, Any]] = []
+    for row in rows:
+        clip, counts = row["clip"], row["counts"]
+        tag = clip["tag"]
+        f1s.add_result(clip["f1"], tag)
+        delays.add_result(clip["timediff"], tag)
+        rates.add_result(counts["pred_seconds"], counts["label_seconds"], clip["end"] - clip["begin"], tag)
+        if paucs is not None:
+            paucs.add_result(_part(clip, "pauc", "a PAUC judge"), tag)
+        if "co_commentary" in clip:
+            co.add_result(clip["co_commentary"])
+        if "guidance" in clip:
+            guide.add_result(clip["guidance"], tag)
+        if "multi_agent" in clip:
+            multi.add_result(clip["multi_agent"])
+        if row["timing"]:
+            rtf.add_result(row["timing"])
+        if wins is not None:
+            wins.add_result(_part(row, "win", "a pairwise judge"))
+        details.append(clip)
+    report: dict[str, Any] = {
+        "settings": {
+            "k": options.k,
+            "alpha": options.alpha,
+            "omegas": list(options.omegas),
+            "start_score": options.start_score,
+            "answer_window": answer_window,
+            "drop_silent": options.drop_silent_seconds,
+            "missing": missing,
+            "match_key": list(MATCH_KEY),
+        },
+        "counts": {
+            "pred_clips": plan.pred_clips,
+            "label_clips": plan.label_clips,
+            "evaluated_clips": len(rows),
+            "labels_without_pred": plan.labels_without_pred,
+            "empty_label_clips": sum(1 for r in rows if not r["counts"]["label_seconds"]),
+            "silent_seconds_dropped": sum(r["counts"]["silent_dropped"] for r in rows),
+        },
+        "f1": f1s.summary(),
+        "timediff": delays.summary(),
+        "speaking_rate": rates.summary(),
+        "pauc": paucs.summary() if paucs is not None else None,
+        "win_rate": wins.summary() if wins is not None else None,
+        "co_commentary": co.summary(),
+        "guidance": guide.summary(),
+        "multi_agent": multi.summary(),
+        "rtf": rtf.summary(),
+    }
+    report["summary"] = _headline(report)
+    report["clips"] = details
+    return report
+
+
+def _part(row: Mapping[str, Any], name: str, what: str) -> Any:
+    value = row.get(name)
+    if value is None:
+        raise LiveEvalError(f"the row of clip {row.get('video_id', '?')} was scored without {what}")
+    return value
 
 
 def evaluate(
@@ -120,83 +307,25 @@ def evaluate(
     PAUC runs when ``judge`` is given, the win rate when ``pairwise_judge`` and
     ``baseline_records`` are. ``missing`` says what a label without a prediction does: ``"skip"``
     (the reference), ``"empty"`` (scored as an agent that said nothing) or ``"error"``.
+    The clips are scored one after another here (:func:`score_clip`); ``embodia eval live``
+    scores them as units of a resumable run instead (:mod:`~embodia.evals.live.units`).
     """
     if missing not in ("skip", "empty", "error"):
         raise LiveEvalError(f"missing must be 'skip', 'empty' or 'error', got {missing!r}")
     if (pairwise_judge is None) != (baseline_records is None):
         raise LiveEvalError("the win rate needs both a pairwise judge and baseline records")
-    _check_omegas(omegas)
-    matched = _match(pred_records, label_records, missing)
-    clips = [_seconds(c, matched.label_index[c.key], drop_silent_seconds) for c in matched.preds]
-    silenced = drop_silent if drop_silent_seconds else dict
-    f1s, delays, rates = F1Tally(), TimeDiffTally(k, alpha), RateTally()
-    paucs = PaucTally(judge, omegas, start_score) if judge is not None else None
-    co, guidance, multi, rtf = (
-        CoCommentaryTally(),
-        GuidanceTally(answer_window),
-        MultiAgentTally(),
-        RtfTally(),
+    options = ClipOptions(k, alpha, tuple(omegas), start_score, drop_silent_seconds)
+    plan = plan_clips(pred_records, label_records, baseline_records, missing)
+    rows = [score_clip(unit, options, judge, pairwise_judge) for unit in plan.units]
+    return report_from_rows(
+        rows,
+        plan,
+        options,
+        answer_window=answer_window,
+        missing=missing,
+        judge=None if judge is None else judge.name,
+        pairwise_judge=None if pairwise_judge is None else pairwise_judge.name,
     )
-    details: list[dict[str, Any]] = []
-    for s in clips:
-        clip, label, tag = s.clip, s.label, s.clip.tag
-        row = clip.identity()
-        row["f1"] = f1s.add(s.pred, s.gold, tag)
-        row["timediff"] = delays.add(s.starts, s.gold, tag)
-        row.update(rates.add(s.pred, s.gold, clip.duration, tag))
-        if paucs is not None:
-            row["pauc"] = paucs.add(s.starts, s.gold, tag, begin=clip.begin, end=clip.end)
-        if label.other is not None:
-            row["co_commentary"] = co.add(s.pred, silenced(label.other))
-        if label.queries:
-            row["guidance"] = guidance.add(s.pred, sorted(label.queries), tag)
-        if clip.agents:
-            row["multi_agent"] = multi.add(
-                {n: silenced(t) for n, t in {"pred": s.pred, **clip.agents}.items()}
-            )
-        if clip.timing:
-            row["rtf"] = rtf.add(clip.timing)
-        details.append(row)
-    report: dict[str, Any] = {
-        "settings": {
-            "k": k,
-            "alpha": alpha,
-            "omegas": list(omegas),
-            "start_score": start_score,
-            "answer_window": answer_window,
-            "drop_silent": drop_silent_seconds,
-            "missing": missing,
-            "match_key": list(MATCH_KEY),
-        },
-        "counts": {
-            "pred_clips": matched.pred_clips,
-            "label_clips": len(matched.labels),
-            "evaluated_clips": len(clips),
-            "labels_without_pred": len(matched.unmatched),
-            "empty_label_clips": sum(1 for s in clips if not s.gold),
-            "silent_seconds_dropped": sum(s.dropped for s in clips),
-        },
-        "f1": f1s.summary(),
-        "timediff": delays.summary(),
-        "speaking_rate": rates.summary(),
-        "pauc": paucs.summary() if paucs is not None else None,
-        "win_rate": None,
-        "co_commentary": co.summary(),
-        "guidance": guidance.summary(),
-        "multi_agent": multi.summary(),
-        "rtf": rtf.summary(),
-    }
-    if pairwise_judge is not None and baseline_records is not None:
-        report["win_rate"] = win_rate(
-            [s.clip for s in clips],
-            baseline_records,
-            matched.labels,
-            pairwise_judge,
-            drop_silent_seconds=drop_silent_seconds,
-        )
-    report["summary"] = _headline(report)
-    report["clips"] = details
-    return report
 
 
 def _headline(report: Mapping[str, Any]) -> dict[str, Any]:

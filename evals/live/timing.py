@@ -54,8 +54,8 @@ def _tags(n: int, tags: Sequence[str] | None) -> list[str]:
 
 @dataclass
 class F1Tally:
-    """Speaking F1 clip by clip: :meth:`add` scores one clip, :meth:`summary` gives macro and
-    micro F1, overall and per tag."""
+    """Speaking F1 clip by clip: :meth:`add` scores one clip (:func:`f1`, then
+    :meth:`add_result`), :meth:`summary` gives macro and micro F1, overall and per tag."""
 
     results: list[F1Clip] = field(default_factory=list)
     by_tag: dict[str, list[F1Clip]] = field(default_factory=lambda: defaultdict(list))
@@ -63,7 +63,10 @@ class F1Tally:
 
     def add(self, pred: Mapping[Any, str], label: Mapping[Any, str], tag: str = UNTAGGED) -> F1Clip | None:
         """One clip's F1 (``None``, and skipped, when its label is empty)."""
-        result = f1(pred, label)
+        return self.add_result(f1(pred, label), tag)
+
+    def add_result(self, result: F1Clip | None, tag: str = UNTAGGED) -> F1Clip | None:
+        """Tally one clip's F1 computed already (``None``: its label was empty, skipped)."""
         if result is None:
             self.skipped += 1
         else:
@@ -140,8 +143,9 @@ def _mean_summary(values: Sequence[float]) -> dict[str, Any]:
 
 @dataclass
 class TimeDiffTally:
-    """TimeDiff clip by clip: :meth:`add` scores one clip, :meth:`summary` gives the mean,
-    overall (with the penalties and the clips never answered) and per tag."""
+    """TimeDiff clip by clip: :meth:`add` scores one clip (:func:`time_diff`, then
+    :meth:`add_result`), :meth:`summary` gives the mean, overall (with the penalties and the
+    clips never answered) and per tag."""
 
     k: int = 2
     alpha: float = 0.2
@@ -153,7 +157,10 @@ class TimeDiffTally:
         self, pred: Mapping[Any, str], label: Mapping[Any, str], tag: str = UNTAGGED
     ) -> TimeDiffClip | None:
         """One clip's TimeDiff (``None``, and skipped, when its label is empty)."""
-        result = time_diff(pred, label, self.k, self.alpha)
+        return self.add_result(time_diff(pred, label, self.k, self.alpha), tag)
+
+    def add_result(self, result: TimeDiffClip | None, tag: str = UNTAGGED) -> TimeDiffClip | None:
+        """Tally one clip's TimeDiff computed already (``None``: its label was empty, skipped)."""
         if result is None:
             self.skipped += 1
         else:
@@ -330,6 +337,11 @@ def _rate_summary(rows: Sequence[tuple[int, int, int]]) -> dict[str, Any]:
     }
 
 
+def clip_rates(spoken: int, gold: int, duration: int) -> dict[str, float]:
+    """One clip's speaking rate beside its label's, from the seconds each speaks."""
+    return {"speaking_rate": spoken / duration, "label_speaking_rate": gold / duration}
+
+
 @dataclass
 class RateTally:
     """Speaking rates clip by clip, the agent's beside the label's; mean and pooled, per tag."""
@@ -339,8 +351,12 @@ class RateTally:
     def add(
         self, pred: Mapping[int, str], label: Mapping[int, str], duration: int, tag: str
     ) -> dict[str, float]:
-        self.by_tag[tag].append((len(pred), len(label), duration))
-        return {"speaking_rate": len(pred) / duration, "label_speaking_rate": len(label) / duration}
+        return self.add_result(len(pred), len(label), duration, tag)
+
+    def add_result(self, spoken: int, gold: int, duration: int, tag: str) -> dict[str, float]:
+        """Tally one clip from its counts: seconds spoken by the agent and by the label."""
+        self.by_tag[tag].append((spoken, gold, duration))
+        return clip_rates(spoken, gold, duration)
 
     def summary(self) -> dict[str, Any]:
         return {
@@ -355,7 +371,8 @@ class _RowTally(ABC):
 
     rows: list[dict[str, Any]] = field(default_factory=list)
 
-    def _keep(self, row: dict[str, Any]) -> dict[str, Any]:
+    def add_result(self, row: dict[str, Any]) -> dict[str, Any]:
+        """Tally one clip's row computed already."""
         self.rows.append(row)
         return row
 
@@ -367,20 +384,23 @@ class _RowTally(ABC):
         """The summary of the rows (at least one)."""
 
 
+def co_commentary(pred: Mapping[int, str], other: Mapping[int, str]) -> dict[str, Any]:
+    """One clip's overlap with the other casters: its rate, seconds, longest and sustained runs."""
+    both = set(pred) & set(other)
+    return {
+        "overlap_rate": overlap_rate(pred, other),
+        "overlap_seconds": len(both),
+        "max_consecutive_overlap": _longest_run(both),
+        "sustained_overlaps": sum(1 for n in _runs(both) if n >= 2),
+        "pred_seconds": len(pred),
+    }
+
+
 class CoCommentaryTally(_RowTally):
     """Overlap with the other casters clip by clip (the clips whose label has them)."""
 
     def add(self, pred: Mapping[int, str], other: Mapping[int, str]) -> dict[str, Any]:
-        both = set(pred) & set(other)
-        return self._keep(
-            {
-                "overlap_rate": overlap_rate(pred, other),
-                "overlap_seconds": len(both),
-                "max_consecutive_overlap": _longest_run(both),
-                "sustained_overlaps": sum(1 for n in _runs(both) if n >= 2),
-                "pred_seconds": len(pred),
-            }
-        )
+        return self.add_result(co_commentary(pred, other))
 
     def _summarise(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         spoken = sum(r["pred_seconds"] for r in rows)
@@ -397,6 +417,11 @@ class CoCommentaryTally(_RowTally):
         }
 
 
+def guidance(pred: Mapping[int, str], query_seconds: Sequence[int]) -> dict[str, Any]:
+    """One clip's query seconds and each query's response delay (:func:`query_response_delay`)."""
+    return {"query_seconds": list(query_seconds), "delays": query_response_delay(pred, query_seconds)}
+
+
 @dataclass
 class GuidanceTally:
     """Query response delays clip by clip; the answer rate counts delays ``<= window`` (inclusive).
@@ -407,10 +432,13 @@ class GuidanceTally:
     by_tag: dict[str, list[int | None]] = field(default_factory=lambda: defaultdict(list))
 
     def add(self, pred: Mapping[int, str], query_seconds: Sequence[int], tag: str) -> dict[str, Any]:
-        delays = query_response_delay(pred, query_seconds)
-        self.delays.extend(delays)
-        self.by_tag[tag].extend(delays)
-        return {"query_seconds": list(query_seconds), "delays": delays}
+        return self.add_result(guidance(pred, query_seconds), tag)
+
+    def add_result(self, row: dict[str, Any], tag: str) -> dict[str, Any]:
+        """Tally one clip's ``{"query_seconds", "delays"}`` computed already."""
+        self.delays.extend(row["delays"])
+        self.by_tag[tag].extend(row["delays"])
+        return row
 
     def _summary(self, delays: Sequence[int | None]) -> dict[str, Any]:
         answered = [d for d in delays if d is not None]
@@ -437,7 +465,7 @@ class MultiAgentTally(_RowTally):
     """Concurrent speech of self-play agents clip by clip (the clips with other agents)."""
 
     def add(self, agents: Mapping[str, Mapping[int, str]]) -> dict[str, Any]:
-        return self._keep(concurrent_speech(agents))
+        return self.add_result(concurrent_speech(agents))
 
     def _summarise(self, rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
         return {
@@ -456,8 +484,14 @@ class RtfTally:
     timings: list[tuple[float, float]] = field(default_factory=list)
 
     def add(self, timing: Sequence[tuple[float, float]]) -> float | None:
-        self.timings.extend(timing)
-        return real_time_factor([t[0] for t in timing], [t[1] for t in timing])["rtf"]
+        """Tally one clip's chunk timings; its own real-time factor."""
+        rtf: float | None = real_time_factor([t[0] for t in timing], [t[1] for t in timing])["rtf"]
+        self.add_result(timing)
+        return rtf
+
+    def add_result(self, timing: Sequence[Sequence[float]]) -> None:
+        """Tally one clip's ``(processing_s, stream_s)`` chunk timings (the summary pools them)."""
+        self.timings.extend((float(p), float(s)) for p, s in timing)
 
     def summary(self) -> dict[str, Any] | None:
         if not self.timings:
