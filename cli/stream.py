@@ -212,7 +212,7 @@ _LIVE_HEADLINE: dict[str, tuple[str, str]] = {
     "timediff_mean": ("TimeDiff, mean (s)", "num"),
     "pred_speaking_rate": ("speaking rate", "pct"),
     "label_speaking_rate": ("speaking rate of the labels", "pct"),
-    "win_rate": ("win rate against the baseline", "pct"),
+    "win_rate": ("win rate against the baseline", "percent"),  # the reference's: already x 100
     "overlap_rate": ("overlap with the co-caster", "pct"),
     "answer_rate": ("queries answered in time", "pct"),
     "rtf": ("real-time factor", "ratio"),
@@ -223,6 +223,8 @@ _ALWAYS_SHOWN = {"f1_macro", "f1_micro", "timediff_mean", "pred_speaking_rate", 
 def _live_value(value: Any, style: str) -> str:
     if value is None:
         return "n/a"
+    if style == "percent":
+        return f"{float(value):.1f}%"
     return {"pct": _pct, "num": _num}.get(style, lambda v: f"{float(v):.3f}")(value)
 
 

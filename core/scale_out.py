@@ -55,6 +55,8 @@ BackendKind = Literal["local", "ray"]
 BACKENDS: tuple[BackendKind, ...] = ("local", "ray")
 DEFAULT_MAX_ATTEMPTS = 3
 """Worker deaths a unit may see before it is recorded as failed."""
+READY_PATIENCE_S = 60.0
+"""How long a worker may take to start before the wait is reported (it goes on waiting)."""
 CONNECT_TIMEOUT_S = 5.0
 """How long the reachability check of an ``--address`` waits for a TCP connection."""
 
@@ -379,6 +381,7 @@ class _RayActors:
         )
         self._factory = factory
         count = backend.num_workers or self._default_workers()
+        self._check_feasible(count)
         self.actors: list[Any] = []
         self.pids: dict[int, int] = {}
         """Actor slot -> process id, for the live actors."""
@@ -392,9 +395,33 @@ class _RayActors:
         per = self.backend.num_cpus
         return max(1, int(cpus // per)) if per > 0 else max(1, int(cpus))
 
+    def _check_feasible(self, count: int) -> None:
+        """An error at once when the cluster could never hold ``count`` workers (Ray would wait
+        for resources that do not exist); workers that only wait for busy ones are waited for."""
+        total = self.ray.cluster_resources()
+        for resource, option, each in (
+            ("CPU", "--worker-cpus", self.backend.num_cpus),
+            ("GPU", "--worker-gpus", self.backend.num_gpus),
+        ):
+            have = float(total.get(resource, 0.0))
+            if each > 0 and count * each > have:
+                raise ScaleOutError(
+                    f"{count} workers x {option} {each:g} need {count * each:g} {resource}s, but the Ray "
+                    f"cluster has {have:g}: lower --num-workers or {option}"
+                )
+
     def _await_ready(self, slot: int, actor: Any) -> None:
+        ready = actor.ready.remote()
+        waited, _ = self.ray.wait([ready], timeout=READY_PATIENCE_S)
+        if not waited:
+            logger.warning(
+                "waiting for Ray to place worker %d (%g CPUs, %g GPUs): the cluster's resources are taken",
+                slot,
+                self.backend.num_cpus,
+                self.backend.num_gpus,
+            )
         try:
-            outcome, pid = self.ray.get(actor.ready.remote())
+            outcome, pid = self.ray.get(ready)
         except self.ray.exceptions.ActorUnschedulableError as error:
             raise ScaleOutError(f"Ray cannot place a worker: {error}") from None
         if outcome.kind != "ok":

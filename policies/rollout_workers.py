@@ -19,6 +19,7 @@ group (``G`` episodes from one reset seed) is one unit of a :class:`~embodia.cor
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Callable, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
@@ -29,21 +30,24 @@ import numpy as np
 import torch
 
 from embodia.core.scale_out import LOCAL, Backend, Unit, WorkerPool
-from embodia.policies.rollouts import RolloutEngine, RolloutError, RolloutSettings, Trajectory
+from embodia.policies.rollouts import RolloutEngine, RolloutSettings, Trajectory
 from embodia.policies.spec import make_trainable_policy
 from embodia.policies.trainable import LoraSettings, TrainablePolicy
 
 
 @dataclass(frozen=True)
 class GroupUnit:
-    """One group of a batch: ``size`` episodes from reset seed ``seed``."""
+    """One group of a batch: ``settings.group_size`` episodes from reset seed ``seed``."""
 
     group: int
     """The group's index in the batch."""
     seed: int
-    size: int
     sampling_seed: int
     """Seeds the sampling generator for this group's episodes."""
+    env_options: Mapping[str, Any]
+    """The env's options: a worker keeps one engine per options and settings."""
+    settings: RolloutSettings
+    """How the group is collected (its group size, turns, temperature, ...)."""
 
 
 @dataclass(frozen=True)
@@ -82,21 +86,37 @@ def group_sampling_seed(sampling_seed: int, reset_seed: int) -> int:
 CollectGroup = Callable[[GroupUnit, Weights | None], list[Trajectory]]
 
 
-def _collect_group(engine: RolloutEngine, policy: TrainablePolicy, unit: GroupUnit) -> list[Trajectory]:
-    policy.manual_seed(unit.sampling_seed)
-    trajectories = engine.collect(policy, [unit.seed], group_size=unit.size)
-    return [dataclasses.replace(t, group=unit.group) for t in trajectories]
+class _Engines:
+    """A worker's rollout engines, one per (env options, settings) it was asked for: a trainer's
+    training and held-out groups differ in both, and go to the same workers."""
+
+    def __init__(self, env_id: str) -> None:
+        self.env_id = env_id
+        self._engines: dict[tuple[Any, ...], RolloutEngine] = {}
+
+    def collect(self, policy: TrainablePolicy, unit: GroupUnit) -> list[Trajectory]:
+        key = (json.dumps(unit.env_options, sort_keys=True, default=str), unit.settings)
+        if key not in self._engines:
+            # one sub-env per episode of the group: its episodes run side by side
+            settings = dataclasses.replace(unit.settings, num_envs=unit.settings.group_size)
+            self._engines[key] = RolloutEngine(self.env_id, env_options=unit.env_options, settings=settings)
+        policy.manual_seed(unit.sampling_seed)
+        trajectories = self._engines[key].collect(policy, [unit.seed])
+        return [dataclasses.replace(t, group=unit.group) for t in trajectories]
+
+    def close(self) -> None:
+        for engine in self._engines.values():
+            engine.close()
+        self._engines = {}
 
 
-def _local_worker(engine: RolloutEngine, policy: TrainablePolicy) -> CollectGroup:
-    return lambda unit, _: _collect_group(engine, policy, unit)
+def _local_worker(engines: _Engines, policy: TrainablePolicy) -> CollectGroup:
+    return lambda unit, _: engines.collect(policy, unit)
 
 
-def _remote_worker(
-    env_id: str, env_options: Mapping[str, Any], settings: RolloutSettings, source: PolicySource
-) -> CollectGroup:
-    """A Ray worker: the env and the policy made once; each batch's weights loaded once."""
-    engine = RolloutEngine(env_id, env_options=env_options, settings=settings)
+def _remote_worker(env_id: str, source: PolicySource) -> CollectGroup:
+    """A Ray worker: the policy loaded once, each batch's weights loaded once, engines made as asked."""
+    engines = _Engines(env_id)
     policy = make_trainable_policy(source.spec, lora=source.lora, seed=source.seed)
     loaded: list[int] = []
 
@@ -107,35 +127,24 @@ def _remote_worker(
                 for name, tensor in weights.tensors.items():
                     parameters[name].copy_(tensor)
             loaded.append(weights.version)
-        return _collect_group(engine, policy, unit)
+        return engines.collect(policy, unit)
 
     return collect
 
 
 class RolloutWorkers(AbstractContextManager["RolloutWorkers"]):
-    """Collects groups of episodes as units on ``backend`` (see the module docstring).
+    """Collects groups of episodes of ``env_id`` as units on ``backend`` (see the module docstring).
 
-    Locally the groups are sampled by ``policy`` (the caller's, which a trainer updates); on
-    Ray by workers that load ``source`` and are sent the policy's weights with each batch.
+    Locally the groups are sampled by the caller's policy (which a trainer updates); on Ray by
+    workers that load ``source`` and are sent the policy's weights with each batch. One set of
+    workers serves every :meth:`collect`, whatever its env options and rollout settings.
     """
 
-    def __init__(
-        self,
-        env_id: str,
-        *,
-        env_options: Mapping[str, Any] | None = None,
-        settings: RolloutSettings | None = None,
-        source: PolicySource,
-        backend: Backend = LOCAL,
-    ) -> None:
+    def __init__(self, env_id: str, *, source: PolicySource, backend: Backend = LOCAL) -> None:
         self.env_id = env_id
-        self.env_options = dict(env_options or {})
-        self.settings = settings or RolloutSettings()
         self.source = source
         self.backend = backend
-        # one env per worker: a group's episodes run side by side in it
-        self._worker_settings = dataclasses.replace(self.settings, num_envs=self.settings.group_size)
-        self._engine: RolloutEngine | None = None
+        self._engines = _Engines(env_id)
         self._pools: dict[int, WorkerPool[GroupUnit, list[Trajectory]]] = {}
         self._version = 0
 
@@ -146,23 +155,16 @@ class RolloutWorkers(AbstractContextManager["RolloutWorkers"]):
         for pool in self._pools.values():
             pool.close()
         self._pools = {}
-        if self._engine is not None:
-            self._engine.close()
-            self._engine = None
+        self._engines.close()
 
     def _pool(self, policy: TrainablePolicy) -> WorkerPool[GroupUnit, list[Trajectory]]:
         key = id(policy) if self.backend.kind == "local" else 0
         if key not in self._pools:
+            factory: Callable[[], CollectGroup]
             if self.backend.kind == "local":
-                if self._engine is None:
-                    self._engine = RolloutEngine(
-                        self.env_id, env_options=self.env_options, settings=self._worker_settings
-                    )
-                factory: Callable[[], CollectGroup] = partial(_local_worker, self._engine, policy)
+                factory = partial(_local_worker, self._engines, policy)
             else:
-                factory = partial(
-                    _remote_worker, self.env_id, self.env_options, self._worker_settings, self.source
-                )
+                factory = partial(_remote_worker, self.env_id, self.source)
             self._pools[key] = WorkerPool(factory, self.backend)
         return self._pools[key]
 
@@ -172,16 +174,18 @@ class RolloutWorkers(AbstractContextManager["RolloutWorkers"]):
         seeds: Sequence[int],
         *,
         sampling_seed: int,
-        group_size: int | None = None,
+        settings: RolloutSettings,
+        env_options: Mapping[str, Any] | None = None,
     ) -> list[Trajectory]:
-        """``group_size`` (default: the settings') episodes per seed, ordered by seed then
-        member, as :meth:`RolloutEngine.collect` returns them; group ``g`` is sampled from
+        """``settings.group_size`` episodes per seed, ordered by seed then member, as
+        :meth:`RolloutEngine.collect` returns them; group ``g`` is sampled from
         :func:`group_sampling_seed` ``(sampling_seed, seeds[g])``."""
-        size = self.settings.group_size if group_size is None else group_size
-        if size < 1:
-            raise RolloutError(f"group_size must be at least 1, got {size}")
+        options = dict(env_options or {})
         units = [
-            Unit(f"group-{g}", GroupUnit(g, int(seed), size, group_sampling_seed(sampling_seed, int(seed))))
+            Unit(
+                f"group-{g}",
+                GroupUnit(g, int(seed), group_sampling_seed(sampling_seed, int(seed)), options, settings),
+            )
             for g, seed in enumerate(seeds)
         ]
         weights = None

@@ -349,7 +349,7 @@ def test_eval_live_prints_a_table_and_writes_the_report_beside_the_predictions(t
             f"PAUC, ω = {omega}": f"{auc:.3f}"
             for omega, auc in expected["pauc"]["overall"]["mean_auc"].items()
         },
-        "win rate against the baseline": f"{100 * expected['win_rate']['overall']['win_rate']:.1f}%",
+        "win rate against the baseline": f"{expected['win_rate']['overall']['win_rate']:.1f}%",
         "queries answered within 5 s": f"{100 * guide['answer_rate']:.1f}%",
         "real-time factor": f"{expected['rtf']['rtf']:.3f}",
     }

@@ -400,26 +400,6 @@ def _engines(settings: GRPOSettings) -> tuple[RolloutEngine, RolloutEngine | Non
     return train, RolloutEngine(settings.env, env_options=options, settings=held_out)
 
 
-def _rollout_workers(
-    settings: GRPOSettings, backend: Backend, train: RolloutEngine, held_out: RolloutEngine | None
-) -> tuple[RolloutWorkers, RolloutWorkers | None]:
-    """The train and held-out collections as group units on ``backend``, with the engines' settings."""
-    lora = LoraSettings(r=settings.lora_r, alpha=settings.lora_alpha) if settings.lora_r else None
-    source = PolicySource(settings.policy, lora=lora, seed=settings.seed)
-    pools = [
-        RolloutWorkers(
-            settings.env,
-            env_options=engine.env_options,
-            settings=engine.settings,
-            source=source,
-            backend=backend,
-        )
-        for engine in (train, held_out)
-        if engine is not None
-    ]
-    return pools[0], pools[1] if len(pools) > 1 else None
-
-
 @contextmanager
 def _trajectory_log(out: Path, done: int) -> Iterator[IO[str]]:
     """``rollouts.jsonl`` open for appending, cut back to the records of steps up to ``done``
@@ -449,17 +429,18 @@ class _Run:
     optimizer: torch.optim.Optimizer
     train_engine: RolloutEngine
     eval_engine: RolloutEngine | None
-    workers: tuple[RolloutWorkers, RolloutWorkers | None] | None = None
-    """With a scale-out backend: the train and held-out collections as group units on it."""
+    workers: RolloutWorkers | None = None
+    """With a scale-out backend: the training and held-out groups as its units, with the engines' settings."""
 
     def _collect(self, held_out: bool, seeds: list[int], sampling_seed: int) -> list[Trajectory]:
-        if self.workers is not None:
-            workers = self.workers[1] if held_out else self.workers[0]
-            assert workers is not None
-            return workers.collect(self.policy, seeds, sampling_seed=sampling_seed)
         engine = self.eval_engine if held_out else self.train_engine
         assert engine is not None
-        return engine.collect(self.policy, seeds)
+        if self.workers is None:
+            return engine.collect(self.policy, seeds)
+        options = engine.env_options
+        return self.workers.collect(
+            self.policy, seeds, sampling_seed=sampling_seed, settings=engine.settings, env_options=options
+        )
 
     def evaluate(self) -> float | None:
         """Mean reward over the held-out episodes (None without evaluation)."""
@@ -555,10 +536,9 @@ def run_grpo(
         started = time.perf_counter()
         workers = None
         if backend is not None:
-            workers = _rollout_workers(settings, backend, train_engine, eval_engine)
-            for pool in workers:
-                if pool is not None:
-                    stack.enter_context(pool)
+            lora = LoraSettings(r=settings.lora_r, alpha=settings.lora_alpha) if settings.lora_r else None
+            source = PolicySource(settings.policy, lora=lora, seed=settings.seed)
+            workers = stack.enter_context(RolloutWorkers(settings.env, source=source, backend=backend))
         run = _Run(settings, policy, reference, optimizer, train_engine, eval_engine, workers)
         with folder.recording(kept, {"settings": record}) as log, _trajectory_log(out, done) as rollouts:
 

@@ -50,10 +50,8 @@ def _policy(source: PolicySource, shift: float = 0.0) -> TrainablePolicy:
 def _collect(
     policy: TrainablePolicy, source: PolicySource, backend: Backend, seeds: list[int]
 ) -> list[Trajectory]:
-    with RolloutWorkers(
-        "embodia/DSR-v0", env_options=DSR, settings=SETTINGS, source=source, backend=backend
-    ) as workers:
-        return workers.collect(policy, seeds, sampling_seed=7)
+    with RolloutWorkers("embodia/DSR-v0", source=source, backend=backend) as workers:
+        return workers.collect(policy, seeds, sampling_seed=7, settings=SETTINGS, env_options=DSR)
 
 
 def test_group_seeds_differ_by_batch_and_reset_seed() -> None:
