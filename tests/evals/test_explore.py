@@ -115,6 +115,18 @@ def test_cli_explore_and_eval(tmp_path: Path) -> None:
     assert "coverage_ratio" in ev.output and "+-" in ev.output
     bad_set = runner.invoke(app, ["eval", "explore", "--agent", "random", "--scenes", "procedural:seeds=9-1"])
     assert bad_set.exit_code == 2
+    # a scene file that does not load: the others are evaluated and shown, then one error line
+    broken = tmp_path / "broken.obj"
+    broken.write_text("v not a number\n")
+    args = ["eval", "explore", "--agent", "random", "--steps", "5", "--height", "32", "--width", "64"]
+    scenes = ["--scenes", "procedural:seed=0,rooms=2", "--scenes", str(broken)]
+    failed = runner.invoke(app, [*args, *scenes, "--out", str(tmp_path / "failed")])
+    assert failed.exit_code == 2 and "coverage_ratio" in failed.output and "Traceback" not in failed.output
+    assert f"1 of 2 scenes failed and are left out of the means (first: {broken}:" in " ".join(
+        failed.output.split()
+    )
+    summary = json.loads((tmp_path / "failed" / "summary.json").read_text())
+    assert summary["measures"]["coverage_ratio"]["n"] == 1 and summary["failures"][0]["scene"] == str(broken)
 
 
 def test_waypoint_run_records_candidates_and_resumes(tmp_path: Path) -> None:
