@@ -8,14 +8,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from embodia.cli.backend_options import (
-    AddressOption,
-    BackendOption,
-    NumWorkersOption,
-    WorkerCpusOption,
-    WorkerGpusOption,
-    backend_from,
-)
+from embodia.cli import backend_options as backends
 from embodia.cli.root import ITEMS_HELP, bold, console, err_console, eval_app, user_errors
 from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
 
@@ -56,18 +49,18 @@ def eval_csmr(
     options: dict[str, Any],
     out: Annotated[Path, typer.Option("--out", help="Run directory (results.jsonl, report.json).")],
     resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out.")] = False,
-    backend: BackendOption = "local",
-    num_workers: NumWorkersOption = None,
-    address: AddressOption = None,
-    worker_cpus: WorkerCpusOption = 1.0,
-    worker_gpus: WorkerGpusOption = 0.0,
+    backend: backends.BackendOption = "local",
+    num_workers: backends.NumWorkersOption = None,
+    address: backends.AddressOption = None,
+    worker_cpus: backends.WorkerCpusOption = 1.0,
+    worker_gpus: backends.WorkerGpusOption = 0.0,
 ) -> None:
     """CSMR look-on-demand reasoning (or an ablation) on puzzle items: accuracy, looks, tokens."""
     from embodia.evals.csmr import CSMRRunSettings, run_csmr
 
     with user_errors():
         settings = CSMRRunSettings(**options)
-        where = backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
+        where = backends.backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
         with err_console.status(escape(f"CSMR {settings.ablation} on {settings.task}")):
             report = run_csmr(settings, out, resume=resume, backend=where)
     rate, rouge = report["hallucination_rate"], report.get("rouge_l")

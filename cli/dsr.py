@@ -10,14 +10,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from embodia.cli.backend_options import (
-    AddressOption,
-    BackendOption,
-    NumWorkersOption,
-    WorkerCpusOption,
-    WorkerGpusOption,
-    backend_from,
-)
+from embodia.cli import backend_options as backends
 from embodia.cli.root import bold, console, dsr_app, err_console, eval_app, user_errors, valid_seed
 from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
 from embodia.errors import EmbodiaError
@@ -141,11 +134,11 @@ def eval_dsr(
             help="Run model-written code (the code suite) without bubblewrap's isolation. Unsafe.",
         ),
     ] = False,
-    backend: BackendOption = "local",
-    num_workers: NumWorkersOption = None,
-    address: AddressOption = None,
-    worker_cpus: WorkerCpusOption = 1.0,
-    worker_gpus: WorkerGpusOption = 0.0,
+    backend: backends.BackendOption = "local",
+    num_workers: backends.NumWorkersOption = None,
+    address: backends.AddressOption = None,
+    worker_cpus: backends.WorkerCpusOption = 1.0,
+    worker_gpus: backends.WorkerGpusOption = 0.0,
 ) -> None:
     """Evaluate a policy on DSR-Bench (resumes: answers already in --out are never asked again)."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
@@ -158,7 +151,9 @@ def eval_dsr(
         check_out_folder(out)
         _dsr_suites([options["suite"]])
         settings = DSRSettings(**options)
-        where = backend_from(backend, num_workers, address, worker_cpus, worker_gpus, concurrency=concurrency)
+        where = backends.backend_from(
+            backend, num_workers, address, worker_cpus, worker_gpus, concurrency=concurrency
+        )
         # on Ray the workers load the policy; this process only drives them
         chat = make_policy(settings.policy, connect=True) if where.kind == "local" else None
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())

@@ -9,14 +9,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from embodia.cli.backend_options import (
-    AddressOption,
-    BackendOption,
-    NumWorkersOption,
-    WorkerCpusOption,
-    WorkerGpusOption,
-    backend_from,
-)
+from embodia.cli import backend_options as backends
 from embodia.cli.root import (
     HEIGHT_HELP,
     UP_HELP,
@@ -198,11 +191,11 @@ def eval_explore(
     ] = None,
     height: Annotated[int, typer.Option(help=HEIGHT_HELP)] = 128,
     width: Annotated[int, typer.Option(help=WIDTH_HELP)] = 256,
-    backend: BackendOption = "local",
-    num_workers: NumWorkersOption = None,
-    address: AddressOption = None,
-    worker_cpus: WorkerCpusOption = 1.0,
-    worker_gpus: WorkerGpusOption = 0.0,
+    backend: backends.BackendOption = "local",
+    num_workers: backends.NumWorkersOption = None,
+    address: backends.AddressOption = None,
+    worker_cpus: backends.WorkerCpusOption = 1.0,
+    worker_gpus: backends.WorkerGpusOption = 0.0,
 ) -> None:
     """Run an agent on a set of scenes and print mean +- std of each measure (resumes)."""
     from rich.progress import Progress
@@ -211,7 +204,7 @@ def eval_explore(
 
     with user_errors():
         _check_agent(agent)
-        where = backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
+        where = backends.backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
         specs = [spec for entry in scenes for spec in scene_set(entry)]
         target = out or Path("runs") / f"eval-{agent}"
         with Progress(console=err_console, transient=True) as progress:

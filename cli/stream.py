@@ -11,14 +11,7 @@ import typer
 from rich.markup import escape
 from rich.table import Table
 
-from embodia.cli.backend_options import (
-    AddressOption,
-    BackendOption,
-    NumWorkersOption,
-    WorkerCpusOption,
-    WorkerGpusOption,
-    backend_from,
-)
+from embodia.cli import backend_options as backends
 from embodia.cli.root import bold, console, err_console, eval_app, finite, stream_app, user_errors
 from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
 from embodia.core.limits import MAX_SET_SIZE, check_range, check_seed
@@ -282,11 +275,11 @@ def eval_live(
             "--resume", help="Continue an evaluation that did not finish: scored clips are not judged again."
         ),
     ] = False,
-    backend: BackendOption = "local",
-    num_workers: NumWorkersOption = None,
-    address: AddressOption = None,
-    worker_cpus: WorkerCpusOption = 1.0,
-    worker_gpus: WorkerGpusOption = 0.0,
+    backend: backends.BackendOption = "local",
+    num_workers: backends.NumWorkersOption = None,
+    address: backends.AddressOption = None,
+    worker_cpus: backends.WorkerCpusOption = 1.0,
+    worker_gpus: backends.WorkerGpusOption = 0.0,
 ) -> None:
     """Live Gaming Benchmark metrics of a prediction file against its labels: a summary table,
     and the full report (per tag, per clip) written to a file (resumes with --resume)."""
@@ -307,7 +300,7 @@ def eval_live(
             )
         check_out_file(report_path, "--out" if out is not None else "the report")
         check_out_file(records, "the clips file")
-        where = backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
+        where = backends.backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
         settings = LiveEvalSettings(pred=pred, label=label, judge=judge, baseline=baseline)
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
         with Progress(*columns, console=err_console, transient=True) as progress:

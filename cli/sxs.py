@@ -9,14 +9,7 @@ from typing import Annotated, Any
 import typer
 from rich.markup import escape
 
-from embodia.cli.backend_options import (
-    AddressOption,
-    BackendOption,
-    NumWorkersOption,
-    WorkerCpusOption,
-    WorkerGpusOption,
-    backend_from,
-)
+from embodia.cli import backend_options as backends
 from embodia.cli.root import (
     ITEMS_HELP,
     bold,
@@ -68,11 +61,11 @@ def eval_sxs(
     options: dict[str, Any],
     out: Annotated[Path, typer.Option("--out", help="Run directory (results.jsonl, report.json, plots).")],
     resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out.")] = False,
-    backend: BackendOption = "local",
-    num_workers: NumWorkersOption = None,
-    address: AddressOption = None,
-    worker_cpus: WorkerCpusOption = 1.0,
-    worker_gpus: WorkerGpusOption = 0.0,
+    backend: backends.BackendOption = "local",
+    num_workers: backends.NumWorkersOption = None,
+    address: backends.AddressOption = None,
+    worker_cpus: backends.WorkerCpusOption = 1.0,
+    worker_gpus: backends.WorkerGpusOption = 0.0,
 ) -> None:
     """Accuracy against content latency for SxS and its baselines, with Pareto plots."""
     from embodia.evals.sxs_run import POLICY_MODES, SxSRunSettings, parse_modes, run_sxs_eval
@@ -81,7 +74,7 @@ def eval_sxs(
         if not options["policy"] and any(m in POLICY_MODES for m in parse_modes(options["modes"])):
             raise EmbodiaError("--policy is needed for every mode but sft_target")
         settings = SxSRunSettings(**options)
-        where = backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
+        where = backends.backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
         with err_console.status(f"SxS on {escape(settings.source)}"):
             report = run_sxs_eval(settings, out, resume=resume, backend=where)
     for mode, means in report["modes"].items():

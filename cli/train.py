@@ -27,14 +27,7 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from embodia.cli.backend_options import (
-    AddressOption,
-    BackendOption,
-    NumWorkersOption,
-    WorkerCpusOption,
-    WorkerGpusOption,
-    backend_from,
-)
+from embodia.cli import backend_options as backends
 from embodia.cli.root import bold, console, train_app, user_errors
 from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
 from embodia.errors import EmbodiaError
@@ -274,11 +267,11 @@ def train_grpo(
         ),
     ] = None,
     resume: ResumeOption = False,
-    backend: BackendOption = "local",
-    num_workers: NumWorkersOption = None,
-    address: AddressOption = None,
-    worker_cpus: WorkerCpusOption = 1.0,
-    worker_gpus: WorkerGpusOption = 0.0,
+    backend: backends.BackendOption = "local",
+    num_workers: backends.NumWorkersOption = None,
+    address: backends.AddressOption = None,
+    worker_cpus: backends.WorkerCpusOption = 1.0,
+    worker_gpus: backends.WorkerGpusOption = 0.0,
 ) -> None:
     """Train a policy by GRPO over rollouts in a gymnasium env (group, batch, none or Durian advantages).
 
@@ -291,7 +284,7 @@ def train_grpo(
         env_options = with_dsr_prompt(options["env"], parse_env_options(env_option))
         eval_options = parse_env_options(eval_env_option, "--eval-env-option")
         settings = GRPOSettings(**options, env_options=env_options, eval_env_options=eval_options)
-        where = backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
+        where = backends.backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
         rollouts_on = None if where.kind == "local" else where  # local: the batched engine, as before
         title = f"GRPO ({settings.advantage} advantages) of {settings.policy} on {settings.env}"
         with MetricsTable(title, GRPO_COLUMNS) as table:
