@@ -376,8 +376,15 @@ class _RayActors:
         self.backend = backend
         self.deaths = 0
         remote = self.ray.remote(_RayWorker)
+        # numba (the simulator's kernels) starts a thread per core in every worker unless told
+        # otherwise, and does not read the OMP_NUM_THREADS Ray sets: two workers on two cores
+        # then run four threads and each scene takes 1.6x as long (docs/benchmarks.md)
+        threads = str(max(1, int(backend.num_cpus)))
         self._actor_class = remote.options(
-            num_cpus=backend.num_cpus, num_gpus=backend.num_gpus, max_concurrency=backend.concurrency
+            num_cpus=backend.num_cpus,
+            num_gpus=backend.num_gpus,
+            max_concurrency=backend.concurrency,
+            runtime_env={"env_vars": {"NUMBA_NUM_THREADS": threads, "OMP_NUM_THREADS": threads}},
         )
         self._factory = factory
         count = backend.num_workers or self._default_workers()
@@ -454,7 +461,8 @@ class _RayActors:
     ) -> None:
         ray = self.ray
         died = _death_errors(ray)
-        shared_ref = ray.put(shared)
+        # put once and sent by reference; None goes as itself (a reference costs ~1 ms a call)
+        shared_ref = None if shared is None else ray.put(shared)
         queue: deque[Unit[Any]] = deque(todo)
         attempts: dict[str, int] = {}
         free = [slot for slot in range(len(self.actors)) for _ in range(self.backend.concurrency)]
