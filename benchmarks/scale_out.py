@@ -1,0 +1,313 @@
+"""Scale-out on Ray: units per second of `eval dsr` and `eval explore`, in this process vs on Ray workers.
+
+    python benchmarks/scale_out.py [--scenes N] [--steps T] [--instances N] [--rounds R]
+                                   [--workers W] [--agent A] [--worker-threads K] [--quick]
+
+Both competitors run side by side in this process, through the runners the commands call
+(``run_dsr``, ``evaluate_exploration``): ``--backend local`` runs the units here, one after
+another; ``--backend ray`` runs them on W Ray actors (default 2, one CPU each) of a Ray this
+script starts with ``ray.init(num_cpus=W, include_dashboard=False, log_to_driver=False)``.
+Rounds alternate the order (local first, then Ray first) so that a drift in the machine's
+load does not favour one.
+
+- ``eval dsr``: N instances of the main suite (stepwise prompts), answered by a scripted
+  policy that gives the same one-line reply to every prompt (``scripted:FILE?loop=yes``):
+  cheap units (build the prompt, score the reply), so Ray's per-unit cost shows.
+- ``eval explore``: the agent (default ``dfs``, the depth-first explorer with its heuristic
+  policy) on N held-out procedural houses (seeds 1000.., 6-8 rooms) at T primitive steps
+  (default 150), 128x256 panoramas: heavy units (ray casting, mapping), each shipping its
+  run folder back to the driver on Ray.
+
+Throughput, in units per second:
+
+- ``*_units_per_s`` (steady state, no start-up): the units after each worker's first
+  one, over the time from the W-th result to the last, ``(n - W) / (t_last - t_W)``, with W = 1
+  locally. It leaves out ``ray.init``, starting the actors, and each worker's first unit
+  (which imports the simulator in a fresh process); the fair comparison.
+- ``*_units_per_s_with_startup``: every unit over everything one command spends: locally the
+  runner call; on Ray ``ray_init_s`` plus the runner call (which starts its actors).
+
+``ray_speedup_explore`` and ``ray_speedup_dsr`` are steady-state ray / local (median over
+rounds). Start-up is measured apart: ``ray_init_s`` and ``ray_actor_start_s`` (W actors of a
+no-op worker made and ready: a Ray worker process, no embodia import).
+
+``ray_overhead_ms_per_unit``: what Ray adds to one unit, measured on a no-op unit (it returns
+its payload, an ``int``): the time per unit of a stream of them on one warm Ray actor, one at
+a time, minus the same through the local backend. ``dsr_ray_minus_local_ms_per_unit`` is the
+same difference measured on the DSR units (wall time per unit, W workers vs this process).
+
+Threads: ``--worker-threads K`` (default 1) sets OMP_NUM_THREADS, NUMBA_NUM_THREADS,
+OPENBLAS_NUM_THREADS and MKL_NUM_THREADS to K before anything imports numba or numpy, in this
+process (the local backend) and so in the Ray workers (started by ``ray.init`` with this
+environment): one process per core, as the scale-out comparison needs; the simulator's
+parallel kernels (numba, OpenMP layer) would otherwise start a thread per core in each of the
+W workers. ``--worker-threads 0`` leaves the libraries' defaults (what ``embodia eval ...
+--backend ray`` gets: Ray sets OMP_NUM_THREADS=1 in its workers, numba still takes a thread
+per core). Open3D's ray casting uses its own thread pool (every core) whatever the setting.
+Ray runs its workers at nice 15; the script starts Ray with ``RAY_worker_niceness=0`` so that
+they share the CPU with any other work on the machine on the same terms as this process.
+
+``cpu_ceiling_speedup``: what the machine gives W busy processes over one right now, on a
+pure-Python loop (W x one loop's time / W loops at once): W on W idle cores of their own,
+less where the cores are shared (other work, a hypervisor). The speedups are bounded by it.
+
+Last line: one JSON object (ray_speedup_explore, ray_overhead_ms_per_unit, the throughputs,
+the unit counts, the start-up times, cpu_ceiling_speedup, the load average before and after).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import statistics
+import tempfile
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from _common import log
+
+from embodia.core.scale_out import Backend, Unit, WorkerPool
+
+RAY_NICENESS = "RAY_worker_niceness"
+"""Ray's setting (read from the environment by ``ray.init``) of its workers' nice value."""
+THREAD_VARIABLES = ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+SPIN, SPIN_QUICK = 5_000_000, 2_000_000
+"""Iterations of the loop that measures the machine's ceiling (about 1 s and 0.4 s on 2 cores)."""
+QUICK = {"scenes": 4, "steps": 60, "instances": 200, "rounds": 1, "noop_units": 300}
+
+REPLY = '{"final_answer": [1, 2, 3]}'
+"""The scripted policy's one reply (valid JSON, wrong for nearly every instance: it is scored)."""
+
+
+def scene(seed: int) -> str:
+    """A held-out house, as benchmarks/explore.py draws them."""
+    return f"procedural:seed={seed},rooms={6 + seed % 3}"
+
+
+def steady_rate(times: list[float], workers: int) -> float:
+    """Units per second after each worker's first unit: ``(n - W) / (t_last - t_W)``."""
+    ordered = sorted(times)
+    if len(ordered) <= workers:
+        raise SystemExit(f"{len(ordered)} units cannot give a steady rate over {workers} workers")
+    return (len(ordered) - workers) / (ordered[-1] - ordered[workers - 1])
+
+
+def timed_run(run: Callable[[Callable[..., None]], object]) -> tuple[float, list[float]]:
+    """(wall seconds of ``run``, completion times after its start): ``run`` gets the callback
+    the runner calls as each unit's result lands."""
+    times: list[float] = []
+    start = time.perf_counter()
+    run(lambda *_: times.append(time.perf_counter() - start))
+    return time.perf_counter() - start, times
+
+
+def dsr_run(reply_file: Path, instances: int, out: Path, backend: Backend) -> tuple[float, list[float]]:
+    from embodia.evals.dsr import DSRSettings, run_dsr  # after the thread limits, as numpy
+
+    settings = DSRSettings(policy=f"scripted:{reply_file}?loop=yes", suite="main", limit=instances)
+    return timed_run(lambda on_answer: run_dsr(settings, out, on_answer=on_answer, backend=backend))
+
+
+def explore_run(
+    agent: str, scenes: list[str], steps: int, out: Path, backend: Backend
+) -> tuple[float, list[float]]:
+    from embodia.evals.explore import evaluate_exploration
+
+    def run(on_scene: Callable[..., None]) -> object:
+        return evaluate_exploration(agent, scenes, out, steps=steps, on_scene=on_scene, backend=backend)
+
+    return timed_run(run)
+
+
+def _noop_worker() -> Callable[[int, object], int]:
+    return lambda payload, _: payload
+
+
+def noop_ms_per_unit(pool: WorkerPool[int, int], units: int) -> float:
+    """Milliseconds per no-op unit through ``pool`` (its workers made and warm beforehand)."""
+    pool.run([Unit(f"warm-{i}", i) for i in range(20)], lambda *_: None)
+    start = time.perf_counter()
+    pool.run([Unit(str(i), i) for i in range(units)], lambda *_: None)
+    return 1000 * (time.perf_counter() - start) / units
+
+
+def spin(count: int) -> float:
+    """Seconds of a pure-Python loop: CPU only, no memory traffic, no threads."""
+    start = time.perf_counter()
+    total = 0
+    for i in range(count):
+        total += i
+    return time.perf_counter() - start
+
+
+def cpu_ceiling(count: int, processes: int) -> float:
+    """The speedup the machine gives ``processes`` busy processes over one, on the same loop:
+    ``processes`` x one loop's time / the time of ``processes`` loops at once (at most
+    ``processes`` where each has a core of its own, less where they share, or other work runs)."""
+    context = multiprocessing.get_context("fork")  # before ray.init: nothing but this process to copy
+    with context.Pool(1) as one:
+        alone = one.apply(spin, (count,))
+    with context.Pool(processes) as pool:
+        start = time.perf_counter()
+        pool.map(spin, [count] * processes)
+        together = time.perf_counter() - start
+    return processes * alone / together
+
+
+def load_average() -> float:
+    return round(os.getloadavg()[0], 2)
+
+
+def parse_args() -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--scenes", type=int, default=16, help="explore units: houses (seeds 1000..)")
+    parser.add_argument("--steps", type=int, default=150, help="explore step budget")
+    parser.add_argument("--instances", type=int, default=1000, help="dsr units: main-suite instances")
+    parser.add_argument("--rounds", type=int, default=2, help="rounds of both competitors (order alternates)")
+    parser.add_argument("--workers", type=int, default=2, help="Ray workers (and Ray's CPUs)")
+    parser.add_argument("--noop-units", type=int, default=2000, help="no-op units timed for the overhead")
+    parser.add_argument("--agent", default="dfs", help="exploration agent (dfs, frontier, frontier-utility)")
+    parser.add_argument(
+        "--worker-threads",
+        type=int,
+        default=1,
+        help="threads of the numeric libraries per process (0: the libraries' defaults)",
+    )
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help="4 scenes at 60 steps, 200 DSR instances, 300 no-op units, 1 round (under a minute)",
+    )
+    args = parser.parse_args()
+    if args.quick:
+        vars(args).update(QUICK)
+    return args
+
+
+def limit_threads(threads: int) -> None:
+    """Set before numpy and numba are first imported (they read it once), in this process and,
+    through ``ray.init``'s environment, in the Ray workers."""
+    if threads > 0:
+        for name in THREAD_VARIABLES:
+            os.environ[name] = str(threads)
+
+
+def main() -> None:
+    args = parse_args()
+    limit_threads(args.worker_threads)
+    import ray
+
+    workers = args.workers
+    ray_backend = Backend("ray", num_workers=workers)
+    local = Backend()
+    load_before = load_average()
+    scenes = [scene(seed) for seed in range(1000, 1000 + args.scenes)]
+
+    ceiling = cpu_ceiling(SPIN_QUICK if args.quick else SPIN, workers)
+    log(f"{workers} busy processes at once run {ceiling:.2f}x as much as one (pure-Python loop)")
+    # Ray runs its workers at nice 15; at 0 they compete for the CPU with other work on the
+    # machine on the same terms as the local backend (this process).
+    os.environ[RAY_NICENESS] = "0"
+    start = time.perf_counter()
+    ray.init(num_cpus=workers, include_dashboard=False, log_to_driver=False, logging_level="ERROR")
+    ray_init_s = time.perf_counter() - start
+    log(f"ray.init: {ray_init_s:.2f} s")
+    try:
+        start = time.perf_counter()
+        with WorkerPool(_noop_worker, Backend("ray", num_workers=workers)) as pool:
+            pool.run([Unit(str(i), i) for i in range(workers)], lambda *_: None)
+            actor_start_s = time.perf_counter() - start
+            noop_ray_parallel_ms = noop_ms_per_unit(pool, args.noop_units)
+        with WorkerPool(_noop_worker, Backend("ray", num_workers=1)) as pool:
+            noop_ray_ms = noop_ms_per_unit(pool, args.noop_units)
+        with WorkerPool(_noop_worker, local) as pool:
+            noop_local_ms = noop_ms_per_unit(pool, args.noop_units)
+        log(
+            f"{workers} no-op actors ready in {actor_start_s:.2f} s; no-op unit: {noop_ray_ms:.3f} ms on one "
+            f"Ray actor, {noop_ray_parallel_ms:.3f} ms per unit on {workers}, {noop_local_ms:.4f} ms locally"
+        )
+
+        rounds: list[dict[str, Any]] = []
+        with tempfile.TemporaryDirectory(prefix="embodia-scale-out-") as tmp:
+            reply_file = Path(tmp) / "reply.jsonl"
+            reply_file.write_text(json.dumps(REPLY) + "\n")
+            # Warm this process (imports, numba's cached kernels) as a worker's first unit warms it.
+            explore_run(args.agent, scenes[:1], min(args.steps, 20), Path(tmp) / "warm-explore", local)
+            dsr_run(reply_file, 10, Path(tmp) / "warm-dsr", local)
+            for number in range(args.rounds):
+                order = ("local", "ray") if number % 2 == 0 else ("ray", "local")
+                measured: dict[str, Any] = {}
+                for kind in order:
+                    backend, w = (local, 1) if kind == "local" else (ray_backend, workers)
+                    folder = Path(tmp) / f"dsr-{kind}-{number}"
+                    wall, times = dsr_run(reply_file, args.instances, folder, backend)
+                    measured[f"dsr_{kind}"] = (wall, len(times), steady_rate(times, w))
+                    log(f"round {number + 1} dsr {kind}: {len(times)} units in {wall:.2f} s")
+                for kind in order:
+                    backend, w = (local, 1) if kind == "local" else (ray_backend, workers)
+                    folder = Path(tmp) / f"explore-{kind}-{number}"
+                    wall, times = explore_run(args.agent, scenes, args.steps, folder, backend)
+                    measured[f"explore_{kind}"] = (wall, len(times), steady_rate(times, w))
+                    log(f"round {number + 1} explore {kind}: {len(times)} units in {wall:.2f} s")
+                rounds.append(measured)
+    finally:
+        ray.shutdown()
+
+    def median(key: str, index: int) -> float:
+        return statistics.median(r[key][index] for r in rounds)
+
+    result: dict[str, Any] = {
+        "quick": args.quick,
+        "workers": workers,
+        "cpus": os.cpu_count(),
+        "worker_threads": args.worker_threads or "library defaults",
+        "rounds": args.rounds,
+        "agent": args.agent,
+        "steps": args.steps,
+        "explore_units": args.scenes,
+        "dsr_units": args.instances,
+        "throughput_includes_startup": False,
+        "cpu_ceiling_speedup": round(ceiling, 3),
+        "ray_worker_niceness": 0,
+        "ray_init_s": round(ray_init_s, 3),
+        "ray_actor_start_s": round(actor_start_s, 3),
+    }
+    for workload in ("explore", "dsr"):
+        for kind in ("local", "ray"):
+            key = f"{workload}_{kind}"
+            startup = ray_init_s if kind == "ray" else 0.0
+            result[f"{key}_units_per_s"] = round(median(key, 2), 3)
+            result[f"{key}_units_per_s_with_startup"] = round(
+                statistics.median(r[key][1] / (r[key][0] + startup) for r in rounds), 3
+            )
+            result[f"{key}_wall_s"] = [round(r[key][0], 2) for r in rounds]
+        result[f"ray_speedup_{workload}"] = round(
+            statistics.median(r[f"{workload}_ray"][2] / r[f"{workload}_local"][2] for r in rounds), 3
+        )
+        result[f"ray_speedup_{workload}_per_round"] = [
+            round(r[f"{workload}_ray"][2] / r[f"{workload}_local"][2], 3) for r in rounds
+        ]
+        result[f"ray_speedup_{workload}_with_startup"] = round(
+            result[f"{workload}_ray_units_per_s_with_startup"]
+            / result[f"{workload}_local_units_per_s_with_startup"],
+            3,
+        )
+    result["ray_overhead_ms_per_unit"] = round(noop_ray_ms - noop_local_ms, 3)
+    result["ray_noop_ms_per_unit_one_actor"] = round(noop_ray_ms, 3)
+    result["ray_noop_ms_per_unit_all_actors"] = round(noop_ray_parallel_ms, 3)
+    result["local_noop_ms_per_unit"] = round(noop_local_ms, 4)
+    result["dsr_ray_minus_local_ms_per_unit"] = round(
+        1000 / result["dsr_ray_units_per_s"] - 1000 / result["dsr_local_units_per_s"], 3
+    )
+    result["noop_units"] = args.noop_units
+    result["load_before"] = load_before
+    result["load_after"] = load_average()
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
