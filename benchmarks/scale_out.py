@@ -31,6 +31,10 @@ Throughput, in units per second:
 rounds). Start-up is measured apart: ``ray_init_s`` and ``ray_actor_start_s`` (W actors of a
 no-op worker made and ready: a Ray worker process, no embodia import).
 
+``explore_local_seconds_per_unit`` and ``explore_ray_seconds_per_unit``: a scene's own wall
+time (``wall_s`` of its summary, timed on its worker), after each worker's first; their ratio,
+``explore_ray_unit_slowdown``, says how much slower a scene runs beside another than alone.
+
 ``ray_overhead_ms_per_unit``: what Ray adds to one unit, measured on a no-op unit (it returns
 its payload, an ``int``): the time per unit of a stream of them on one warm Ray actor, one at
 a time, minus the same through the local backend. ``dsr_ray_minus_local_ms_per_unit`` is the
@@ -52,7 +56,9 @@ pure-Python loop (W x one loop's time / W loops at once): W on W idle cores of t
 less where the cores are shared (other work, a hypervisor). The speedups are bounded by it.
 
 Last line: one JSON object (ray_speedup_explore, ray_overhead_ms_per_unit, the throughputs,
-the unit counts, the start-up times, cpu_ceiling_speedup, the load average before and after).
+the unit counts, the start-up times, cpu_ceiling_speedup, the load average before and after,
+``other_cpu_share``: the share of the machine's CPU that processes outside this benchmark took
+during the timed runs, over all of them and in the worst one; 0 on a quiet machine).
 """
 
 from __future__ import annotations
@@ -65,6 +71,9 @@ import statistics
 import tempfile
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
+from functools import partial
+from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
 
@@ -96,25 +105,38 @@ def steady_rate(times: list[float], workers: int) -> float:
     return (len(ordered) - workers) / (ordered[-1] - ordered[workers - 1])
 
 
-def timed_run(run: Callable[[Callable[..., None]], object]) -> tuple[float, list[float]]:
-    """(wall seconds of ``run``, completion times after its start): ``run`` gets the callback
-    the runner calls as each unit's result lands."""
+@dataclass
+class Timed:
+    """One runner call: its wall seconds, when each unit's result landed (seconds after the
+    start) and what the runner reported for it (an answer record, a scene line)."""
+
+    wall_s: float
+    times: list[float]
+    records: list[Any]
+
+
+def timed_run(run: Callable[[Callable[..., None]], object]) -> Timed:
+    """``run`` gets the callback the runner calls as each unit's result lands."""
     times: list[float] = []
+    records: list[Any] = []
     start = time.perf_counter()
-    run(lambda *_: times.append(time.perf_counter() - start))
-    return time.perf_counter() - start, times
+
+    def landed(record: Any, *_: object) -> None:
+        times.append(time.perf_counter() - start)
+        records.append(record)
+
+    run(landed)
+    return Timed(time.perf_counter() - start, times, records)
 
 
-def dsr_run(reply_file: Path, instances: int, out: Path, backend: Backend) -> tuple[float, list[float]]:
+def dsr_run(reply_file: Path, instances: int, out: Path, backend: Backend) -> Timed:
     from embodia.evals.dsr import DSRSettings, run_dsr  # after the thread limits, as numpy
 
     settings = DSRSettings(policy=f"scripted:{reply_file}?loop=yes", suite="main", limit=instances)
     return timed_run(lambda on_answer: run_dsr(settings, out, on_answer=on_answer, backend=backend))
 
 
-def explore_run(
-    agent: str, scenes: list[str], steps: int, out: Path, backend: Backend
-) -> tuple[float, list[float]]:
+def explore_run(agent: str, scenes: list[str], steps: int, out: Path, backend: Backend) -> Timed:
     from embodia.evals.explore import evaluate_exploration
 
     def run(on_scene: Callable[..., None]) -> object:
@@ -160,6 +182,94 @@ def cpu_ceiling(count: int, processes: int) -> float:
 
 def load_average() -> float:
     return round(os.getloadavg()[0], 2)
+
+
+TICK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+def process_ticks() -> tuple[dict[int, int], dict[int, int]]:
+    """Every process's CPU ticks (user + system) and parent, from /proc."""
+    ticks: dict[int, int] = {}
+    parents: dict[int, int] = {}
+    for entry in os.scandir("/proc"):
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = Path(entry.path, "stat").read_text()
+        except OSError:  # gone meanwhile
+            continue
+        fields = stat[stat.rindex(")") + 2 :].split()
+        parents[int(entry.name)] = int(fields[1])
+        ticks[int(entry.name)] = int(fields[11]) + int(fields[12])
+    return ticks, parents
+
+
+def _under(pid: int, root: int, parents: dict[int, int]) -> bool:
+    while pid != root and pid in parents and pid > 1:
+        pid = parents[pid]
+    return pid == root
+
+
+def sample_other_cpu(root: int, connection: Connection) -> None:
+    """Runs in a process of its own (so that it takes nothing from a local run's thread): every
+    half second, the CPU the processes outside ``root``'s tree spent since the last look. Each
+    message on ``connection`` is answered with the total so far in seconds; ``None`` ends it."""
+    seen: dict[int, int] = {}
+    other = 0
+    first = True
+    while True:
+        ticks, parents = process_ticks()
+        for pid, spent in ticks.items():
+            before = seen.get(pid, spent if first else 0)  # a process started since counts whole
+            if not _under(pid, root, parents):
+                other += max(0, spent - before)
+        seen, first = ticks, False
+        if connection.poll(0.5):
+            if connection.recv() is None:
+                return
+            connection.send(other / TICK)
+
+
+class OtherWork:
+    """The CPU that processes outside this benchmark (other jobs on the machine) took during
+    each timed run, as a share of the machine: other CPU seconds / (cores x wall). 0 on a
+    quiet machine; Ray's daemons and workers are this benchmark's own."""
+
+    def __init__(self) -> None:
+        self.other_s = self.wall_s = self.worst = 0.0
+        self._connection: Connection | None = None
+        if Path("/proc/stat").is_file():  # Linux
+            self._connection, theirs = multiprocessing.get_context("spawn").Pipe()
+            self._process = multiprocessing.get_context("spawn").Process(
+                target=sample_other_cpu, args=(os.getpid(), theirs), daemon=True
+            )
+            self._process.start()
+
+    def _total(self) -> float:
+        assert self._connection is not None
+        self._connection.send("total")
+        return float(self._connection.recv())
+
+    def measure(self, run: Callable[[], Timed]) -> Timed:
+        if self._connection is None:
+            return run()
+        before = self._total()
+        result = run()
+        other = self._total() - before
+        self.other_s += other
+        self.wall_s += result.wall_s
+        self.worst = max(self.worst, other / ((os.cpu_count() or 1) * result.wall_s))
+        return result
+
+    @property
+    def share(self) -> float:
+        return self.other_s / ((os.cpu_count() or 1) * self.wall_s) if self.wall_s else 0.0
+
+    def close(self) -> None:
+        if self._connection is not None:
+            self._connection.send(None)
+            self._process.join(timeout=5)
+            self._connection = None
 
 
 def parse_args() -> argparse.Namespace:
@@ -209,6 +319,7 @@ def main() -> None:
 
     ceiling = cpu_ceiling(SPIN_QUICK if args.quick else SPIN, workers)
     log(f"{workers} busy processes at once run {ceiling:.2f}x as much as one (pure-Python loop)")
+    other = OtherWork()
     # Ray runs its workers at nice 15; at 0 they compete for the CPU with other work on the
     # machine on the same terms as the local backend (this process).
     os.environ[RAY_NICENESS] = "0"
@@ -240,25 +351,33 @@ def main() -> None:
             dsr_run(reply_file, 10, Path(tmp) / "warm-dsr", local)
             for number in range(args.rounds):
                 order = ("local", "ray") if number % 2 == 0 else ("ray", "local")
-                measured: dict[str, Any] = {}
-                for kind in order:
-                    backend, w = (local, 1) if kind == "local" else (ray_backend, workers)
-                    folder = Path(tmp) / f"dsr-{kind}-{number}"
-                    wall, times = dsr_run(reply_file, args.instances, folder, backend)
-                    measured[f"dsr_{kind}"] = (wall, len(times), steady_rate(times, w))
-                    log(f"round {number + 1} dsr {kind}: {len(times)} units in {wall:.2f} s")
-                for kind in order:
-                    backend, w = (local, 1) if kind == "local" else (ray_backend, workers)
-                    folder = Path(tmp) / f"explore-{kind}-{number}"
-                    wall, times = explore_run(args.agent, scenes, args.steps, folder, backend)
-                    measured[f"explore_{kind}"] = (wall, len(times), steady_rate(times, w))
-                    log(f"round {number + 1} explore {kind}: {len(times)} units in {wall:.2f} s")
+                measured: dict[str, Timed] = {}
+                for workload in ("dsr", "explore"):
+                    for kind in order:
+                        backend = local if kind == "local" else ray_backend
+                        folder = Path(tmp) / f"{workload}-{kind}-{number}"
+                        if workload == "dsr":
+                            run = partial(dsr_run, reply_file, args.instances, folder, backend)
+                        else:
+                            run = partial(explore_run, args.agent, scenes, args.steps, folder, backend)
+                        timed = measured[f"{workload}_{kind}"] = other.measure(run)
+                        log(
+                            f"round {number + 1} {workload} {kind}: {len(timed.times)} units in "
+                            f"{timed.wall_s:.2f} s"
+                        )
                 rounds.append(measured)
     finally:
         ray.shutdown()
+        other.close()
 
-    def median(key: str, index: int) -> float:
-        return statistics.median(r[key][index] for r in rounds)
+    def workers_of(key: str) -> int:
+        return workers if key.endswith("_ray") else 1
+
+    def steady(timed: Timed, key: str) -> float:
+        return steady_rate(timed.times, workers_of(key))
+
+    def with_startup(timed: Timed, key: str) -> float:
+        return len(timed.times) / (timed.wall_s + (ray_init_s if key.endswith("_ray") else 0.0))
 
     result: dict[str, Any] = {
         "quick": args.quick,
@@ -276,26 +395,33 @@ def main() -> None:
         "ray_init_s": round(ray_init_s, 3),
         "ray_actor_start_s": round(actor_start_s, 3),
     }
+    rates = {key: [steady(r[key], key) for r in rounds] for key in rounds[0]}
     for workload in ("explore", "dsr"):
         for kind in ("local", "ray"):
             key = f"{workload}_{kind}"
-            startup = ray_init_s if kind == "ray" else 0.0
-            result[f"{key}_units_per_s"] = round(median(key, 2), 3)
+            result[f"{key}_units_per_s"] = round(statistics.median(rates[key]), 3)
             result[f"{key}_units_per_s_with_startup"] = round(
-                statistics.median(r[key][1] / (r[key][0] + startup) for r in rounds), 3
+                statistics.median(with_startup(r[key], key) for r in rounds), 3
             )
-            result[f"{key}_wall_s"] = [round(r[key][0], 2) for r in rounds]
-        result[f"ray_speedup_{workload}"] = round(
-            statistics.median(r[f"{workload}_ray"][2] / r[f"{workload}_local"][2] for r in rounds), 3
-        )
-        result[f"ray_speedup_{workload}_per_round"] = [
-            round(r[f"{workload}_ray"][2] / r[f"{workload}_local"][2], 3) for r in rounds
-        ]
+            result[f"{key}_wall_s"] = [round(r[key].wall_s, 2) for r in rounds]
+        pairs = zip(rates[f"{workload}_ray"], rates[f"{workload}_local"], strict=True)
+        ratios = [ray / here for ray, here in pairs]
+        result[f"ray_speedup_{workload}"] = round(statistics.median(ratios), 3)
+        result[f"ray_speedup_{workload}_per_round"] = [round(ratio, 3) for ratio in ratios]
         result[f"ray_speedup_{workload}_with_startup"] = round(
             result[f"{workload}_ray_units_per_s_with_startup"]
             / result[f"{workload}_local_units_per_s_with_startup"],
             3,
         )
+    for kind in ("local", "ray"):
+        # A scene's own wall time (run_exploration's, on its worker), after each worker's first
+        # (as the rates): how much slower a unit runs beside another one than alone.
+        key = f"explore_{kind}"
+        seconds = [line["summary"]["wall_s"] for r in rounds for line in r[key].records[workers_of(key) :]]
+        result[f"explore_{kind}_seconds_per_unit"] = round(statistics.fmean(seconds), 3)
+    result["explore_ray_unit_slowdown"] = round(
+        result["explore_ray_seconds_per_unit"] / result["explore_local_seconds_per_unit"], 3
+    )
     result["ray_overhead_ms_per_unit"] = round(noop_ray_ms - noop_local_ms, 3)
     result["ray_noop_ms_per_unit_one_actor"] = round(noop_ray_ms, 3)
     result["ray_noop_ms_per_unit_all_actors"] = round(noop_ray_parallel_ms, 3)
@@ -304,6 +430,8 @@ def main() -> None:
         1000 / result["dsr_ray_units_per_s"] - 1000 / result["dsr_local_units_per_s"], 3
     )
     result["noop_units"] = args.noop_units
+    result["other_cpu_share"] = round(other.share, 3)
+    result["other_cpu_share_worst_run"] = round(other.worst, 3)
     result["load_before"] = load_before
     result["load_after"] = load_average()
     print(json.dumps(result))

@@ -44,3 +44,7 @@ def test_tiny_run_prints_the_measures() -> None:
         result["ray_noop_ms_per_unit_one_actor"] - result["local_noop_ms_per_unit"], abs=0.01
     )
     assert result["ray_noop_ms_per_unit_one_actor"] > 0
+    assert result["explore_ray_unit_slowdown"] == pytest.approx(
+        result["explore_ray_seconds_per_unit"] / result["explore_local_seconds_per_unit"], rel=0.01
+    )
+    assert result["cpu_ceiling_speedup"] > 0 and 0 <= result["other_cpu_share"] <= 1
