@@ -52,8 +52,9 @@ Ray runs its workers at nice 15; the script starts Ray with ``RAY_worker_nicenes
 they share the CPU with any other work on the machine on the same terms as this process.
 
 ``cpu_ceiling_speedup``: what the machine gives W busy processes over one right now, on a
-pure-Python loop (W x one loop's time / W loops at once): W on W idle cores of their own,
-less where the cores are shared (other work, a hypervisor). The speedups are bounded by it.
+pure-Python loop (W x one loop's time / W loops at once, median of 3): W on W idle cores of
+their own, less where the cores are shared (other work, a hypervisor). It touches no memory
+to speak of, so it bounds the speedups from above without saying how close they can come.
 
 Last line: one JSON object (ray_speedup_explore, ray_overhead_ms_per_unit, the throughputs,
 the unit counts, the start-up times, cpu_ceiling_speedup, the load average before and after,
@@ -85,7 +86,7 @@ RAY_NICENESS = "RAY_worker_niceness"
 """Ray's setting (read from the environment by ``ray.init``) of its workers' nice value."""
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
 SPIN, SPIN_QUICK = 5_000_000, 2_000_000
-"""Iterations of the loop that measures the machine's ceiling (about 1 s and 0.4 s on 2 cores)."""
+"""Iterations of the loop that measures the machine's ceiling (about 1 s and 0.4 s here)."""
 QUICK = {"scenes": 4, "steps": 60, "instances": 200, "rounds": 1, "noop_units": 300}
 
 REPLY = '{"final_answer": [1, 2, 3]}'
@@ -166,18 +167,20 @@ def spin(count: int) -> float:
     return time.perf_counter() - start
 
 
-def cpu_ceiling(count: int, processes: int) -> float:
+def cpu_ceiling(count: int, processes: int, repeats: int = 3) -> float:
     """The speedup the machine gives ``processes`` busy processes over one, on the same loop:
     ``processes`` x one loop's time / the time of ``processes`` loops at once (at most
-    ``processes`` where each has a core of its own, less where they share, or other work runs)."""
+    ``processes`` where each has a core of its own, less where they share, or other work runs);
+    the median of ``repeats``."""
     context = multiprocessing.get_context("fork")  # before ray.init: nothing but this process to copy
-    with context.Pool(1) as one:
-        alone = one.apply(spin, (count,))
-    with context.Pool(processes) as pool:
-        start = time.perf_counter()
-        pool.map(spin, [count] * processes)
-        together = time.perf_counter() - start
-    return processes * alone / together
+    ratios = []
+    with context.Pool(1) as one, context.Pool(processes) as pool:
+        for _ in range(repeats):
+            alone = one.apply(spin, (count,))
+            start = time.perf_counter()
+            pool.map(spin, [count] * processes)
+            ratios.append(processes * alone / (time.perf_counter() - start))
+    return statistics.median(ratios)
 
 
 def load_average() -> float:
