@@ -8,7 +8,8 @@ Both competitors run side by side in this process, through the runners the comma
 another; ``--backend ray`` runs them on W Ray actors (default 2, one CPU each) of a Ray this
 script starts with ``ray.init(num_cpus=W, include_dashboard=False, log_to_driver=False)``.
 Rounds alternate the order (local first, then Ray first) so that a drift in the machine's
-load does not favour one.
+load does not favour one. ``eval explore`` has a third competitor, ``local_all_cores``: this
+process again, its ray caster on every core (below).
 
 - ``eval dsr``: N instances of the main suite (stepwise prompts), answered by a scripted
   policy that gives the same one-line reply to every prompt (``scripted:FILE?loop=yes``):
@@ -45,9 +46,15 @@ OPENBLAS_NUM_THREADS and MKL_NUM_THREADS to K before anything imports numba or n
 process (the local backend) and so in the Ray workers (started by ``ray.init`` with this
 environment): one process per core, as the scale-out comparison needs; the simulator's
 parallel kernels (numba, OpenMP layer) would otherwise start a thread per core in each of the
-W workers. ``--worker-threads 0`` leaves the libraries' defaults (what ``embodia eval ...
---backend ray`` gets: Ray sets OMP_NUM_THREADS=1 in its workers, numba still takes a thread
-per core). Open3D's ray casting uses its own thread pool (every core) whatever the setting.
+W workers. embodia's ray caster reads OMP_NUM_THREADS too (Open3D does not: it casts on
+every core unless told a number), so a worker casts on its own core and so does the local
+competitor: 1 process on 1 core against W processes on W cores, the scale-out comparison.
+``local_all_cores`` is the local run with the ray caster on every core (Open3D's default,
+what a local run gets without OMP_NUM_THREADS), which takes part of the second core:
+``ray_speedup_explore_vs_all_cores_local`` is Ray's speedup over that. ``--worker-threads
+0`` leaves the libraries' defaults (numba takes a thread per core in each process; ``embodia
+eval ... --backend ray`` does not get these: it sets NUMBA_NUM_THREADS and OMP_NUM_THREADS
+in each worker to the CPUs it reserves).
 Ray runs its workers at nice 15; the script starts Ray with ``RAY_worker_niceness=0`` so that
 they share the CPU with any other work on the machine on the same terms as this process.
 
@@ -56,7 +63,8 @@ pure-Python loop (W x one loop's time / W loops at once, median of 3): W on W id
 their own, less where the cores are shared (other work, a hypervisor). It touches no memory
 to speak of, so it bounds the speedups from above without saying how close they can come.
 
-Last line: one JSON object (ray_speedup_explore, ray_overhead_ms_per_unit, the throughputs,
+Last line: one JSON object (ray_speedup_explore, ray_speedup_explore_vs_all_cores_local,
+ray_overhead_ms_per_unit, the throughputs,
 the unit counts, the start-up times, cpu_ceiling_speedup, the load average before and after,
 ``other_cpu_share``: the share of the machine's CPU that processes outside this benchmark took
 during the timed runs, over all of them and in the worst one; 0 on a quiet machine).
@@ -71,7 +79,8 @@ import os
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from functools import partial
 from multiprocessing.connection import Connection
@@ -81,10 +90,13 @@ from typing import Any
 from _common import log
 
 from embodia.core.scale_out import Backend, Unit, WorkerPool
+from embodia.sim.raycast import THREADS_VARIABLE as RAYCASTER_THREADS
 
 RAY_NICENESS = "RAY_worker_niceness"
 """Ray's setting (read from the environment by ``ray.init``) of its workers' nice value."""
 THREAD_VARIABLES = ("OMP_NUM_THREADS", "NUMBA_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")
+ALL_CORES = "local_all_cores"
+"""The third explore competitor: this process, its ray caster on every core."""
 SPIN, SPIN_QUICK = 5_000_000, 2_000_000
 """Iterations of the loop that measures the machine's ceiling (about 1 s and 0.4 s here)."""
 QUICK = {"scenes": 4, "steps": 60, "instances": 200, "rounds": 1, "noop_units": 300}
@@ -309,6 +321,21 @@ def limit_threads(threads: int) -> None:
             os.environ[name] = str(threads)
 
 
+@contextmanager
+def raycaster_threads(threads: int) -> Iterator[None]:
+    """The ray caster's threads for the runs inside (0: every core). It reads OMP_NUM_THREADS
+    as each scene loads, unlike numpy and numba, which read it once at import."""
+    before = os.environ.get(RAYCASTER_THREADS)
+    os.environ[RAYCASTER_THREADS] = str(threads)
+    try:
+        yield
+    finally:
+        if before is None:
+            del os.environ[RAYCASTER_THREADS]
+        else:
+            os.environ[RAYCASTER_THREADS] = before
+
+
 def main() -> None:
     args = parse_args()
     limit_threads(args.worker_threads)
@@ -353,17 +380,20 @@ def main() -> None:
             explore_run(args.agent, scenes[:1], min(args.steps, 20), Path(tmp) / "warm-explore", local)
             dsr_run(reply_file, 10, Path(tmp) / "warm-dsr", local)
             for number in range(args.rounds):
-                order = ("local", "ray") if number % 2 == 0 else ("ray", "local")
                 measured: dict[str, Timed] = {}
                 for workload in ("dsr", "explore"):
-                    for kind in order:
-                        backend = local if kind == "local" else ray_backend
+                    # explore also runs locally with the ray caster on every core (Open3D's
+                    # default, what a local run gets without OMP_NUM_THREADS)
+                    kinds = ("local", "ray") if workload == "dsr" else ("local", "ray", ALL_CORES)
+                    for kind in kinds if number % 2 == 0 else kinds[::-1]:
+                        backend = ray_backend if kind == "ray" else local
                         folder = Path(tmp) / f"{workload}-{kind}-{number}"
                         if workload == "dsr":
                             run = partial(dsr_run, reply_file, args.instances, folder, backend)
                         else:
                             run = partial(explore_run, args.agent, scenes, args.steps, folder, backend)
-                        timed = measured[f"{workload}_{kind}"] = other.measure(run)
+                        with raycaster_threads(0 if kind == ALL_CORES else args.worker_threads):
+                            timed = measured[f"{workload}_{kind}"] = other.measure(run)
                         log(
                             f"round {number + 1} {workload} {kind}: {len(timed.times)} units in "
                             f"{timed.wall_s:.2f} s"
@@ -416,7 +446,13 @@ def main() -> None:
             / result[f"{workload}_local_units_per_s_with_startup"],
             3,
         )
-    for kind in ("local", "ray"):
+    all_cores = f"explore_{ALL_CORES}"
+    result[f"{all_cores}_units_per_s"] = round(statistics.median(rates[all_cores]), 3)
+    result[f"{all_cores}_wall_s"] = [round(r[all_cores].wall_s, 2) for r in rounds]
+    ratios = [ray / here for ray, here in zip(rates["explore_ray"], rates[all_cores], strict=True)]
+    result["ray_speedup_explore_vs_all_cores_local"] = round(statistics.median(ratios), 3)
+    result["ray_speedup_explore_vs_all_cores_local_per_round"] = [round(ratio, 3) for ratio in ratios]
+    for kind in ("local", "ray", ALL_CORES):
         # A scene's own wall time (run_exploration's, on its worker), after each worker's first
         # (as the rates): how much slower a unit runs beside another one than alone.
         key = f"explore_{kind}"

@@ -34,6 +34,7 @@ Faults, on Ray:
 
 from __future__ import annotations
 
+import itertools
 import logging
 import os
 import pickle
@@ -99,6 +100,10 @@ class Backend:
     on GPU nodes, while CPU-only workers run the simulators."""
     concurrency: int = 1
     """Units each worker runs at once (threads): more than 1 for clients of a policy server."""
+    queued: int = 1
+    """Units waiting on each Ray worker behind those it runs, so that it starts the next one
+    the moment it finishes instead of waiting for the driver to take the result and send more
+    (a scene's files back and written, a record made); 0 sends a unit only to an idle worker."""
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
 
     def __post_init__(self) -> None:
@@ -112,6 +117,8 @@ class Backend:
             )
         if self.concurrency < 1:
             raise ScaleOutError(f"--concurrency must be at least 1, got {self.concurrency}")
+        if self.queued < 0:
+            raise ScaleOutError(f"queued units per worker cannot be negative, got {self.queued}")
         if self.max_attempts < 1:
             raise ScaleOutError(f"max_attempts must be at least 1, got {self.max_attempts}")
         if self.kind == "local" and (self.address is not None or self.num_workers not in (None, 1)):
@@ -392,6 +399,8 @@ class _RayActors:
         self.actors: list[Any] = []
         self.pids: dict[int, int] = {}
         """Actor slot -> process id, for the live actors."""
+        self._sent: dict[str, int] = {}
+        """Unit key -> the order its call was sent in, during a run."""
         for _ in range(count):
             self.actors.append(self._actor_class.remote(factory))
         for slot, actor in enumerate(self.actors):
@@ -465,24 +474,29 @@ class _RayActors:
         shared_ref = None if shared is None else ray.put(shared)
         queue: deque[Unit[Any]] = deque(todo)
         attempts: dict[str, int] = {}
-        free = [slot for slot in range(len(self.actors)) for _ in range(self.backend.concurrency)]
         in_flight: dict[Any, tuple[int, Unit[Any]]] = {}
+        held = [0] * len(self.actors)
+        """Calls sent to each actor and not yet back."""
+        sent = itertools.count()
+        self._sent.clear()
         try:
             while queue or in_flight:
-                while queue and free:
-                    slot, unit = free.pop(0), queue.popleft()
+                while queue and (slot := self._next_slot(held, len(queue))) is not None:
+                    unit = queue.popleft()
                     ref = self.actors[slot].run.remote(unit.payload, shared_ref)
                     in_flight[ref] = (slot, unit)
+                    held[slot] += 1
+                    self._sent[unit.key] = next(sent)  # an actor starts its calls in this order
                 ready, _ = ray.wait(list(in_flight), num_returns=1)
                 for ref in ready:
                     slot, unit = in_flight.pop(ref)
                     try:
                         outcome: _Outcome = ray.get(ref)
                     except died:
-                        lost = self._on_death(slot, unit, attempts, queue, in_flight, failed)
-                        free.extend([slot] * lost)
+                        self._on_death(slot, unit, attempts, queue, in_flight, failed)
+                        held[slot] = 0  # a new actor, holding nothing
                         continue
-                    free.append(slot)
+                    held[slot] -= 1
                     if outcome.kind == "ok":
                         on_result(unit.key, outcome.value)
                     elif outcome.kind == "failed":
@@ -494,6 +508,18 @@ class _RayActors:
                 with suppress(Exception):  # abandoned: the run ends without their results
                     ray.cancel(ref, force=False)
 
+    def _next_slot(self, held: list[int], waiting: int) -> int | None:
+        """The actor the next unit goes to: the one holding the fewest calls, if it has a free
+        thread; else, while more units wait than there are actors, the one with the shortest
+        line (below ``queued``). Near the end units go only to free actors, so that none is
+        left with a line while another has nothing to do."""
+        slot = min(range(len(held)), key=held.__getitem__)
+        if held[slot] < self.backend.concurrency:
+            return slot
+        if waiting > len(held) and held[slot] < self.backend.concurrency + self.backend.queued:
+            return slot
+        return None
+
     def _on_death(
         self,
         slot: int,
@@ -502,16 +528,22 @@ class _RayActors:
         queue: deque[Unit[Any]],
         in_flight: dict[Any, tuple[int, Unit[Any]]],
         failed: FailureCallback,
-    ) -> int:
-        """The actor in ``slot`` died running ``unit`` (and whatever else it held): each of its
-        units goes back to the front of the queue, or is failed after ``max_attempts``; a new
-        actor takes the slot. Returns how many calls it held (free again on the new actor)."""
+    ) -> None:
+        """The actor in ``slot`` died (``unit``'s call came back first): every unit it held goes
+        back to the front of the queue in the order they were sent, or is failed after
+        ``max_attempts``; a new actor takes the slot. Only the units it was running count an
+        attempt: the first ``concurrency`` sent, since an actor starts its calls in order; the
+        ones queued behind them never started."""
         self.deaths += 1
-        lost = [unit] + [u for ref, (s, u) in list(in_flight.items()) if s == slot]
-        for ref in [r for r, (s, _) in in_flight.items() if s == slot]:
-            del in_flight[ref]
+        others = [ref for ref, (s, _) in in_flight.items() if s == slot]
+        lost = [unit] + [in_flight.pop(ref)[1] for ref in others]
+        order = sorted(lost, key=lambda u: self._sent[u.key])
+        running = {u.key for u in order[: self.backend.concurrency]}
         self._replace(slot)
-        for lost_unit in reversed(lost):
+        for lost_unit in reversed(order):
+            if lost_unit.key not in running:
+                queue.appendleft(lost_unit)
+                continue
             attempts[lost_unit.key] = attempts.get(lost_unit.key, 0) + 1
             tries = attempts[lost_unit.key]
             if tries >= self.backend.max_attempts:
@@ -524,4 +556,3 @@ class _RayActors:
                     self.backend.max_attempts,
                 )
                 queue.appendleft(lost_unit)
-        return len(lost)

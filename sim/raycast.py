@@ -7,6 +7,7 @@ tables that carry one extra "miss" row at the end.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 import numpy as np
@@ -14,16 +15,28 @@ from numpy.typing import NDArray
 
 from embodia.sim.scene import Scene
 
+THREADS_VARIABLE = "OMP_NUM_THREADS"
+
+
+def default_threads() -> int:
+    """Threads for Open3D's ray casting: ``OMP_NUM_THREADS`` when it is set to a positive
+    number (a Ray worker gets the CPUs it reserves), else 0, which Open3D reads as every core.
+    Open3D itself ignores the variable, so without this a process meant to use one core (one
+    of several workers on a machine) would cast on all of them."""
+    value = os.environ.get(THREADS_VARIABLE, "").strip()
+    return int(value) if value.isdigit() and int(value) > 0 else 0
+
 
 class Raycaster:
-    """Casts rays and answers distance queries against one scene's triangles."""
+    """Casts rays and answers distance queries against one scene's triangles, on ``nthreads``
+    threads (None: :func:`default_threads`)."""
 
-    def __init__(self, scene: Scene, nthreads: int = 0) -> None:
+    def __init__(self, scene: Scene, nthreads: int | None = None) -> None:
         import open3d as o3d
 
         self._o3d = o3d
         self.scene = scene
-        self.nthreads = nthreads
+        self.nthreads = default_threads() if nthreads is None else nthreads
         self.miss_id = len(scene.faces)
         self._raycasting = o3d.t.geometry.RaycastingScene()
         self._raycasting.add_triangles(

@@ -3,6 +3,7 @@ Ray that is missing or cannot be reached."""
 
 from __future__ import annotations
 
+import itertools
 import subprocess
 import sys
 import threading
@@ -154,3 +155,79 @@ def test_cli_backend_ray_without_ray_or_unreachable_is_one_error_line(command: s
         "error: cannot reach a Ray cluster at --address ray://127.0.0.1:9"
     )
     assert not (tmp_path / "run").exists()  # nothing was begun
+
+
+# ---------------------------------------------------------------------- on Ray
+
+KILLER = 5
+"""The unit that kills whichever worker runs it (a deterministic crash, e.g. a segfault)."""
+
+
+def _timed_unit(payload: int, seconds: float) -> tuple[int, int, float, float]:
+    import os
+    import time
+
+    if payload == KILLER:
+        os._exit(1)  # the worker process dies mid-unit, as on SIGKILL
+    start = time.monotonic()  # CLOCK_MONOTONIC: one clock for every process on the machine
+    time.sleep(seconds)
+    return payload, os.getpid(), start, time.monotonic()
+
+
+def _timed_worker() -> Any:
+    return _timed_unit
+
+
+def _run_on_ray(
+    units: list[int], queued: int, *, unit_s: float = 0.05, driver_s: float = 0.0
+) -> tuple[dict[str, Any], dict[str, str], int]:
+    import time
+
+    results: dict[str, Any] = {}
+    failures: dict[str, str] = {}
+
+    def landed(key: str, result: Any) -> None:
+        assert key not in results, f"{key} reported twice"
+        results[key] = result
+        time.sleep(driver_s)  # the driver busy with the result (files written, a record made)
+
+    with WorkerPool(_timed_worker, Backend("ray", num_workers=2, queued=queued)) as pool:
+        units_ = [Unit(str(u), u) for u in units]
+        pool.run(units_, landed, lambda key, message: failures.setdefault(key, message), shared=unit_s)
+        return results, failures, pool.deaths
+
+
+def _gaps(results: dict[str, Any]) -> list[float]:
+    """Idle time of each worker between the end of one unit and the start of its next."""
+    by_worker: dict[int, list[tuple[float, float]]] = {}
+    for _, pid, start, end in results.values():
+        by_worker.setdefault(pid, []).append((start, end))
+    gaps = []
+    for spans in by_worker.values():
+        spans.sort()
+        gaps += [b[0] - a[1] for a, b in itertools.pairwise(spans)]
+    return gaps
+
+
+@pytest.mark.ray
+@pytest.mark.parametrize("queued", [0, 1, 2])
+def test_a_unit_that_kills_its_worker_fails_after_max_attempts_and_no_other_unit_is_lost(
+    queued: int, ray_runtime: object
+) -> None:
+    results, failures, deaths = _run_on_ray(list(range(12)), queued)
+    # the units queued behind the killer on its worker never ran there: they are sent again
+    # without counting an attempt, so only the killer fails
+    assert failures == {str(KILLER): "its worker died 3 times while running it"}
+    assert sorted(results) == sorted(str(u) for u in range(12) if u != KILLER)
+    assert deaths == 3
+
+
+@pytest.mark.ray
+def test_queued_units_keep_a_worker_busy_while_the_driver_handles_a_result(ray_runtime: object) -> None:
+    units, unit_s, driver_s = [u for u in range(14) if u != KILLER], 0.4, 0.15
+    queued, _, _ = _run_on_ray(units, 1, unit_s=unit_s, driver_s=driver_s)
+    waiting, _, _ = _run_on_ray(units, 0, unit_s=unit_s, driver_s=driver_s)
+    # without a queue a worker waits for the driver after every unit; with one, the next unit
+    # is already on the worker (the last units go only to idle workers, so some gaps remain)
+    assert min(_gaps(waiting)) >= driver_s
+    assert sorted(_gaps(queued))[len(_gaps(queued)) // 2] < driver_s / 3

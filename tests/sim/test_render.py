@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from scenes import CAT, analytic_box_range, box_room
 
 from embodia.sim import EmbeddedSimulator, Pose
@@ -135,3 +136,20 @@ def test_pinhole_clips_geometry_behind_and_beside_the_camera() -> None:
     assert (frame.depth > 0).all()
     assert np.allclose(frame.depth[24], 0.05, atol=1e-4)
     assert np.allclose(frame.depth, 0.05, atol=1e-4)  # the whole view is the facing wall
+
+
+def test_ray_casting_takes_its_thread_count_from_omp_num_threads(monkeypatch: pytest.MonkeyPatch) -> None:
+    from embodia.sim.raycast import Raycaster
+
+    room = box_room(SIZE[0], SIZE[2], SIZE[1])
+    monkeypatch.delenv("OMP_NUM_THREADS", raising=False)
+    assert Raycaster(room).nthreads == 0  # Open3D's default: every core
+    for value, threads in (("1", 1), ("3", 3), ("0", 0), ("", 0), ("four", 0)):
+        monkeypatch.setenv("OMP_NUM_THREADS", value)
+        assert Raycaster(room).nthreads == threads, value
+    assert Raycaster(room, nthreads=2).nthreads == 2  # given explicitly, the variable is not read
+    # one thread or all of them, the same picture
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    one = _sim(0.4).panorama(64, 128)["depth"]
+    monkeypatch.delenv("OMP_NUM_THREADS")
+    assert np.array_equal(one, _sim(0.4).panorama(64, 128)["depth"])
