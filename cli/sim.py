@@ -106,6 +106,10 @@ def _scene_summary(sim: Any) -> dict[str, Any]:
         },
         "floor_height": round(sim.nav.floor_height, 4),
         "navigable_area_m2": round(sim.nav.navigable_area, 4),
+        "floors": [
+            {"height": round(height, 4), "navigable_area_m2": round(area, 4)}
+            for height, area in zip(sim.nav.floors, sim.nav.floor_areas(), strict=True)
+        ],
         "categories": {k: round(v, 3) for k, v in sorted(scene.present_categories().items())},
     }
 
@@ -131,6 +135,10 @@ def sim_info(
     table.add_row("bounds max (m)", ", ".join(f"{v:.2f}" for v in summary["bounds"]["max"]))
     table.add_row("floor height (m)", f"{summary['floor_height']:.3f}")
     table.add_row("navigable area (m2)", f"{summary['navigable_area_m2']:.2f}")
+    for number, floor in enumerate(summary["floors"]):
+        table.add_row(
+            f"floor {number}", f"at {floor['height']:.2f} m, navigable {floor['navigable_area_m2']:.2f} m2"
+        )
     console.print(table)
     cats = Table("category", "surface area (m2)", title="categories")
     for name, area in summary["categories"].items():

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
@@ -53,25 +54,82 @@ UP_UNCERTAIN_RATIO = 0.8
 _UP_ROTATIONS: dict[str, NDArray[np.float64]] = {"y": np.eye(3), "z": Z_UP_TO_Y_UP}
 
 
-def _stage_rotation(path: Path) -> NDArray[np.float64] | None:
-    """The rotation a stage config beside ``path`` declares, or None when none says ``up``."""
+@dataclass(frozen=True)
+class StagePlacement:
+    """How a habitat stage config (``NAME.stage_config.json`` beside the mesh) places the mesh
+    in embodia's y-up metres, applied in this order, as habitat-sim builds the stage:
+
+    1. ``units_to_meters`` (a number, default 1): the mesh's units to metres;
+    2. ``up`` and ``front`` (3-vectors in the mesh's own axes): the rotation that makes them
+       +y and -z (only ``up``: habitat-sim's default front for it); absent, the up axis is
+       detected (or given by ``--up``, which also overrides these);
+    3. ``scale`` (a 3-vector along the world axes x, y up, z; default 1, 1, 1);
+    4. ``origin`` (a 3-vector, default 0): where the stage's origin lies in the world.
+    """
+
+    rotation: NDArray[np.float64] | None = None
+    units_to_meters: float = 1.0
+    scale: tuple[float, float, float] = (1.0, 1.0, 1.0)
+    origin: tuple[float, float, float] = (0.0, 0.0, 0.0)
+
+    def apply(self, vertices: NDArray[np.float64], rotation: NDArray[np.float64]) -> NDArray[np.float64]:
+        placed: NDArray[np.float64] = (vertices * self.units_to_meters) @ rotation.T * np.asarray(
+            self.scale
+        ) + np.asarray(self.origin)
+        return placed
+
+    @property
+    def mirrors(self) -> bool:
+        """Whether the scale flips the winding (an odd number of negative factors)."""
+        return bool(np.prod(np.sign(self.scale)) < 0)
+
+
+def _vector(
+    stage: dict[str, Any], key: str, default: tuple[float, float, float], config: Path
+) -> tuple[float, float, float]:
+    value = stage.get(key, default)
+    try:
+        x, y, z = (float(v) for v in value)
+    except (TypeError, ValueError):
+        raise SceneError(f"{config.name}: {key!r} must be 3 numbers, got {value!r}") from None
+    if not all(np.isfinite([x, y, z])):
+        raise SceneError(f"{config.name}: {key!r} must be finite, got {value!r}")
+    return x, y, z
+
+
+def stage_placement(path: Path) -> StagePlacement:
+    """What the stage config beside ``path`` says (:class:`StagePlacement`); the identity,
+    with no rotation, when there is none."""
     config = stage_config_path(path)
     if not config.is_file():
-        return None
+        return StagePlacement()
     try:
         stage = json.loads(read_text_file(config, SceneError))
     except json.JSONDecodeError as exc:
         raise SceneError(f"{config.name} is not valid JSON: {exc.msg} (line {exc.lineno})") from None
-    if not isinstance(stage, dict) or "up" not in stage:
-        return None
-    front = stage.get("front")
-    if front is None:
-        # habitat-sim derives front from up when only up is given.
-        front = [0, 1, 0] if np.allclose(stage["up"], [0, 0, 1]) else [0, 0, -1]
-    try:
-        return rotation_from_up_front(stage["up"], front)
-    except ValueError as exc:
-        raise SceneError(f"{config.name}: {exc}") from None
+    if not isinstance(stage, dict):
+        raise SceneError(f"{config.name} must hold a JSON object")
+    rotation = None
+    if "up" in stage:
+        front = stage.get("front")
+        if front is None:
+            # habitat-sim derives front from up when only up is given.
+            front = [0, 1, 0] if np.allclose(stage["up"], [0, 0, 1]) else [0, 0, -1]
+        try:
+            rotation = rotation_from_up_front(stage["up"], front)
+        except ValueError as exc:
+            raise SceneError(f"{config.name}: {exc}") from None
+    units = stage.get("units_to_meters", 1.0)
+    if (
+        isinstance(units, bool)
+        or not isinstance(units, int | float)
+        or not (np.isfinite(units) and units > 0)
+    ):
+        raise SceneError(f"{config.name}: 'units_to_meters' must be a positive number, got {units!r}")
+    scale = _vector(stage, "scale", (1.0, 1.0, 1.0), config)
+    if 0.0 in scale:
+        raise SceneError(f"{config.name}: 'scale' cannot be 0 along an axis, got {list(scale)}")
+    return StagePlacement(rotation, float(units), scale, _vector(stage, "origin", (0.0, 0.0, 0.0), config))
 
 
 def floor_area(vertices: NDArray[np.floating], faces: NDArray[np.integer]) -> float:
@@ -200,11 +258,14 @@ def load_mesh_file(path: Path, up: UpAxis = "auto") -> Scene:
     vertices = np.concatenate([p[0] for p in parts])
     offsets = np.cumsum([0] + [len(p[0]) for p in parts[:-1]])
     faces = np.concatenate([p[1] + o for p, o in zip(parts, offsets, strict=True)])
-    rotation = _UP_ROTATIONS[up] if up != "auto" else _stage_rotation(path)
+    placement = stage_placement(path)
+    rotation = _UP_ROTATIONS[up] if up != "auto" else placement.rotation
     if rotation is None:
         default: Literal["y", "z"] = "y" if suffix == ".obj" else "z"
         rotation = _UP_ROTATIONS[detect_up_axis(vertices, faces, default, name=path.name)]
-    vertices = vertices @ rotation.T
+    vertices = placement.apply(vertices, rotation)
+    if placement.mirrors:
+        faces = faces[:, ::-1]
     return Scene(
         vertices=vertices.astype(np.float32),
         faces=faces.astype(np.int32),

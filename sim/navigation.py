@@ -1,21 +1,31 @@
-"""Navigable floor grid: floor extraction, agent clearance, islands and shortest paths.
+"""Navigable grid: a layered heightfield of walkable spans, agent clearance, islands and paths.
 
-The grid plays the role of habitat-sim's navmesh (same defaults: 5 cm cells, agent radius
-0.1 m, height 1.5 m, max climb 0.2 m, max slope 45 deg):
+The grid plays the role of habitat-sim's navmesh (Recast; same defaults: 5 cm cells, agent
+radius 0.1 m, height 1.5 m, max climb 0.2 m, max slope 45 deg), built on the Open3D ray caster:
 
-1. The floor level is the lowest horizontal, upward-open surface level with real area
-   (open = 1.5 m of headroom above it), so slab undersides and furniture bottoms never count
-   and the winding of loaded meshes does not matter.
-2. A cell is floor when a ray cast down from ``max_climb`` above that level meets a walkable
-   (not too steep) surface within ``max_climb`` of it.
-3. A floor cell is clear when no geometry comes within ``agent_radius`` of the vertical axis
-   between ``max_climb`` and ``agent_height`` above its floor: exact distance queries on the
-   Open3D BVH, first on four bounding spheres per cell, then at 5 cm steps only where a
-   sphere test is inconclusive. Floor edges (ledges) are eroded by the radius as well.
-4. Navigable = the 4-connected island of clear cells that holds the start.
+1. **Spans.** Over each cell a vertical ray lists every surface it crosses. A span is a
+   walkable surface (slope <= ``max_slope``) with nothing within ``max_climb`` above it (else
+   the agent stands on that, higher, surface) and not inside a solid (the first surface above
+   that point is seen from below). A column holds as many spans as it has floors, so terrain,
+   ramps, steps, stairs and stacked floors are one heightfield. Meshes wind outwards (glTF's
+   rule, which habitat's back-face culling relies on too), which tells a surface seen from
+   below from one seen from above.
+2. **Links.** Spans of neighbouring cells (8 directions) are linked when their heights differ
+   by at most ``max_climb``.
+3. **Clearance.** A span is clear when no geometry comes within ``agent_radius`` of the
+   vertical axis between ``max_climb`` and ``agent_height`` above it: exact distance queries
+   on the Open3D BVH, first on four bounding spheres per span, then at 5 cm steps only where a
+   sphere test is inconclusive. Ledges (a neighbour with no linked span: a drop, a hole, the
+   edge of a stair) erode the spans within the radius, measured along the links.
+4. **Islands.** Clear spans linked in the 4 axis directions form islands; navigable = the
+   island that holds the start (without one: the largest island on the lowest floor).
+5. **Floors.** Floor levels (large horizontal surfaces open above) that some column holds
+   stacked are different floors; levels that never stack (a terrain's slopes, a split level)
+   are one. Every navigable span belongs to the highest floor at or below it.
 
-Paths are Dijkstra on the 8-connected island (no corner cutting) followed by string
-pulling with grid line-of-sight, which gives near any-angle shortest paths.
+Paths are Dijkstra over linked spans of the island (8 directions, no corner cutting) followed
+by string pulling with line-of-sight over the spans, which gives near any-angle shortest paths
+that climb stairs and ramps. A query point picks, in its cell, the span nearest its height.
 """
 
 from __future__ import annotations
@@ -38,6 +48,25 @@ _LEVEL_BIN = 0.05
 _MIN_FLOOR_AREA = 1.0
 _SUB_BANDS = 4
 _FINE_STEP = 0.05
+_SAME_HIT = 1e-4
+"""Hits along one vertical ray closer than this (m) are one surface (coincident faces)."""
+_ABOVE = 0.01
+"""A span's probe point sits ``max_climb`` plus this above it (habitat's climb test)."""
+DIRECTIONS: tuple[tuple[int, int], ...] = (
+    (0, 1),
+    (1, 0),
+    (0, -1),
+    (-1, 0),
+    (1, 1),
+    (1, -1),
+    (-1, 1),
+    (-1, -1),
+)
+"""Neighbour offsets (row, col): the 4 axis directions first, then the diagonals."""
+_TREAD = 0.4
+"""Length (m) over which a path's heights are averaged to measure it (a stair's tread)."""
+HALF_DIRECTIONS: tuple[tuple[int, int], ...] = ((0, 1), (1, 0), (1, 1), (1, -1))
+"""One of each pair of opposite directions: a graph's edges go both ways."""
 
 
 class FloorLevel(NamedTuple):
@@ -50,9 +79,7 @@ def floor_levels(raycaster: Raycaster, config: SimConfig) -> list[FloorLevel]:
     """Walkable horizontal levels, lowest first."""
     scene = raycaster.scene
     cos_slope = math.cos(math.radians(config.max_slope_deg))
-    # Meshes wind outwards (glTF's rule, which habitat's back-face culling relies on too),
-    # so a walkable face points up and a ray that first meets a back face started inside a
-    # solid.
+    # a walkable face points up, and a ray that first meets a back face started inside a solid
     horizontal = np.flatnonzero(scene.face_normals[:, 1] >= cos_slope)
     if len(horizontal) == 0:
         return []
@@ -82,6 +109,78 @@ def floor_levels(raycaster: Raycaster, config: SimConfig) -> list[FloorLevel]:
     return [level for level in levels if level.area >= 0.2 * largest]
 
 
+def column_spans(
+    raycaster: Raycaster, config: SimConfig, xc: NDArray[np.float64], zc: NDArray[np.float64]
+) -> NDArray[np.float32]:
+    """The spans over each cell centre ``(xc, zc)`` (rows, cols): their heights as an array
+    (layers, rows, cols), lowest first, NaN where a column has fewer spans."""
+    scene = raycaster.scene
+    rows, cols = xc.shape
+    top = float(scene.bounds[1][1]) + 1.0
+    origins = np.stack([xc, np.full_like(xc, top), zc], axis=-1).reshape(-1, 3)
+    ray, y, prim = raycaster.all_hits(origins, np.array([0.0, -1.0, 0.0]))
+    if len(ray) == 0:
+        return np.full((0, rows, cols), np.nan, dtype=np.float32)
+    # heights from each hit face's plane in float64 (exact on a flat floor), not from the
+    # float32 distance along the ray; faces seen edge-on keep the latter
+    tri = scene.vertices[scene.faces[prim]].astype(np.float64)
+    normal = np.cross(tri[:, 1] - tri[:, 0], tri[:, 2] - tri[:, 0])
+    ray_x, ray_z = origins[ray, 0], origins[ray, 2]
+    tilted = np.abs(normal[:, 1]) > 1e-9
+    plane_y = np.einsum("ij,ij->i", normal, tri[:, 0]) - normal[:, 0] * ray_x - normal[:, 2] * ray_z
+    y = np.where(tilted, plane_y / np.where(tilted, normal[:, 1], 1.0), top - y)
+    normal_y = scene.face_normals[prim, 1].astype(np.float64)
+    order = np.lexsort((-y, ray))  # per ray, from the top down
+    ray, y, normal_y = ray[order], y[order], normal_y[order]
+    # coincident faces (a wall standing on a slab, the diagonal of a quad) are one surface
+    new_ray = np.r_[True, ray[1:] != ray[:-1]]
+    starts = np.flatnonzero(new_ray | np.r_[True, (y[:-1] - y[1:]) > _SAME_HIT])
+    g_ray = ray[starts]
+    g_y = y[starts]
+    cos_slope = math.cos(math.radians(config.max_slope_deg))
+    g_walk = np.maximum.reduceat(normal_y, starts) >= cos_slope
+    g_up = np.maximum.reduceat(normal_y, starts) > 0.0  # seen from below: inside a solid
+    has_above = np.r_[False, g_ray[1:] == g_ray[:-1]]
+    above_y = np.r_[np.inf, g_y[:-1]]
+    above_up = np.r_[False, g_up[:-1]]
+    probe = g_y + config.max_climb + _ABOVE
+    shadowed = has_above & (above_y <= probe)  # the agent would stand on that surface instead
+    inside = has_above & ~shadowed & above_up
+    keep = g_walk & ~shadowed & ~inside
+    span_ray, span_y = g_ray[keep], g_y[keep]
+    # lowest first within each column: the groups run from the top down
+    order = np.lexsort((span_y, span_ray))
+    span_ray, span_y = span_ray[order], span_y[order]
+    first = np.r_[True, span_ray[1:] != span_ray[:-1]]
+    start_of = np.maximum.accumulate(np.where(first, np.arange(len(span_ray)), 0))
+    layer = np.arange(len(span_ray)) - start_of
+    heights = np.full((int(layer.max()) + 1 if len(layer) else 0, rows * cols), np.nan, dtype=np.float32)
+    heights[layer, span_ray] = span_y
+    return heights.reshape(-1, rows, cols)
+
+
+def _shifted(array: NDArray[Any], dr: int, dc: int, fill: Any) -> NDArray[Any]:
+    """``array`` (..., rows, cols) moved so that entry [r, c] holds the one at [r + dr, c + dc]."""
+    out = np.full_like(array, fill)
+    rows, cols = array.shape[-2:]
+    r0, r1 = max(0, -dr), rows - max(0, dr)
+    c0, c1 = max(0, -dc), cols - max(0, dc)
+    out[..., r0:r1, c0:c1] = array[..., r0 + dr : r1 + dr, c0 + dc : c1 + dc]
+    return out
+
+
+def linked_layer(heights: NDArray[np.float32], dr: int, dc: int, climb: float) -> NDArray[np.int64]:
+    """For each span (layers, rows, cols), the layer of the span it links to in the cell at
+    (+dr, +dc): the nearest in height within ``climb``; -1 where there is none."""
+    neighbour = _shifted(heights, dr, dc, np.nan)  # (layers, rows, cols)
+    gap = np.abs(heights[:, None] - neighbour[None, :])  # (mine, theirs, rows, cols)
+    gap = np.where(np.isfinite(gap), gap, np.inf)
+    best = np.argmin(gap, axis=1) if len(heights) else np.zeros(heights.shape, dtype=np.int64)
+    best_gap = np.take_along_axis(gap, best[:, None], axis=1)[:, 0] if len(heights) else gap[:, 0]
+    linked: NDArray[np.int64] = np.where(best_gap <= climb + 1e-6, best, -1)
+    return linked
+
+
 def _inner_distance(mask: NDArray[np.bool_]) -> NDArray[np.float64]:
     """Distance in cells from each True cell to the nearest False one, outside the grid False."""
     from scipy import ndimage
@@ -91,20 +190,148 @@ def _inner_distance(mask: NDArray[np.bool_]) -> NDArray[np.float64]:
     return distance
 
 
+def _grid_graph(
+    heights: NDArray[np.float32],
+    climb: float,
+    directions: tuple[tuple[int, int], ...],
+    weight: Any = None,
+) -> tuple[Any, NDArray[np.int64]]:
+    """The spans of ``heights`` (NaN: none) as graph nodes, with an edge (both ways) for each
+    link in ``directions``; ``weight(dr, dc, gap)`` gives edge weights (default 1). Returns the
+    sparse graph and the node index of each span (-1: none)."""
+    from scipy.sparse import coo_matrix
+
+    present = np.isfinite(heights)
+    node_of = np.full(heights.shape, -1, dtype=np.int64)
+    node_of[present] = np.arange(int(present.sum()))
+    src, dst, weights = [], [], []
+    rows, cols = heights.shape[-2:]
+    for dr, dc in directions:
+        linked = linked_layer(heights, dr, dc, climb)
+        k, r, c = np.nonzero(present & (linked >= 0))
+        theirs = linked[k, r, c]
+        a, b = node_of[k, r, c], node_of[theirs, r + dr, c + dc]
+        w = (
+            np.ones(len(a))
+            if weight is None
+            else weight(dr, dc, heights[theirs, r + dr, c + dc] - heights[k, r, c])
+        )
+        src += [a, b]
+        dst += [b, a]
+        weights += [w, w]
+    n = int(present.sum())
+    if not src:
+        return coo_matrix((n, n)).tocsr(), node_of
+    graph = coo_matrix((np.concatenate(weights), (np.concatenate(src), np.concatenate(dst))), shape=(n, n))
+    return graph.tocsr(), node_of
+
+
+def _ledge_distance(heights: NDArray[np.float32], climb: float, limit: float) -> NDArray[np.float64]:
+    """Distance in cells from each span to the nearest place where the surface ends (a
+    neighbour with no linked span: a drop, a hole, the grid's edge), measured along the links
+    (8 directions, a diagonal step sqrt 2); inf beyond ``limit``. On one flat floor this is the
+    Euclidean distance transform of the floor mask, to the precision erosion needs."""
+    from scipy.sparse import coo_matrix
+    from scipy.sparse.csgraph import dijkstra
+
+    diagonal = math.sqrt(2.0)
+    graph, node_of = _grid_graph(
+        heights, climb, HALF_DIRECTIONS, lambda dr, dc, gap: np.full(len(gap), diagonal if dr and dc else 1.0)
+    )
+    n = graph.shape[0]
+    present = node_of >= 0
+    to_edge = np.full(heights.shape, np.inf)
+    for dr, dc in DIRECTIONS:
+        missing = present & (linked_layer(heights, dr, dc, climb) < 0)
+        to_edge[missing] = np.minimum(to_edge[missing], diagonal if dr and dc else 1.0)
+    border = np.flatnonzero(np.isfinite(to_edge[present]))
+    edges = graph.tocoo()
+    rows = np.r_[edges.row, np.full(len(border), n)]
+    cols = np.r_[edges.col, border]
+    weights = np.r_[edges.data, to_edge[present][border]]
+    full = coo_matrix((weights, (rows, cols)), shape=(n + 1, n + 1)).tocsr()
+    distance = dijkstra(full, directed=True, indices=n, limit=limit)[:n]
+    out = np.full(heights.shape, np.inf)
+    out[present] = distance
+    return out
+
+
+def _nearest_span(
+    heights: NDArray[np.float32], point: NDArray[np.float64], x0: float, z0: float, res: float
+) -> tuple[int, int, int]:
+    """The span (layer, row, col) of ``heights`` (NaN: none) nearest ``point``: in its cell, or
+    else in the nearest cell that has one, the span nearest the point's height."""
+    from scipy import ndimage
+
+    layers, rows, cols = heights.shape
+    r = int(np.clip(math.floor((point[2] - z0) / res), 0, rows - 1))
+    c = int(np.clip(math.floor((point[0] - x0) / res), 0, cols - 1))
+    has: NDArray[np.bool_] = np.asarray(np.isfinite(heights).any(axis=0))
+    if not has[r, c]:
+        _, (nr, nc) = ndimage.distance_transform_edt(~has, return_indices=True)
+        r, c = int(nr[r, c]), int(nc[r, c])
+    gap = np.abs(heights[:, r, c] - point[1])
+    k = int(np.argmin(np.where(np.isfinite(gap), gap, np.inf)))
+    return k, r, c
+
+
+def _floors(
+    spans: NDArray[np.float32], island: NDArray[np.bool_], levels: list[FloorLevel], climb: float, res: float
+) -> tuple[list[float], NDArray[np.int8]]:
+    """Floors of the island, and each island span's floor (-1 off the island).
+
+    Levels that some columns (1 m2 or more of them) hold stacked, one above the other on the
+    island, are different floors; a level that stacks with no member of a floor joins it (the
+    slopes of a terrain, a split level), lowest first. A floor's height is its lowest level's.
+    Each span belongs to the highest floor at or below it (within ``climb``)."""
+    heights = np.where(island, spans, np.nan)
+    near = [np.abs(heights - level.height) <= climb for level in levels]  # (layers, rows, cols)
+    other_layer = ~np.eye(len(spans), dtype=bool)[:, :, None, None]
+
+    def stacked(i: int, j: int) -> bool:
+        """Whether 1 m2 of columns hold a span near level i and another near level j."""
+        both = (near[i][:, None] & near[j][None, :] & other_layer).any(axis=(0, 1))
+        return bool(both.sum() * res**2 >= _MIN_FLOOR_AREA)
+
+    groups: list[list[int]] = []
+    for index in range(len(levels)):
+        if not near[index].any():
+            continue
+        joinable = [g for g in groups if not any(stacked(m, index) for m in g)]
+        if joinable:
+            joinable[-1].append(index)
+        else:
+            groups.append([index])
+    floors = sorted(min(levels[m].height for m in g) for g in groups)
+    if not floors:
+        floors = [float(np.nanmin(heights))]
+    span_floor = np.full(spans.shape, -1, dtype=np.int8)
+    on = np.isfinite(heights)
+    above = np.searchsorted(np.asarray(floors) - climb, heights[on], side="right") - 1
+    span_floor[on] = np.clip(above, 0, len(floors) - 1)
+    return floors, span_floor
+
+
 @dataclass
 class NavGrid:
-    """Navigable cells of one floor level; rows follow +z, columns +x."""
+    """Walkable spans over a grid of cells (rows follow +z, columns +x), in layers: layer k of
+    a column is its k-th span from the bottom, whichever floor that is."""
 
     config: SimConfig
     resolution: float
     origin: tuple[float, float]
-    floor_height: float
-    cell_floor: NDArray[np.float32]
-    """Floor height per cell (NaN where there is no floor)."""
-    clear: NDArray[np.bool_]
-    """Floor cells where the agent's cylinder fits."""
-    island: NDArray[np.bool_]
-    """The navigable island (clear cells connected to the start)."""
+    spans: NDArray[np.float32]
+    """Span heights (layers, rows, cols), lowest first; NaN where a column has fewer."""
+    span_clear: NDArray[np.bool_]
+    """Spans where the agent's cylinder fits (and no ledge is within its radius)."""
+    span_island: NDArray[np.bool_]
+    """The navigable island: clear spans linked to the start."""
+    floors: list[float]
+    """Floor heights, lowest first (one for a single floor, a terrain or a split level)."""
+    span_floor: NDArray[np.int8]
+    """Floor index of each island span (-1 elsewhere)."""
+    start_floor: int = 0
+    """The floor the grid was built from (the start's, or the lowest)."""
     _nearest: NDArray[np.int64] = field(init=False, repr=False)
     _graph: Any = field(init=False, repr=False, default=None)
     _node_of: NDArray[np.int64] = field(init=False, repr=False)
@@ -113,13 +340,43 @@ class NavGrid:
     def __post_init__(self) -> None:
         from scipy import ndimage
 
-        if not self.island.any():
+        if not self.span_island.any():
             raise SceneError("the navigable island is empty")
-        _, nearest = ndimage.distance_transform_edt(~self.island, return_indices=True)
+        island = self.island
+        _, nearest = ndimage.distance_transform_edt(~island, return_indices=True)
         self._nearest = nearest
-        self._cells = np.argwhere(self.island)
-        self._node_of = np.full(self.island.shape, -1, dtype=np.int64)
-        self._node_of[self.island] = np.arange(len(self._cells))
+        self._cells = np.argwhere(self.span_island)  # (layer, row, col)
+        self._node_of = np.full(self.span_island.shape, -1, dtype=np.int64)
+        self._node_of[self.span_island] = np.arange(len(self._cells))
+        self._island_heights = np.where(self.span_island, self.spans, np.nan).astype(np.float32)
+
+    # ------------------------------------------------------------------ views of one layer
+
+    @property
+    def island(self) -> NDArray[np.bool_]:
+        """Cells with a navigable span, on any floor (rows, cols)."""
+        return np.asarray(self.span_island.any(axis=0))
+
+    @property
+    def clear(self) -> NDArray[np.bool_]:
+        """Cells with a clear span (rows, cols)."""
+        return np.asarray(self.span_clear.any(axis=0))
+
+    @property
+    def cell_floor(self) -> NDArray[np.float32]:
+        """Per cell, the height of its lowest navigable span, else of its lowest span; NaN where
+        it has none (rows, cols)."""
+        island_height = (
+            np.fmin.reduce(np.where(self.span_island, self.spans, np.nan), axis=0)
+            if len(self.spans)
+            else np.full(self.shape, np.nan)
+        )
+        lowest = self.spans[0] if len(self.spans) else np.full(self.shape, np.nan)
+        return np.where(np.isfinite(island_height), island_height, lowest).astype(np.float32)
+
+    @property
+    def floor_height(self) -> float:
+        return self.floors[self.start_floor]
 
     # ------------------------------------------------------------------ build
 
@@ -131,24 +388,12 @@ class NavGrid:
         resolution: float | None = None,
         start: ArrayLike | None = None,
     ) -> NavGrid:
-        """Build the grid for the floor under ``start`` (or the lowest floor, largest island)."""
-        from scipy import ndimage
+        """Build the grid; the island is the one under ``start`` (or the largest island on the
+        lowest floor)."""
+        from scipy.sparse.csgraph import connected_components
 
         res = float(resolution or config.nav_resolution)
-        levels = floor_levels(raycaster, config)
         scene = raycaster.scene
-        if not levels:
-            raise SceneError(
-                f"scene {scene.name!r} has no floor: no walkable horizontal surface of at least "
-                f"{_MIN_FLOOR_AREA} m2 with {config.agent_height} m of headroom"
-            )
-        start_point = None if start is None else np.asarray(start, dtype=np.float64)
-        if start_point is None:
-            level = levels[0]
-        else:
-            level = min(levels, key=lambda candidate: abs(candidate.height - start_point[1]))
-        floor_height = level.height
-
         lo, hi = scene.bounds[0].astype(np.float64), scene.bounds[1].astype(np.float64)
         x0, z0 = math.floor(lo[0] / res) * res, math.floor(lo[2] / res) * res
         cols = max(1, math.ceil((hi[0] - x0) / res))
@@ -156,183 +401,278 @@ class NavGrid:
         zc, xc = np.meshgrid(
             z0 + (np.arange(rows) + 0.5) * res, x0 + (np.arange(cols) + 0.5) * res, indexing="ij"
         )
-
-        # Floor: cast down from max_climb above the level; accept walkable hits within climb.
-        top = floor_height + config.max_climb + 0.01
-        origins = np.stack([xc, np.full_like(xc, top), zc], axis=-1)
-        t_hit, _, normals = raycaster.cast_from(origins, np.broadcast_to([0.0, -1.0, 0.0], origins.shape))
-        cos_slope = math.cos(math.radians(config.max_slope_deg))
-        # Hits must face up: a cast that starts inside a solid meets a face from behind.
-        is_floor = (t_hit <= 2.0 * config.max_climb + 0.01) & (normals[..., 1] >= cos_slope)
-        # Inside a solid standing on the floor (a wall, a cabinet) the downward cast can still
-        # meet the floor under it; the upward cast then meets the solid's top from behind.
-        t_up, _, normals_up = raycaster.cast_from(origins, np.broadcast_to([0.0, 1.0, 0.0], origins.shape))
-        is_floor &= ~np.isfinite(t_up) | (normals_up[..., 1] <= 0.0)
-        cell_floor = np.where(is_floor, top - t_hit, np.nan).astype(np.float32)
-
-        clear = cls._clearance(raycaster, config, xc, zc, cell_floor, is_floor)
-        # Ledges: the cylinder must also stay over floor, radius r from where floor ends.
-        edge = _inner_distance(is_floor) - 0.5
-        clear &= edge * res >= config.agent_radius - 1e-6
-
-        labels, count = ndimage.label(clear)
-        if count == 0:
+        spans = column_spans(raycaster, config, xc, zc)
+        if not np.isfinite(spans).any():
+            raise SceneError(
+                f"scene {scene.name!r} has no floor: no walkable surface (slope <= "
+                f"{config.max_slope_deg:g} deg) open above"
+            )
+        present = np.isfinite(spans)
+        clear = np.zeros(spans.shape, dtype=bool)
+        clear[present] = ~cls._blocked(
+            raycaster,
+            config,
+            np.broadcast_to(xc, spans.shape)[present],
+            np.broadcast_to(zc, spans.shape)[present],
+            spans[present],
+        )
+        radius_cells = config.agent_radius / res
+        ledge = _ledge_distance(spans, config.max_climb, limit=radius_cells + 1.0)
+        clear &= (ledge - 0.5) * res >= config.agent_radius - 1e-6
+        if not clear.any():
             raise SceneError(f"scene {scene.name!r}: no floor cell has room for the agent")
-        if start_point is not None:
-            r = int(np.clip(math.floor((start_point[2] - z0) / res), 0, rows - 1))
-            c = int(np.clip(math.floor((start_point[0] - x0) / res), 0, cols - 1))
-            if labels[r, c] == 0:
-                _, (nr, nc) = ndimage.distance_transform_edt(labels == 0, return_indices=True)
-                r, c = int(nr[r, c]), int(nc[r, c])
-            island_label = labels[r, c]
+
+        clear_heights = np.where(clear, spans, np.nan).astype(np.float32)
+        graph, node_of = _grid_graph(clear_heights, config.max_climb, HALF_DIRECTIONS[:2])
+        _, labels = connected_components(graph, directed=False)
+        label_of = np.full(spans.shape, -1, dtype=np.int64)
+        label_of[clear] = labels[node_of[clear]]
+        levels = floor_levels(raycaster, config)
+        if start is not None:
+            point = np.asarray(start, dtype=np.float64)
+            island_label = int(label_of[_nearest_span(clear_heights, point, x0, z0, res)])
         else:
-            sizes = np.bincount(labels.reshape(-1))
-            sizes[0] = 0
-            island_label = int(np.argmax(sizes))
+            sizes = np.bincount(labels)
+            on_lowest: NDArray[np.int64] = np.zeros(0, dtype=np.int64)
+            if levels:
+                on_lowest = np.unique(
+                    label_of[clear & (np.abs(spans - levels[0].height) <= config.max_climb)]
+                )
+            candidates = on_lowest if len(on_lowest) else np.arange(len(sizes))
+            island_label = int(max(candidates, key=lambda label: sizes[label]))
+        island = label_of == island_label
+        floors, span_floor = _floors(spans, island, levels, config.max_climb, res)
+        start_floor = 0
+        if start is not None:
+            k, r, c = _nearest_span(
+                np.where(island, spans, np.nan).astype(np.float32),
+                np.asarray(start, dtype=np.float64),
+                x0,
+                z0,
+                res,
+            )
+            start_floor = int(span_floor[k, r, c])
         return cls(
             config=config,
             resolution=res,
             origin=(x0, z0),
-            floor_height=float(floor_height),
-            cell_floor=cell_floor,
-            clear=clear,
-            island=labels == island_label,
+            spans=spans,
+            span_clear=clear,
+            span_island=island,
+            floors=floors,
+            span_floor=span_floor,
+            start_floor=start_floor,
         )
 
     @staticmethod
-    def _clearance(
+    def _blocked(
         raycaster: Raycaster,
         config: SimConfig,
-        xc: NDArray[np.float64],
-        zc: NDArray[np.float64],
-        cell_floor: NDArray[np.float32],
-        is_floor: NDArray[np.bool_],
+        px: NDArray[np.float64],
+        pz: NDArray[np.float64],
+        floor: NDArray[np.float32],
     ) -> NDArray[np.bool_]:
+        """Whether geometry comes within the agent's radius of the vertical axis over each
+        floor point (x, floor, z), between ``max_climb`` and ``agent_height`` above it."""
         radius = config.agent_radius
         band = config.agent_height - config.max_climb
+        base = floor.astype(np.float64) + config.max_climb
+        blocked = np.zeros(len(base), dtype=bool)
+        # One sphere around the whole band first: in the open (mid-room, on a roof) that
+        # settles a span with one distance query instead of four.
+        middle = np.stack([px, base + band / 2, pz], axis=-1)
+        near = np.flatnonzero(raycaster.distance(middle) < math.hypot(radius, band / 2))
         half = band / (2 * _SUB_BANDS)
         sphere = math.hypot(radius, half)
-        cells = np.argwhere(is_floor)
-        base = cell_floor[is_floor].astype(np.float64) + config.max_climb
-        centres = base[:, None] + half * (2 * np.arange(_SUB_BANDS) + 1)
-        px = xc[is_floor][:, None]
-        pz = zc[is_floor][:, None]
-        points = np.stack(np.broadcast_arrays(px, centres, pz), axis=-1)
-        d = raycaster.distance(points)
-        blocked: NDArray[np.bool_] = np.asarray((d < radius).any(axis=1))
+        centres = base[near, None] + half * (2 * np.arange(_SUB_BANDS) + 1)
+        nx, nz = px[near, None], pz[near, None]
+        d = raycaster.distance(np.stack(np.broadcast_arrays(nx, centres, nz), axis=-1))
+        near_blocked = np.asarray((d < radius).any(axis=1))
         # Sub-bands whose bounding sphere touches geometry but whose centre is clear:
         # check the axis at fine steps.
-        unsure_cell, unsure_band = np.nonzero((d < sphere) & (d >= radius) & ~blocked[:, None])
-        if len(unsure_cell):
+        unsure, unsure_band = np.nonzero((d < sphere) & (d >= radius) & ~near_blocked[:, None])
+        if len(unsure):
             steps = np.arange(-half, half + 1e-9, _FINE_STEP)
-            heights = centres[unsure_cell, unsure_band][:, None] + steps[None, :]
-            fine = np.stack(np.broadcast_arrays(px[unsure_cell], heights, pz[unsure_cell]), axis=-1)
-            fine_blocked = (raycaster.distance(fine) < radius).any(axis=1)
-            blocked[unsure_cell[fine_blocked]] = True
-        clear = np.zeros(is_floor.shape, dtype=bool)
-        clear[cells[~blocked, 0], cells[~blocked, 1]] = True
-        return clear
+            heights = centres[unsure, unsure_band][:, None] + steps[None, :]
+            fine = np.stack(np.broadcast_arrays(nx[unsure], heights, nz[unsure]), axis=-1)
+            near_blocked[unsure[(raycaster.distance(fine) < radius).any(axis=1)]] = True
+        blocked[near] = near_blocked
+        return blocked
 
     # ------------------------------------------------------------------ queries
 
     @property
     def shape(self) -> tuple[int, int]:
-        rows, cols = self.island.shape
+        _, rows, cols = self.span_island.shape
         return rows, cols
 
     @property
     def navigable_area(self) -> float:
-        return float(self.island.sum()) * self.resolution**2
+        return float(self.span_island.sum()) * self.resolution**2
+
+    def floor_areas(self) -> list[float]:
+        """Navigable area of each floor, m2."""
+        counts = np.bincount(self.span_floor[self.span_island].astype(np.int64), minlength=len(self.floors))
+        return [float(n) * self.resolution**2 for n in counts]
 
     def cell_of(self, points: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.int64]]:
         return world_to_cell(points, self.origin, self.resolution)
 
-    def cell_centre(self, rows: ArrayLike, cols: ArrayLike) -> NDArray[np.float64]:
-        """Cell centres at each cell's own floor height."""
+    def cell_centre(
+        self, rows: ArrayLike, cols: ArrayLike, layers: ArrayLike | None = None
+    ) -> NDArray[np.float64]:
+        """Cell centres at the height of the given spans (default: each cell's lowest navigable
+        span, else its lowest span)."""
         r = np.asarray(rows, dtype=np.int64)
         c = np.asarray(cols, dtype=np.int64)
         x, z = cell_centre_xz(r, c, self.origin, self.resolution)
-        return np.stack([x, self.cell_floor[r, c].astype(np.float64), z], axis=-1)
+        if layers is None:
+            y = self.cell_floor[r, c].astype(np.float64)
+        else:
+            y = self.spans[np.asarray(layers, dtype=np.int64), r, c].astype(np.float64)
+        return np.stack([x, y, z], axis=-1)
 
-    def on_island(self, points: ArrayLike) -> NDArray[np.bool_]:
-        """Whether each point's (x, z) lies in an island cell (height ignored)."""
-        row, col = self.cell_of(points)
+    def _spans_at(
+        self, points: ArrayLike, heights: NDArray[np.float32] | None = None
+    ) -> tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]]:
+        """Per point (..., 3): its cell, the span there nearest its height among ``heights``
+        (default the island's), and whether there is one."""
+        table = self._island_heights if heights is None else heights
+        p = np.asarray(points, dtype=np.float64)
+        row, col = self.cell_of(p)
         rows, cols = self.shape
         inside = (row >= 0) & (row < rows) & (col >= 0) & (col < cols)
-        out = np.zeros(row.shape, dtype=bool)
-        out[inside] = self.island[row[inside], col[inside]]
-        return out
+        r, c = np.clip(row, 0, rows - 1), np.clip(col, 0, cols - 1)
+        column = np.moveaxis(table[:, r, c], 0, -1)  # (..., layers)
+        gap = np.abs(column - p[..., 1:2])
+        gap = np.where(np.isfinite(gap), gap, np.inf)
+        layer = np.argmin(gap, axis=-1) if table.shape[0] else np.zeros(r.shape, dtype=np.int64)
+        found = inside & (
+            np.take_along_axis(gap, layer[..., None], axis=-1)[..., 0] < np.inf if table.shape[0] else False
+        )
+        return layer, r, c, np.asarray(found)
+
+    def on_island(self, points: ArrayLike) -> NDArray[np.bool_]:
+        """Whether each point's cell holds a navigable span (on any floor; height ignored)."""
+        return self._spans_at(points)[3]
 
     def is_navigable(self, point: ArrayLike, max_y_delta: float = 0.5) -> bool:
         p = np.asarray(point, dtype=np.float64)
-        if p.shape != (3,) or not np.all(np.isfinite(p)) or not self.on_island(p):
+        if p.shape != (3,) or not np.all(np.isfinite(p)):
             return False
-        row, col = self.cell_of(p)
-        return bool(abs(p[1] - float(self.cell_floor[row, col])) <= max_y_delta)
+        layer, row, col, found = self._spans_at(p)
+        return bool(found) and abs(p[1] - float(self.spans[layer, row, col])) <= max_y_delta
 
     def snap_point(self, point: ArrayLike) -> NDArray[np.float64]:
-        """The point itself (at floor height) if on the island, else the nearest island cell."""
+        """The point itself (on its span) if its cell is navigable, else the centre of the
+        nearest navigable cell, on the span there nearest the point's height."""
         p = np.asarray(point, dtype=np.float64)
         if p.shape != (3,) or not np.all(np.isfinite(p)):
             return np.full(3, np.nan)
+        layer, row, col, found = self._spans_at(p)
+        if found:
+            return np.array([p[0], float(self.spans[layer, row, col]), p[2]])
         rows, cols = self.shape
-        row, col = self.cell_of(p)
         r, c = int(np.clip(row, 0, rows - 1)), int(np.clip(col, 0, cols - 1))
-        if self.island[r, c] and (r, c) == (int(row), int(col)):
-            return np.array([p[0], float(self.cell_floor[r, c]), p[2]])
         nr, nc = int(self._nearest[0, r, c]), int(self._nearest[1, r, c])
-        result: NDArray[np.float64] = self.cell_centre(nr, nc)
+        centre = self.cell_centre(nr, nc)
+        layer, _, _, _ = self._spans_at(np.array([centre[0], p[1], centre[2]]))
+        result: NDArray[np.float64] = self.cell_centre(nr, nc, layer)
         return result
 
     def segment_clear(self, start: ArrayLike, end: ArrayLike) -> bool:
-        """Whether the straight segment stays inside island cells."""
+        """Whether the straight segment stays on linked navigable spans."""
         return self.free_fraction(start, end) >= 1.0
 
     def free_fraction(self, start: ArrayLike, end: ArrayLike) -> float:
-        """Fraction of the segment from ``start`` travelled before leaving the island."""
+        """Fraction of the segment from ``start`` travelled before it leaves the island: a
+        cell without a navigable span near the segment's height there, or a step between
+        spans of neighbouring cells higher than ``max_climb`` (a ledge, another floor)."""
         a = np.asarray(start, dtype=np.float64)
         b = np.asarray(end, dtype=np.float64)
         length = float(np.hypot(*(b - a)[[0, 2]]))
         n = max(2, math.ceil(length / (self.resolution / 4)) + 1)
         t = np.linspace(0.0, 1.0, n)
-        ok = self.on_island(a[None, :] + t[:, None] * (b - a)[None, :])
+        samples = a[None, :] + t[:, None] * (b - a)[None, :]
+        layer, row, col, ok = self._spans_at(samples)
         if ok.all():
-            return 1.0
+            heights = self.spans[layer, row, col]
+            moved = (row[1:] != row[:-1]) | (col[1:] != col[:-1])
+            # within a cell the span stays the same (no jump between floors); between cells
+            # it changes by at most the climb
+            steps_ok = np.where(
+                moved, np.abs(np.diff(heights)) <= self.config.max_climb + 1e-6, layer[1:] == layer[:-1]
+            )
+            if steps_ok.all():
+                return 1.0
+            ok = np.r_[True, steps_ok]
         first_bad = int(np.argmin(ok))
         return 0.0 if first_bad == 0 else float(t[first_bad - 1])
 
+    def surface_length(self, start: ArrayLike, end: ArrayLike) -> float:
+        """Length of a clear segment walked on the spans under it (up and down a ramp, a
+        terrain's hills), not of the straight chord between its ends."""
+        a = np.asarray(start, dtype=np.float64)
+        b = np.asarray(end, dtype=np.float64)
+        # a sample per cell: heights between cell centres are linear, as on a ramp
+        n = max(2, math.ceil(float(np.hypot(*(b - a)[[0, 2]])) / self.resolution) + 1)
+        samples = a[None, :] + np.linspace(0.0, 1.0, n)[:, None] * (b - a)[None, :]
+        from scipy.ndimage import uniform_filter1d
+
+        layer, row, col, found = self._spans_at(samples)
+        samples[found, 1] = self.spans[layer[found], row[found], col[found]]
+        samples[0, 1], samples[-1, 1] = a[1], b[1]
+        # Steps are walked as the slope of their flight (as over a navmesh's detail mesh), not
+        # as riser plus tread: heights averaged over about a tread's length.
+        window = 2 * round(_TREAD / (2 * self.resolution)) + 1
+        samples[:, 1] = uniform_filter1d(samples[:, 1], size=window, mode="nearest")
+        return float(np.linalg.norm(np.diff(samples, axis=0), axis=1).sum())
+
     def floor_at(self, point: ArrayLike) -> float:
-        row, col = self.cell_of(point)
-        return float(self.cell_floor[row, col])
+        """Height of the navigable span under ``point`` nearest its height (NaN: none)."""
+        layer, row, col, found = self._spans_at(point)
+        return float(self.spans[layer, row, col]) if found else math.nan
+
+    def floor_of(self, point: ArrayLike) -> int:
+        """Floor index of the navigable span under ``point`` (-1: none)."""
+        layer, row, col, found = self._spans_at(point)
+        return int(self.span_floor[layer, row, col]) if found else -1
 
     # ------------------------------------------------------------------ paths
 
     def _adjacency(self) -> Any:
         if self._graph is None:
-            from scipy.sparse import coo_matrix
-
-            rows, cols = self.shape
             res = self.resolution
-            isl = self.island
+            climb = self.config.max_climb
+            heights = self._island_heights
+            present = np.isfinite(heights)
             src, dst, weight = [], [], []
-            moves = [
-                (0, 1, res),
-                (1, 0, res),
-                (1, 1, res * math.sqrt(2)),
-                (1, -1, res * math.sqrt(2)),
-            ]
-            for dr, dc, w in moves:
-                r0, r1 = max(0, -dr), rows - max(0, dr)
-                c0, c1 = max(0, -dc), cols - max(0, dc)
-                ok = isl[r0:r1, c0:c1] & isl[r0 + dr : r1 + dr, c0 + dc : c1 + dc]
-                if dr and dc:  # no corner cutting: both orthogonal neighbours must be free
-                    ok &= isl[r0 + dr : r1 + dr, c0:c1] & isl[r0:r1, c0 + dc : c1 + dc]
-                rr, cc = np.nonzero(ok)
-                a = self._node_of[rr + r0, cc + c0]
-                b = self._node_of[rr + r0 + dr, cc + c0 + dc]
+            for dr, dc in HALF_DIRECTIONS:
+                linked = linked_layer(heights, dr, dc, climb)
+                ok = present & (linked >= 0)
+                if dr and dc:  # no corner cutting: the step must also go by both axis neighbours
+                    for first, second in (((dr, 0), (0, dc)), ((0, dc), (dr, 0))):
+                        via = linked_layer(heights, *first, climb)
+                        onward = linked_layer(heights, *second, climb)
+                        k, r, c = np.nonzero(ok)
+                        mid = via[k, r, c]
+                        reach = np.full(len(k), -1)
+                        has_mid = mid >= 0
+                        reach[has_mid] = onward[mid[has_mid], r[has_mid] + first[0], c[has_mid] + first[1]]
+                        good = np.zeros(ok.shape, dtype=bool)
+                        good[k, r, c] = reach == linked[k, r, c]
+                        ok &= good
+                k, r, c = np.nonzero(ok)
+                theirs = linked[k, r, c]
+                a = self._node_of[k, r, c]
+                b = self._node_of[theirs, r + dr, c + dc]
+                rise = heights[theirs, r + dr, c + dc].astype(np.float64) - heights[k, r, c]
+                w = np.hypot(res * math.hypot(dr, dc), rise)
                 src += [a, b]
                 dst += [b, a]
-                weight += [np.full(len(a), w), np.full(len(a), w)]
+                weight += [w, w]
+            from scipy.sparse import coo_matrix
+
             n = len(self._cells)
             self._graph = coo_matrix(
                 (np.concatenate(weight), (np.concatenate(src), np.concatenate(dst))), shape=(n, n)
@@ -347,9 +687,8 @@ class NavGrid:
         if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
             return ShortestPath(np.empty((0, 3)), math.inf)
         if self.segment_clear(a, b):
-            return ShortestPath(np.stack([a, b]), float(np.linalg.norm(b - a)))
-        na = int(self._node_of[self.cell_of(a)])
-        nb = int(self._node_of[self.cell_of(b)])
+            return ShortestPath(np.stack([a, b]), self.surface_length(a, b))
+        na, nb = (int(self._node_of[self._spans_at(p)[:3]]) for p in (a, b))
         _, pred = dijkstra(self._adjacency(), indices=na, return_predecessors=True)
         if pred[nb] < 0 and na != nb:
             return ShortestPath(np.empty((0, 3)), math.inf)
@@ -357,9 +696,9 @@ class NavGrid:
         while chain[-1] != na:
             chain.append(int(pred[chain[-1]]))
         cells = self._cells[np.array(chain[::-1])]
-        points = [a, *self.cell_centre(cells[1:-1, 0], cells[1:-1, 1]), b]
-        pulled = self._string_pull(points)
-        length = float(np.sum(np.linalg.norm(np.diff(pulled, axis=0), axis=1)))
+        middle = self.cell_centre(cells[1:-1, 1], cells[1:-1, 2], cells[1:-1, 0])
+        pulled = self._string_pull([a, *middle, b])
+        length = sum(self.surface_length(p, q) for p, q in zip(pulled[:-1], pulled[1:], strict=True))
         return ShortestPath(pulled, length)
 
     def _string_pull(self, points: list[NDArray[np.float64]]) -> NDArray[np.float64]:
@@ -372,18 +711,35 @@ class NavGrid:
         out.append(points[-1])
         return np.stack(out)
 
-    def topdown(self) -> TopDownMap:
+    def floor_map(self, floor: int) -> TopDownMap:
+        """Ground-truth navigability of one floor: the island's cells whose span is on it."""
+        if not 0 <= floor < len(self.floors):
+            raise ValueError(f"floor {floor} does not exist: the scene has {len(self.floors)}")
+        on_floor = self.span_island & (self.span_floor == floor)
         return TopDownMap(
-            navigable=self.island.copy(),
+            navigable=np.asarray(on_floor.any(axis=0)),
             origin=self.origin,
             resolution=self.resolution,
-            floor_height=self.floor_height,
-            extra={"clear": self.clear.copy(), "floor": np.isfinite(self.cell_floor)},
+            floor_height=self.floors[floor],
+            extra={
+                "clear": self.clear.copy(),
+                "floor": np.isfinite(self.spans).any(axis=0),
+                "floor_index": floor,
+            },
         )
 
+    def topdown(self) -> TopDownMap:
+        """The map of the floor the grid was built from (:meth:`floor_map` for the others)."""
+        return self.floor_map(self.start_floor)
+
     def most_open_point(self) -> NDArray[np.float64]:
-        """The island cell farthest from the island's border (a natural default start)."""
-        depth = _inner_distance(self.island)
+        """The island cell of the start floor farthest from the island's border (a natural
+        default start)."""
+        on_floor = np.asarray((self.span_island & (self.span_floor == self.start_floor)).any(axis=0))
+        depth = _inner_distance(on_floor)
         r, c = np.unravel_index(int(np.argmax(depth)), depth.shape)
-        result: NDArray[np.float64] = self.cell_centre(r, c)
+        layer, _, _, _ = self._spans_at(
+            np.array([*self.cell_centre(r, c)[[0]], self.floor_height, *self.cell_centre(r, c)[[2]]])
+        )
+        result: NDArray[np.float64] = self.cell_centre(r, c, layer)
         return result

@@ -70,6 +70,21 @@ class Raycaster:
         o = np.broadcast_to(np.asarray(origins, dtype=np.float32), d.shape)
         return self.cast(np.concatenate([o, d], axis=-1))
 
+    def all_hits(
+        self, origins: NDArray[np.floating], direction: NDArray[np.floating]
+    ) -> tuple[NDArray[np.int64], NDArray[np.float64], NDArray[np.int64]]:
+        """Every surface each ray (``origins`` (n, 3), one ``direction``) crosses, not only the
+        first: the ray's index, the distance along it and the face, per hit, in no set order."""
+        o = np.asarray(origins, dtype=np.float32).reshape(-1, 3)
+        d = np.broadcast_to(np.asarray(direction, dtype=np.float32), o.shape)
+        tensor = self._o3d.core.Tensor.from_numpy(np.ascontiguousarray(np.concatenate([o, d], axis=-1)))
+        result = self._raycasting.list_intersections(tensor, nthreads=self.nthreads)
+        return (
+            result["ray_ids"].numpy().astype(np.int64),
+            result["t_hit"].numpy().astype(np.float64),
+            result["primitive_ids"].numpy().astype(np.int64),
+        )
+
     def distance(self, points: NDArray[np.floating]) -> NDArray[np.float32]:
         """Unsigned distance from each point (..., 3) to the nearest triangle."""
         p = np.ascontiguousarray(points, dtype=np.float32)
