@@ -12,8 +12,10 @@ from rich.table import Table
 from embodia.cli import backend_options as backends
 from embodia.cli.root import (
     HEIGHT_HELP,
+    SIM_HELP,
     UP_HELP,
     WIDTH_HELP,
+    SimOption,
     UpOption,
     app,
     bold,
@@ -55,6 +57,7 @@ EXPLORE_OPTIONS: OptionTable = {
     "out": OWN,
     "scene": FieldOption("A mesh file or procedural:seed=N[,rooms=K] (default: drawn from --seed)."),
     "up": FieldOption(UP_HELP),
+    "sim": FieldOption(SIM_HELP),
     "steps": FieldOption(STEPS_HELP),
     "env": FieldOption("primitive (move/turn) or waypoint (pick a candidate); default per agent."),
     "policy": FieldOption("dfs: heuristic, or a VLM policy spec (openai:URL?model=M, hf:DIR)."),
@@ -185,6 +188,7 @@ def eval_explore(
         typer.Option("--scenes", help="procedural:seeds=A-B[,rooms=K] or a scene spec; repeatable."),
     ],
     up: UpOption = "auto",
+    sim: SimOption = "embedded",
     steps: StepsOption = 500,
     out: Annotated[
         Path | None, typer.Option("--out", help="Directory for the per-scene runs (default runs/eval-AGENT).")
@@ -215,6 +219,7 @@ def eval_explore(
                 target,
                 steps=steps,
                 up=check_up(up),
+                sim=sim,
                 panorama_height=height,
                 panorama_width=width,
                 on_scene=lambda record, done, total: progress.update(task, completed=done),

@@ -124,6 +124,8 @@ HEIGHT_HELP = "Panorama height in pixels (at most 4096)."
 WIDTH_HELP = "Panorama width in pixels (at most 4096)."
 ITEMS_HELP = "How many items (seeds seed..seed+N-1; at most 100,000)."
 UpOption = Annotated[str, typer.Option("--up", help=UP_HELP)]
+SIM_HELP = "Simulator: embedded (embodia's CPU simulator) or habitat (habitat-sim, installed with conda)."
+SimOption = Annotated[str, typer.Option("--sim", help=SIM_HELP)]
 
 
 @contextmanager

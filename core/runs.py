@@ -288,11 +288,19 @@ def write_config(out: Path, config: Mapping[str, Any]) -> None:
     write_atomic(out / CONFIG_FILE, yaml.safe_dump(record, sort_keys=False))
 
 
+ADDED_SETTINGS: dict[str, Any] = {"sim": "embedded"}
+"""Settings added after runs were first written, with the value a run saved before then had
+(it did not record it): such a run resumes with that value."""
+
+
 def settings_differences(saved: Mapping[str, Any], given: Mapping[str, Any]) -> list[str]:
     """``name: saved -> given`` for every setting whose given value is not the saved one."""
-    return [
-        f"{key}: {saved.get(key)!r} -> {value!r}" for key, value in given.items() if saved.get(key) != value
-    ]
+    differences = []
+    for key, value in given.items():
+        before = saved[key] if key in saved else ADDED_SETTINGS.get(key)
+        if before != value:
+            differences.append(f"{key}: {saved.get(key)!r} -> {value!r}")
+    return differences
 
 
 def check_resumable(

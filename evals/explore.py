@@ -40,7 +40,8 @@ from embodia.core.runs import (
 from embodia.core.scale_out import LOCAL, Backend, Unit, UnitFailed, WorkerPool
 from embodia.errors import EmbodiaError
 from embodia.evals.explore_media import VideoWriter, write_pictures, write_tree
-from embodia.sim.loading import UP_AXES, UpAxis
+from embodia.sim.backends import check_simulator_kind, simulator_factory
+from embodia.sim.loading import UpAxis
 
 logger = logging.getLogger(__name__)
 
@@ -144,6 +145,8 @@ class ExploreSettings:
     """Scene spec; None draws a procedural house from ``seed``."""
     up: UpAxis = "auto"
     """Up axis of a mesh-file scene: ``auto`` (stage config, else detected), ``y`` or ``z``."""
+    sim: str = "embedded"
+    """Simulator backend: ``embedded`` (embodia's CPU simulator) or ``habitat`` (habitat-sim)."""
     steps: int = 500
     """Step budget in primitive actions (500 and 1000 are the literature's)."""
     seed: int = 0
@@ -160,8 +163,7 @@ class ExploreSettings:
             raise EmbodiaError("the dfs agent picks panorama waypoints: it runs in the waypoint env only")
         if self.env not in ENV_IDS:
             raise EmbodiaError(f"unknown env {self.env!r}: expected one of {', '.join(ENV_IDS)}")
-        if self.up not in UP_AXES:
-            raise EmbodiaError(f"invalid up axis {self.up!r}: expected one of {', '.join(UP_AXES)}")
+        check_simulator_kind(self.sim, self.up)
         check_range("the step budget", self.steps, 1, MAX_STEPS)
         check_seed("the episode seed", self.seed)
         if self.panorama_height < 8 or self.panorama_width < 16:
@@ -210,13 +212,12 @@ def _make_env(settings: ExploreSettings) -> Any:
     import gymnasium
 
     import embodia.envs  # noqa: F401  (registers the ids)
-    from embodia.sim import EmbeddedSimulator
 
     extra: dict[str, Any] = {"action_type": "pixel"} if settings.agent == "dfs" else {}
     return gymnasium.make(
         ENV_IDS[settings.env],
         **extra,
-        simulator_factory=partial(EmbeddedSimulator, up=settings.up),
+        simulator_factory=simulator_factory(settings.sim, settings.up),
         max_steps=settings.steps,
         rooms=settings.rooms,
         panorama_height=settings.panorama_height,
@@ -659,6 +660,7 @@ def evaluate_exploration(
     *,
     steps: int = 500,
     up: UpAxis = "auto",
+    sim: str = "embedded",
     panorama_height: int = 128,
     panorama_width: int = 256,
     on_scene: Callable[[dict[str, Any], int, int], None] | None = None,
@@ -679,11 +681,13 @@ def evaluate_exploration(
         raise EmbodiaError("no scenes to evaluate")
     out = Path(out)
     folder = RunFolder(out, EVAL_SCENES)
+    simulator_factory(sim, up)  # a backend that is not installed stops the run here
     runs = [  # every scene's settings checked before anything is written
         ExploreSettings(
             agent=agent,
             scene=spec,
             up=up,
+            sim=sim,
             steps=steps,
             panorama_height=panorama_height,
             panorama_width=panorama_width,
@@ -696,6 +700,7 @@ def evaluate_exploration(
         "scenes": list(scenes),
         "steps": steps,
         "up": up,
+        "sim": sim,
         "panorama_height": panorama_height,
         "panorama_width": panorama_width,
     }

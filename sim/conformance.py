@@ -7,17 +7,34 @@ Third-party backends call :func:`check_simulator` from their own tests::
 
 Each check raises ``AssertionError`` with a message naming the broken rule of
 ``docs/simulator.md``. The checks need a scene whose start point has open floor around it
-(any room does).
+(any room does). :func:`check_multilevel` adds the multi-level cases (two floors joined by
+stairs, a ramp, a terrain patch) from :mod:`embodia.sim.worlds`; a backend that loads files
+passes them exported (``Scene.export``)::
+
+    files = {name: world().export(tmp / f"{name}.glb") for name, world in WORLDS.items()}
+    check_multilevel(MyBackend(), files)
 """
 
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Mapping
+from pathlib import Path
+from typing import Any
 
 import numpy as np
 
+from embodia.sim import worlds
 from embodia.sim.geometry import equirect_angles, forward_vector, wrap_angle
 from embodia.sim.protocol import Pose, SceneSpec, Simulator
+from embodia.sim.scene import Scene
+
+WORLDS: dict[str, Callable[[], Scene]] = {
+    "two_floor_house": worlds.two_floor_house,
+    "ramp_room": worlds.ramp_room,
+    "terrain_patch": worlds.terrain_patch,
+}
+"""The multi-level worlds :func:`check_multilevel` walks, by name."""
 
 
 def _check(condition: bool, message: str) -> None:
@@ -230,8 +247,82 @@ def check_navigation(sim: Simulator) -> None:
         result = sim.goto(goal)
         _check(result.reached, "goto reaches a reachable goal without a step budget")
         _check(np.allclose(result.pose.position, goal, atol=0.15), "goto ends at the goal")
+        in_plan = float(np.sum(np.hypot(*np.diff(path.points, axis=0)[:, [0, 2]].T)))
         _check(
-            result.steps >= math.ceil(path.geodesic_distance / sim.config.forward_step - 1e-6),
-            "goto counts at least one forward step per forward_step metres",
+            result.steps >= math.ceil(in_plan / sim.config.forward_step - 1e-6),
+            "goto counts at least one forward step per forward_step metres walked in plan",
         )
         _check(sim.is_navigable(result.pose.position), "goto ends on the navigable island")
+
+
+def _path_checks(sim: Simulator, start: Any, goal: Any) -> Any:
+    path = sim.shortest_path(start, goal)
+    _check(path.found, f"a path from {list(start)} to {list(goal)} exists")
+    _check(np.allclose(path.points[0], start, atol=0.05), "a path starts at its start")
+    _check(np.allclose(path.points[-1], goal, atol=0.05), "a path ends at its goal")
+    length = float(np.sum(np.linalg.norm(np.diff(path.points, axis=0), axis=1)))
+    _check(
+        math.isclose(length, path.geodesic_distance, rel_tol=1e-3, abs_tol=1e-3),
+        "geodesic_distance is the path's length",
+    )
+    _check(
+        path.geodesic_distance >= float(np.linalg.norm(np.subtract(goal, start))) - 0.05,
+        "a geodesic is never shorter than the straight line",
+    )
+    return path
+
+
+def check_multilevel(sim: Simulator, scenes: Mapping[str, SceneSpec | Scene | Path] | None = None) -> None:
+    """Navigation across levels (``docs/simulator.md``): stairs between two floors, a ramp
+    to a platform whose other edges are drops, and a terrain patch. ``scenes`` maps the names
+    of :data:`WORLDS` to what ``sim.reset`` loads (default: the worlds themselves)."""
+    given = dict(scenes) if scenes is not None else {name: world() for name, world in WORLDS.items()}
+    missing = sorted(set(WORLDS) - set(given))
+    if missing:
+        raise ValueError(f"check_multilevel needs every world; missing {', '.join(missing)}")
+
+    upper = worlds.UPPER_FLOOR
+    sim.reset(given["two_floor_house"], Pose((4.0, 0.0, 4.0), 0.0))
+    ground, above = np.array([4.0, 0.0, 4.0]), np.array([4.0, upper, 4.0])
+    _check(sim.is_navigable(ground) and sim.is_navigable(above), "both floors of the house are navigable")
+    _check(abs(sim.snap_point(above)[1] - upper) < 0.05, "a point on the upper floor snaps to that floor")
+    path = _path_checks(sim, ground, above)
+    _check(
+        bool(np.all(np.diff(path.points[:, 1]) >= -0.05)),
+        "the path up to the other floor climbs the stairs without going down",
+    )
+    foot, top = np.array([1.0, 0.0, 0.9]), np.array([7.0, upper, 0.9])
+    legs = float(np.linalg.norm(foot - ground) + np.linalg.norm(top - foot) + np.linalg.norm(above - top))
+    _check(
+        0.85 * legs <= path.geodesic_distance <= 1.15 * legs,
+        "the geodesic between floors is the walk by the stairs",
+    )
+    result = sim.goto(above)
+    _check(result.reached and abs(result.pose.position[1] - upper) < 0.05, "goto climbs to the other floor")
+    top_map = sim.topdown(0.1)
+    _check(
+        abs(top_map.floor_height - upper) < 0.05 and 30.0 < top_map.explorable_area_m2 < 48.0,
+        "topdown maps the floor the agent stands on",
+    )
+
+    sim.reset(given["ramp_room"], Pose((1.0, 0.0, 2.0), 0.0))
+    on_ramp = np.array([4.5, 0.5, 2.0])
+    _check(sim.is_navigable(on_ramp), "the ramp is navigable")
+    path = _path_checks(sim, np.array([1.0, 0.0, 2.0]), np.array([8.0, 1.0, 2.0]))
+    _check(
+        math.isclose(path.geodesic_distance, 4.0 + math.hypot(3.0, 1.0), rel_tol=0.03),
+        "the geodesic up a ramp is measured along its slope",
+    )
+    below, beyond = np.array([5.8, 0.0, 0.5]), np.array([6.3, 1.0, 0.5])
+    _check(
+        sim.geodesic_distance(below, beyond) > 2.5,
+        "a 1 m drop is not climbed: the way up is round by the ramp",
+    )
+
+    start = np.array([2.0, float(worlds.terrain_height(np.array(2.0), np.array(2.0))), 2.0])
+    sim.reset(given["terrain_patch"], Pose(tuple(start), 0.0))
+    _check(sim.is_navigable(start), "undulating terrain is navigable")
+    area = sim.topdown(0.1).explorable_area_m2
+    _check(abs(area - 19.8**2) < 0.04 * 19.8**2, "all of the terrain but its edge is navigable")
+    goal = np.array([18.0, float(worlds.terrain_height(np.array(18.0), np.array(18.0))), 18.0])
+    _path_checks(sim, start, goal)

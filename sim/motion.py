@@ -1,11 +1,12 @@
 """What following a path costs in primitive actions (shared by every backend's ``goto``).
 
-A path is walked segment by segment: first turn towards the segment (turns quantised to
+A path is walked leg by leg (consecutive segments on one heading in plan, such as a path's
+points over a ramp, are one leg): first turn towards the leg (turns quantised to
 ``turn_angle_deg``: ``round(|dyaw| / turn)`` steps, ``dyaw`` wrapped to [-pi, pi)), then
 forward moves of ``forward_step`` (``ceil(length / forward_step)`` steps, the last one possibly
-short). The pose follows the path exactly; the step count is what a discrete agent would have
-spent on it. Both the embedded and the habitat backend count steps with these functions, so a
-step budget means the same thing on either.
+short), over the leg's length in plan. The pose follows the path exactly; the step count is
+what a discrete agent would have spent on it. Both the embedded and the habitat backend
+count steps with these functions, so a step budget means the same thing on either.
 """
 
 from __future__ import annotations
@@ -43,8 +44,8 @@ def walk_budget(
 ) -> tuple[NDArray[np.float64], float, int, float, bool]:
     """Walk a polyline spending at most ``max_steps`` primitive steps.
 
-    A segment's turns are paid before its forward steps; a turn that does not fit the budget
-    is not started. When the budget runs out during a segment's forward steps the agent stops
+    A leg's turns are paid before its forward steps; a turn that does not fit the budget
+    is not started. When the budget runs out during a leg's forward steps the agent stops
     after its last whole forward step along it.
 
     Args:
@@ -66,13 +67,14 @@ def walk_budget(
     yaw = float(start_yaw)
     steps = 0
     distance = 0.0
-    for target in path[1:]:
-        delta = target - position
-        length = float(math.hypot(delta[0], delta[2]))
+    for leg in _legs(path):
+        target = leg[-1]
+        plan = np.hypot(*np.diff(np.vstack([position, leg]), axis=0)[:, [0, 2]].T)
+        length = float(plan.sum())
         if length < _MIN_SEGMENT:
             position = target.copy()
             continue
-        heading = yaw_of_direction(delta)
+        heading = yaw_of_direction(target - position)
         turns = round(abs(wrap_angle(heading - yaw)) / turn)
         if steps + turns > budget:
             return position, yaw, steps, distance, False
@@ -82,12 +84,48 @@ def walk_budget(
         if steps + forwards > budget:
             allowed = int(budget - steps)
             travelled = allowed * forward_step
-            position = position + delta * (travelled / length)
+            position = _along(np.vstack([position, leg]), plan, travelled)
             return position, yaw, steps + allowed, distance + travelled, False
         steps += forwards
         distance += length
         position = target.copy()
     return position, yaw, steps, distance, True
+
+
+def _legs(path: NDArray[np.float64]) -> list[NDArray[np.float64]]:
+    """The points after the first, grouped into legs walked on one heading: points where
+    only the height changes (a path over a ramp or stairs) do not start a new leg."""
+    legs: list[list[NDArray[np.float64]]] = []
+    previous, heading = path[0], None
+    for point in path[1:]:
+        delta = point - previous
+        if math.hypot(delta[0], delta[2]) < _MIN_SEGMENT:
+            if legs:
+                legs[-1].append(point)
+            else:
+                legs.append([point])
+            previous = point
+            continue
+        here = yaw_of_direction(delta)
+        if legs and heading is not None and abs(wrap_angle(here - heading)) < 1e-6:
+            legs[-1].append(point)
+        else:
+            legs.append([point])
+        previous, heading = point, here
+    return [np.asarray(leg) for leg in legs]
+
+
+def _along(points: NDArray[np.float64], plan: NDArray[np.float64], travelled: float) -> NDArray[np.float64]:
+    """The point ``travelled`` metres (in plan) along the polyline ``points``, whose segments
+    measure ``plan`` in plan."""
+    ends = np.cumsum(plan)
+    index = int(np.searchsorted(ends, travelled, side="left"))
+    if index >= len(plan):
+        return points[-1].copy()
+    before = ends[index] - plan[index]
+    fraction = 0.0 if plan[index] <= 0 else (travelled - before) / plan[index]
+    result: NDArray[np.float64] = points[index] + fraction * (points[index + 1] - points[index])
+    return result
 
 
 def primitive_step_count(
@@ -96,8 +134,8 @@ def primitive_step_count(
     """Primitive steps a discrete agent spends following a whole polyline.
 
     Returns:
-        ``(steps, final_yaw)``: per segment ``round(|wrapped dyaw| / turn)`` turns plus
-        ``ceil(length / forward_step)`` forward steps, and the heading of the last segment
+        ``(steps, final_yaw)``: per leg ``round(|wrapped dyaw| / turn)`` turns plus
+        ``ceil(length in plan / forward_step)`` forward steps, and the heading of the last leg
         (``start_yaw`` when the path never moves).
     """
     _, yaw, steps, _, _ = walk_budget(points, start_yaw, forward_step, turn_angle_deg, None)

@@ -63,6 +63,8 @@ DIRECTIONS: tuple[tuple[int, int], ...] = (
     (-1, -1),
 )
 """Neighbour offsets (row, col): the 4 axis directions first, then the diagonals."""
+_GROUND_TOLERANCE = 0.02
+"""How far (m) a path's polyline may stray from the ground's height profile."""
 _TREAD = 0.4
 """Length (m) over which a path's heights are averaged to measure it (a stair's tread)."""
 HALF_DIRECTIONS: tuple[tuple[int, int], ...] = ((0, 1), (1, 0), (1, 1), (1, -1))
@@ -310,6 +312,29 @@ def _floors(
     above = np.searchsorted(np.asarray(floors) - climb, heights[on], side="right") - 1
     span_floor[on] = np.clip(above, 0, len(floors) - 1)
     return floors, span_floor
+
+
+def _bends(points: NDArray[np.float64], tolerance: float) -> NDArray[np.int64]:
+    """Indices of the points of a straight-in-plan polyline that its height profile needs
+    within ``tolerance`` (Douglas-Peucker on distance along the line vs height)."""
+    along = np.r_[0.0, np.cumsum(np.hypot(*np.diff(points[:, [0, 2]], axis=0).T))]
+    height = points[:, 1]
+    keep = np.zeros(len(points), dtype=bool)
+    keep[[0, -1]] = True
+    stack = [(0, len(points) - 1)]
+    while stack:
+        i, j = stack.pop()
+        if j - i < 2:
+            continue
+        span = along[j] - along[i]
+        t = (along[i + 1 : j] - along[i]) / span if span > 0 else np.zeros(j - i - 1)
+        error = np.abs(height[i + 1 : j] - (height[i] + t * (height[j] - height[i])))
+        worst = int(np.argmax(error))
+        if error[worst] > tolerance:
+            k = i + 1 + worst
+            keep[k] = True
+            stack += [(i, k), (k, j)]
+    return np.flatnonzero(keep)
 
 
 @dataclass
@@ -609,24 +634,25 @@ class NavGrid:
         first_bad = int(np.argmin(ok))
         return 0.0 if first_bad == 0 else float(t[first_bad - 1])
 
-    def surface_length(self, start: ArrayLike, end: ArrayLike) -> float:
-        """Length of a clear segment walked on the spans under it (up and down a ramp, a
-        terrain's hills), not of the straight chord between its ends."""
+    def ground_path(self, start: ArrayLike, end: ArrayLike) -> NDArray[np.float64]:
+        """A clear segment as walked on the spans under it: the points where its height
+        profile bends by more than 2 cm (the ends of a ramp, a terrain's crests), so the
+        polyline's length is the walk's; on a flat floor just its two ends."""
+        from scipy.ndimage import uniform_filter1d
+
         a = np.asarray(start, dtype=np.float64)
         b = np.asarray(end, dtype=np.float64)
         # a sample per cell: heights between cell centres are linear, as on a ramp
         n = max(2, math.ceil(float(np.hypot(*(b - a)[[0, 2]])) / self.resolution) + 1)
         samples = a[None, :] + np.linspace(0.0, 1.0, n)[:, None] * (b - a)[None, :]
-        from scipy.ndimage import uniform_filter1d
-
         layer, row, col, found = self._spans_at(samples)
         samples[found, 1] = self.spans[layer[found], row[found], col[found]]
-        samples[0, 1], samples[-1, 1] = a[1], b[1]
         # Steps are walked as the slope of their flight (as over a navmesh's detail mesh), not
         # as riser plus tread: heights averaged over about a tread's length.
         window = 2 * round(_TREAD / (2 * self.resolution)) + 1
         samples[:, 1] = uniform_filter1d(samples[:, 1], size=window, mode="nearest")
-        return float(np.linalg.norm(np.diff(samples, axis=0), axis=1).sum())
+        samples[0], samples[-1] = a, b
+        return samples[_bends(samples, _GROUND_TOLERANCE)]
 
     def floor_at(self, point: ArrayLike) -> float:
         """Height of the navigable span under ``point`` nearest its height (NaN: none)."""
@@ -687,7 +713,8 @@ class NavGrid:
         if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
             return ShortestPath(np.empty((0, 3)), math.inf)
         if self.segment_clear(a, b):
-            return ShortestPath(np.stack([a, b]), self.surface_length(a, b))
+            points = self.ground_path(a, b)
+            return ShortestPath(points, float(np.linalg.norm(np.diff(points, axis=0), axis=1).sum()))
         na, nb = (int(self._node_of[self._spans_at(p)[:3]]) for p in (a, b))
         _, pred = dijkstra(self._adjacency(), indices=na, return_predecessors=True)
         if pred[nb] < 0 and na != nb:
@@ -698,8 +725,9 @@ class NavGrid:
         cells = self._cells[np.array(chain[::-1])]
         middle = self.cell_centre(cells[1:-1, 1], cells[1:-1, 2], cells[1:-1, 0])
         pulled = self._string_pull([a, *middle, b])
-        length = sum(self.surface_length(p, q) for p, q in zip(pulled[:-1], pulled[1:], strict=True))
-        return ShortestPath(pulled, length)
+        legs = [self.ground_path(p, q) for p, q in zip(pulled[:-1], pulled[1:], strict=True)]
+        points = np.concatenate([legs[0], *(leg[1:] for leg in legs[1:])])
+        return ShortestPath(points, float(np.linalg.norm(np.diff(points, axis=0), axis=1).sum()))
 
     def _string_pull(self, points: list[NDArray[np.float64]]) -> NDArray[np.float64]:
         out = [points[0]]

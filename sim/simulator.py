@@ -40,7 +40,7 @@ class EmbeddedSimulator(SimulatorBase):
         self._scene_key: object = None
         self._renderer: Renderer | None = None
         self._nav: NavGrid | None = None
-        self._topdown: dict[float, protocol.TopDownMap] = {}
+        self._topdown: dict[tuple[float, int], protocol.TopDownMap] = {}
         self._pose: protocol.Pose | None = None
 
     # ------------------------------------------------------------------ state
@@ -171,12 +171,14 @@ class EmbeddedSimulator(SimulatorBase):
         return self.nav.shortest_path(start, end)
 
     def _topdown_map(self, resolution: float) -> protocol.TopDownMap:
-        """Ground-truth navigable island at ``resolution`` (explorable area in m2)."""
-        if resolution not in self._topdown:
+        """Ground-truth navigable island of the agent's floor at ``resolution`` (explorable
+        area in m2)."""
+        floor = max(0, self.nav.floor_of(self.pose.array))
+        if (resolution, floor) not in self._topdown:
             nav = self.nav
             if not math.isclose(resolution, nav.resolution):
                 nav = NavGrid.build(
                     self.renderer.raycaster, self.config, resolution, start=self.pose.position
                 )
-            self._topdown[resolution] = nav.topdown()
-        return self._topdown[resolution]
+            self._topdown[resolution, floor] = nav.floor_map(max(0, nav.floor_of(self.pose.array)))
+        return self._topdown[resolution, floor]

@@ -7,7 +7,7 @@ from numpy.typing import NDArray
 
 from embodia.sim.geometry import forward_vector
 from embodia.sim.navigation import NavGrid
-from embodia.sim.protocol import Pose
+from embodia.sim.protocol import Pose, TopDownMap
 from embodia.sim.raycast import Raycaster
 from embodia.sim.scene import category_albedo
 
@@ -78,10 +78,26 @@ def topdown_image(
     return image
 
 
+def navigable_image(top: TopDownMap, pose: Pose | None = None, scale: int = 2) -> NDArray[np.uint8]:
+    """Top-down picture of any backend's map: navigable cells light on dark, agent drawn."""
+    rgb = np.where(top.navigable[..., None], 235, 60).astype(np.uint8) * np.ones(3, dtype=np.uint8)
+    image = np.repeat(np.repeat(rgb, scale, axis=0), scale, axis=1)
+    if pose is not None:
+        row, col = top.to_grid(pose.array)
+        _draw_agent_at(image, int(row), int(col), 0.1 / top.resolution, pose, scale)
+    return image
+
+
 def _draw_agent(image: NDArray[np.uint8], nav: NavGrid, pose: Pose, scale: int) -> None:
     row, col = nav.cell_of(pose.array)
+    _draw_agent_at(image, int(row), int(col), nav.config.agent_radius / nav.resolution, pose, scale)
+
+
+def _draw_agent_at(
+    image: NDArray[np.uint8], row: int, col: int, radius_cells: float, pose: Pose, scale: int
+) -> None:
     cy, cx = (float(row) + 0.5) * scale, (float(col) + 0.5) * scale
-    radius = max(3.0, nav.config.agent_radius / nav.resolution * scale * 1.5)
+    radius = max(3.0, radius_cells * scale * 1.5)
     yy, xx = np.mgrid[0 : image.shape[0], 0 : image.shape[1]]
     disc = (yy - cy) ** 2 + (xx - cx) ** 2 <= radius**2
     image[disc] = (220, 30, 30)

@@ -60,6 +60,16 @@ def test_sim_info_json() -> None:
         (["sim", "info", "--scene", "room.fbx"], "unsupported scene format"),
         (["sim", "render", "--scene", "procedural:seed=1", "--out", "x", "--pose", "1,2"], "invalid pose"),
         (["sim", "info", "--scene", "procedural:seed=1", "--up", "w"], "invalid --up"),
+        (["sim", "info", "--scene", "procedural:seed=1", "--sim", "unity"], "unknown simulator 'unity'"),
+        (
+            ["sim", "info", "--scene", "x", "--sim", "habitat", "--up", "z"],
+            "--up is for the embedded simulator",
+        ),
+        (["explore", "--agent", "frontier", "--sim", "gazebo", "--out", "x"], "unknown simulator 'gazebo'"),
+        (
+            ["eval", "explore", "--agent", "frontier", "--scenes", "procedural:seed=1", "--sim", "mujoco"],
+            "unknown simulator",
+        ),
     ],
 )
 def test_bad_input_exits_2_with_one_line(tmp_path, args: list[str], message: str) -> None:
@@ -69,6 +79,27 @@ def test_bad_input_exits_2_with_one_line(tmp_path, args: list[str], message: str
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and message in lines[0] and "Traceback" not in result.output
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ["sim", "info"],
+        ["sim", "render", "--out", "run"],
+        ["explore", "--agent", "frontier", "--out", "run"],
+        ["eval", "explore", "--agent", "frontier"],
+    ],
+)
+def test_sim_habitat_without_habitat_sim_says_how_to_install_it(tmp_path, command: list[str]) -> None:
+    if importlib.util.find_spec("habitat_sim") is not None:
+        pytest.skip("habitat_sim is installed here")
+    scene = "--scenes" if command[:2] == ["eval", "explore"] else "--scene"
+    args = [str(tmp_path / a) if a == "run" else a for a in command]
+    result = runner.invoke(app, [*args, scene, "procedural:seed=1", "--sim", "habitat"])
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "conda install habitat-sim" in lines[0], result.stderr
+    assert not (tmp_path / "run").exists()
 
 
 def test_vllm_extra_named_intact_in_the_error_line(tmp_path) -> None:

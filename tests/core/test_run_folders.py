@@ -510,3 +510,14 @@ def test_a_run_failing_before_its_first_record_removes_only_what_it_created(tmp_
         (out / "results.jsonl").write_text('{"index": 0}\n')
         raise RuntimeError("killed after a record")
     assert sorted(p.name for p in out.iterdir()) == ["config.yaml", "results.jsonl"]  # resumable
+
+
+def test_a_run_saved_before_a_setting_existed_resumes_with_its_old_value(tmp_path: Path) -> None:
+    from dataclasses import asdict
+
+    settings = asdict(ExploreSettings(agent="frontier", steps=5, video=False))
+    older = {k: v for k, v in settings.items() if k != "sim"}  # written before --sim existed
+    resume.write_config(tmp_path, {"command": "explore", "settings": older})
+    assert resume.check_resumable(tmp_path, settings, resume=True)
+    with pytest.raises(EmbodiaError, match="sim: None -> 'habitat'"):
+        resume.check_resumable(tmp_path, {**settings, "sim": "habitat"}, resume=True)

@@ -169,3 +169,16 @@ def test_a_slope_steeper_than_max_slope_is_not_walked() -> None:
     sim.reset(steep, Pose((1.0, 0.0, 2.0), EAST))
     assert not sim.is_navigable([2.25, 0.5, 2.0])
     assert not sim.is_navigable([4.0, 0.0, 2.0]) and sim.snap_point([4.0, 0.0, 2.0])[0] < 2.0
+
+
+def test_any_backends_map_draws_as_a_picture_with_the_agent(house: EmbeddedSimulator) -> None:
+    from embodia.sim.visualize import navigable_image
+
+    house.reset(two_floor_house(), Pose((4.0, 0.0, 4.0), 0.0))
+    top = house.topdown()
+    image = navigable_image(top, house.pose, scale=2)
+    assert image.shape == (2 * top.navigable.shape[0], 2 * top.navigable.shape[1], 3)
+    row, col = top.to_grid(house.pose.array)
+    assert tuple(image[2 * int(row) + 1, 2 * int(col) + 1]) == (220, 30, 30)  # the agent, in red
+    light = np.all(image == 235, axis=-1)
+    assert light.sum() == pytest.approx(4 * top.navigable.sum(), rel=0.05)  # less the agent's disc

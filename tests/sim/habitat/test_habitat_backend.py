@@ -16,7 +16,7 @@ import pytest
 from scenes import analytic_box_range, box_room, shared_scene
 
 from embodia.errors import BackendUnavailableError
-from embodia.sim.conformance import check_simulator
+from embodia.sim.conformance import WORLDS, check_multilevel, check_simulator
 from embodia.sim.geometry import (
     equirect_directions,
     forward_vector,
@@ -492,3 +492,16 @@ def test_habitat_conformance() -> None:
         ),
     )
     check_simulator(HabitatSimulator(), shared_scene("simple_room.glb"))
+
+
+@pytest.mark.habitat
+def test_habitat_conformance_across_levels(tmp_path: Path) -> None:
+    pytest.importorskip(
+        "habitat_sim",
+        reason=(
+            "habitat_sim is not installed (conda-only); "
+            "the habitat backend's multi-level conformance runs where it imports"
+        ),
+    )
+    files = {name: str(world().export(tmp_path / f"{name}.glb")) for name, world in WORLDS.items()}
+    check_multilevel(HabitatSimulator(), files)
