@@ -41,7 +41,12 @@ def load_scene(spec: str | Path | Scene, up: UpAxis = "auto") -> Scene:
         return spec
     text = str(spec)
     if text.startswith(PROCEDURAL_PREFIX):
-        return generate_house(**parse_procedural_spec(text))
+        params = parse_procedural_spec(text)
+        if "floors" in params:
+            from embodia.sim.houses import generate_house_v2
+
+            return generate_house_v2(**params)
+        return generate_house(**params)
     return load_mesh_file(Path(text), up=up)
 
 

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -34,13 +35,15 @@ Part = tuple[NDArray[np.float64], NDArray[np.int64], int, int]
 
 
 def parse_procedural_spec(spec: str) -> dict[str, int]:
-    """``"procedural:seed=3,rooms=5"`` -> ``{"seed": 3, "rooms": 5}`` (rooms optional)."""
+    """``"procedural:seed=3,rooms=5"`` -> ``{"seed": 3, "rooms": 5}`` (rooms optional);
+    ``floors=F`` asks for a v2 house (:mod:`embodia.sim.houses`, 6..20 rooms)."""
     body = spec[len(PROCEDURAL_PREFIX) :] if spec.startswith(PROCEDURAL_PREFIX) else spec
+    expected = "expected procedural:seed=N[,rooms=K][,floors=F]"
     params: dict[str, int] = {}
     for item in filter(None, (p.strip() for p in body.split(","))):
         key, sep, value = item.partition("=")
-        if not sep or key.strip() not in ("seed", "rooms"):
-            raise SceneError(f"invalid procedural spec {spec!r}: expected procedural:seed=N[,rooms=K]")
+        if not sep or key.strip() not in ("seed", "rooms", "floors"):
+            raise SceneError(f"invalid procedural spec {spec!r}: {expected}")
         try:
             params[key.strip()] = int(value)
         except ValueError:
@@ -48,8 +51,11 @@ def parse_procedural_spec(spec: str) -> dict[str, int]:
     if "seed" not in params:
         raise SceneError(f"invalid procedural spec {spec!r}: seed=N is required")
     rooms = params.get("rooms")
-    if rooms is not None and not MIN_ROOMS <= rooms <= MAX_ROOMS:
-        raise SceneError(f"invalid procedural spec {spec!r}: rooms must be in {MIN_ROOMS}..{MAX_ROOMS}")
+    low, high = (6, 20) if "floors" in params else (MIN_ROOMS, MAX_ROOMS)
+    if rooms is not None and not low <= rooms <= high:
+        raise SceneError(f"invalid procedural spec {spec!r}: rooms must be in {low}..{high}")
+    if params.get("floors", 1) not in (1, 2):
+        raise SceneError(f"invalid procedural spec {spec!r}: floors must be 1 or 2")
     return params
 
 
@@ -257,6 +263,8 @@ class _Room:
     v0: float
     u1: float
     v1: float
+    shape: Any | None = None
+    """The room's outline when it is not the rectangle (v2 houses' L-shaped rooms)."""
 
 
 def _room_plan(
@@ -296,7 +304,8 @@ def _place(
     from shapely import affinity
     from shapely.geometry import box
 
-    inner = box(room.u0, room.v0, room.u1, room.v1).buffer(-WALL_THICKNESS / 2 - 0.02)
+    outline = room.shape if room.shape is not None else box(room.u0, room.v0, room.u1, room.v1)
+    inner = outline.buffer(-WALL_THICKNESS / 2 - 0.02)
     iu0, iv0, iu1, iv1 = inner.bounds
     footprint = box(-item.width / 2, -item.depth / 2, item.width / 2, item.depth / 2)
     for _ in range(40):
