@@ -32,7 +32,7 @@ from embodia.errors import EmbodiaError
 if TYPE_CHECKING:
     from embodia.agents.explorer_schema import ExplorerProgress
 
-AGENT_HELP = "Exploration agent: dfs (the depth-first explorer), frontier, frontier-utility or random."
+AGENT_HELP = "Exploration agent: dfs (the depth-first explorer), frontier, frontier-utility, tour or random."
 STEPS_HELP = "Step budget in primitive actions (at most 100,000)."
 AgentOption = Annotated[str, typer.Option("--agent", help=AGENT_HELP)]
 StepsOption = Annotated[int, typer.Option("--steps", help=STEPS_HELP)]

@@ -133,7 +133,7 @@ class ExploreSettings:
     """Everything that determines an exploration run (saved as ``config.yaml``)."""
 
     agent: str
-    """``frontier``, ``frontier-utility`` or ``random`` (agents.baselines.AGENTS)."""
+    """``frontier``, ``frontier-utility``, ``tour`` or ``random`` (agents.baselines.AGENTS)."""
     env: str = ""
     """``primitive`` (ActiveMapping-v0) or ``waypoint`` (ActiveMappingWaypoint-v0); empty
     picks the agent's own (``waypoint`` for ``dfs``, else ``primitive``)."""

@@ -193,7 +193,7 @@ class FrontierAgent:
             traversable = self._traversable(margin)
             traversable[start] = True
             field = distance_field(traversable, start, bev.config.resolution)
-            goal = self._choose_goal(frontiers, field.cost)
+            goal = self._choose_goal(frontiers, field.cost, traversable)
             if goal is not None:
                 cells = field.path_to(*goal)
                 points = bev.from_grid(cells[:, 0], cells[:, 1])
@@ -203,9 +203,13 @@ class FrontierAgent:
                 return
 
     def _choose_goal(
-        self, frontiers: list[FrontierSegment], cost: NDArray[np.float64]
+        self,
+        frontiers: list[FrontierSegment],
+        cost: NDArray[np.float64],
+        traversable: NDArray[np.bool_] | None = None,
     ) -> tuple[int, int] | None:
-        """The cheapest cell of the best frontier segment, or None if none is reachable."""
+        """The cheapest cell of the best frontier segment, or None if none is reachable
+        (``cost``: path costs from the agent over ``traversable``)."""
         best: tuple[float, int, int] | None = None
         for segment in frontiers:
             costs = cost[segment.cells[:, 0], segment.cells[:, 1]]
