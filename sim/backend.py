@@ -59,6 +59,10 @@ class SimulatorBase(ABC):
     def _topdown_map(self, resolution: float) -> TopDownMap:
         """The top-down map at a resolution already checked to be positive."""
 
+    @abstractmethod
+    def _floor_maps(self, resolution: float) -> list[TopDownMap]:
+        """Every floor's map at a resolution already checked to be positive."""
+
     def goto(self, point: ArrayLike, max_steps: int | None = None) -> GotoResult:
         """Walk the shortest path to ``point`` (snapped), spending at most ``max_steps``; steps are
         counted with :func:`embodia.sim.motion.walk_budget`, as in every backend."""
@@ -76,7 +80,15 @@ class SimulatorBase(ABC):
         return self.shortest_path(start, end).geodesic_distance
 
     def topdown(self, resolution: float = 0.05) -> TopDownMap:
-        """The navigable area at ``resolution`` (m per cell) as a top-down map."""
-        if not (math.isfinite(resolution) and resolution > 0):
-            raise EmbodiaError(f"top-down resolution must be positive, got {resolution}")
-        return self._topdown_map(resolution)
+        """The navigable area of the agent's floor at ``resolution`` (m per cell)."""
+        return self._topdown_map(_checked_resolution(resolution))
+
+    def floor_maps(self, resolution: float = 0.05) -> list[TopDownMap]:
+        """One navigable map per floor of the agent's island, lowest first."""
+        return self._floor_maps(_checked_resolution(resolution))
+
+
+def _checked_resolution(resolution: float) -> float:
+    if not (math.isfinite(resolution) and resolution > 0):
+        raise EmbodiaError(f"top-down resolution must be positive, got {resolution}")
+    return resolution

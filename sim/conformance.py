@@ -218,6 +218,17 @@ def check_navigation(sim: Simulator) -> None:
     row, col = top.to_grid(np.array(pose.position))
     inside = 0 <= row < top.navigable.shape[0] and 0 <= col < top.navigable.shape[1]
     _check(bool(inside), "the agent lies inside its top-down map")
+    floors = sim.floor_maps(0.1)
+    _check(
+        len(floors) >= 1
+        and any(
+            m.navigable.shape == top.navigable.shape and np.array_equal(m.navigable, top.navigable)
+            for m in floors
+        ),
+        "floor_maps holds the agent's floor, as topdown maps it",
+    )
+    heights = [m.floor_height for m in floors]
+    _check(heights == sorted(heights), "floor_maps lists the floors lowest first")
 
     cells = np.argwhere(top.navigable)
     rng = np.random.default_rng(0)
@@ -297,6 +308,11 @@ def check_multilevel(sim: Simulator, scenes: Mapping[str, SceneSpec | Scene | Pa
         0.85 * legs <= path.geodesic_distance <= 1.15 * legs,
         "the geodesic between floors is the walk by the stairs",
     )
+    heights = [m.floor_height for m in sim.floor_maps(0.1)]
+    _check(
+        len(heights) == 2 and abs(heights[0]) < 0.05 and abs(heights[1] - upper) < 0.05,
+        "floor_maps holds the house's two floors",
+    )
     result = sim.goto(above)
     _check(result.reached and abs(result.pose.position[1] - upper) < 0.05, "goto climbs to the other floor")
     top_map = sim.topdown(0.1)
@@ -324,5 +340,6 @@ def check_multilevel(sim: Simulator, scenes: Mapping[str, SceneSpec | Scene | Pa
     _check(sim.is_navigable(start), "undulating terrain is navigable")
     area = sim.topdown(0.1).explorable_area_m2
     _check(abs(area - 19.8**2) < 0.04 * 19.8**2, "all of the terrain but its edge is navigable")
+    _check(len(sim.floor_maps(0.1)) == 1, "a terrain's hills are one floor")
     goal = np.array([18.0, float(worlds.terrain_height(np.array(18.0), np.array(18.0))), 18.0])
     _path_checks(sim, start, goal)

@@ -248,4 +248,9 @@ class Simulator(Protocol):
 
     def topdown(self, resolution: float = 0.05) -> TopDownMap: ...
 
+    def floor_maps(self, resolution: float = 0.05) -> list[TopDownMap]:
+        """One map per floor of the agent's island, lowest first (one for a single floor, a
+        terrain or a split level); the :meth:`topdown` of the agent's floor is one of them."""
+        ...
+
     def close(self) -> None: ...

@@ -40,7 +40,8 @@ class EmbeddedSimulator(SimulatorBase):
         self._scene_key: object = None
         self._renderer: Renderer | None = None
         self._nav: NavGrid | None = None
-        self._topdown: dict[tuple[float, int], protocol.TopDownMap] = {}
+        self._grids: dict[float, NavGrid] = {}
+        """Navigation grids at other resolutions (top-down maps), for the loaded scene."""
         self._pose: protocol.Pose | None = None
 
     # ------------------------------------------------------------------ state
@@ -80,7 +81,7 @@ class EmbeddedSimulator(SimulatorBase):
             self._scene, self._scene_key = loaded, key
             self._renderer = Renderer(loaded, raycaster)
             self._nav = nav
-            self._topdown = {}
+            self._grids = {}
             logger.info(
                 "loaded scene %s: %d faces, navigable %.1f m2",
                 loaded.name,
@@ -90,7 +91,7 @@ class EmbeddedSimulator(SimulatorBase):
         elif start_pose is not None and not self.nav.on_island(np.asarray(start_pose.position)):
             # Same scene, but the start may lie on another island or floor: rebuild for it.
             self._nav = NavGrid.build(self.renderer.raycaster, self.config, start=start_pose.position)
-            self._topdown = {}
+            self._grids = {}
         if start_pose is None:
             position = self.nav.most_open_point()
             yaw = 0.0
@@ -105,7 +106,7 @@ class EmbeddedSimulator(SimulatorBase):
     def close(self) -> None:
         self._scene = self._renderer = self._nav = self._scene_key = None
         self._pose = None
-        self._topdown = {}
+        self._grids = {}
 
     # ------------------------------------------------------------------ actions
 
@@ -170,15 +171,22 @@ class EmbeddedSimulator(SimulatorBase):
     def shortest_path(self, start: ArrayLike, end: ArrayLike) -> protocol.ShortestPath:
         return self.nav.shortest_path(start, end)
 
+    def _nav_at(self, resolution: float) -> NavGrid:
+        """The navigation grid at ``resolution`` (the simulator's own, or one built for it)."""
+        if math.isclose(resolution, self.nav.resolution):
+            return self.nav
+        if resolution not in self._grids:
+            self._grids[resolution] = NavGrid.build(
+                self.renderer.raycaster, self.config, resolution, start=self.pose.position
+            )
+        return self._grids[resolution]
+
     def _topdown_map(self, resolution: float) -> protocol.TopDownMap:
         """Ground-truth navigable island of the agent's floor at ``resolution`` (explorable
         area in m2)."""
-        floor = max(0, self.nav.floor_of(self.pose.array))
-        if (resolution, floor) not in self._topdown:
-            nav = self.nav
-            if not math.isclose(resolution, nav.resolution):
-                nav = NavGrid.build(
-                    self.renderer.raycaster, self.config, resolution, start=self.pose.position
-                )
-            self._topdown[resolution, floor] = nav.floor_map(max(0, nav.floor_of(self.pose.array)))
-        return self._topdown[resolution, floor]
+        nav = self._nav_at(resolution)
+        return nav.floor_map(max(0, nav.floor_of(self.pose.array)))
+
+    def _floor_maps(self, resolution: float) -> list[protocol.TopDownMap]:
+        nav = self._nav_at(resolution)
+        return [nav.floor_map(floor) for floor in range(len(nav.floors))]

@@ -27,7 +27,13 @@ from gymnasium import spaces
 from numpy.typing import ArrayLike, NDArray
 from PIL import Image
 
-from embodia.envs.mapping.measures import COVERAGE_RESOLUTION, CoverageTracker, StepOutcome
+from embodia.envs.mapping.measures import (
+    COVERAGE_RESOLUTION,
+    CoverageTracker,
+    ExplorableArea,
+    StepOutcome,
+    floor_of,
+)
 from embodia.errors import EmbodiaError
 from embodia.perception.bev import OCCUPIED, BEVConfig, BEVMap
 from embodia.perception.bev_image import bev_image
@@ -147,6 +153,11 @@ class _MappingEnv(gymnasium.Env[Observation, ActT]):
         self.simulator: Simulator = factory(self.sim_config)
         self.coverage = CoverageTracker(budget=self.max_steps, resolution=config.coverage_resolution)
         self.bev = BEVMap(self.declared_categories, self.bev_config)
+        """The map of the floor the agent is on (see :attr:`bevs`)."""
+        self.bevs: dict[int, BEVMap] = {}
+        """The agent's map of each floor it has been on, by floor index (lowest 0)."""
+        self._floor_heights: list[float] = [0.0]
+        self._categories: list[str] = list(self.declared_categories)
         self.scene_name = ""
         self._panorama: Panorama | None = None
         self._done = False
@@ -189,9 +200,13 @@ class _MappingEnv(gymnasium.Env[Observation, ActT]):
                 f"declares {len(self.declared_categories)}: pass categories= with all of them"
             )
         self.scene_name = scene.name if isinstance(scene, Scene) else str(scene)
-        self.bev = BEVMap(categories, self.bev_config)
+        explorable = ExplorableArea.of(self.simulator, self.coverage.resolution)
+        self._floor_heights = explorable.heights
+        self._categories = categories
+        self.bevs = {}
+        self._use_floor(pose)
         self._observe()
-        self.coverage.reset(self.simulator, pose, self.bev)
+        self.coverage.reset(explorable, pose, self.bevs)
         self._done = False
         self._after_reset()
         logger.debug("reset on %s: explorable %.2f m2", self.scene_name, self.coverage.explorable.area_m2)
@@ -202,10 +217,20 @@ class _MappingEnv(gymnasium.Env[Observation, ActT]):
 
     # ------------------------------------------------------------------ helpers
 
+    def _use_floor(self, pose: Pose) -> BEVMap:
+        """Make the map of the floor ``pose`` stands on the current one (``self.bev``): one
+        map per floor, each with heights measured from its own floor, so that the floor below
+        never shows through as obstacles or holes in the map above."""
+        floor = floor_of(self._floor_heights, pose.position[1], self.simulator.config.max_climb)
+        if floor not in self.bevs:
+            self.bevs[floor] = BEVMap(self._categories, self.bev_config)
+        self.bev = self.bevs[floor]
+        return self.bev
+
     def _observe(self) -> None:
-        """Render the panorama at the current pose and fuse it into the map."""
+        """Render the panorama at the current pose and fuse it into its floor's map."""
         self._panorama = self.simulator.panorama(self.panorama_height, self.panorama_width)
-        self.bev.integrate(self._panorama)
+        self._use_floor(self._panorama["pose"]).integrate(self._panorama)
 
     @property
     def panorama(self) -> Panorama:
@@ -308,7 +333,7 @@ class ActiveMappingEnv(_MappingEnv[np.int64]):
         result = self.simulator.step(ACTIONS[int(action)])
         self._observe()
         moved = _horizontal_distance(start, result.pose)
-        self.coverage.update(StepOutcome(result.pose, result.collided, moved, self.bev))
+        self.coverage.update(StepOutcome(result.pose, result.collided, moved, self.bevs))
         reward, terminated, truncated = self._finish(covered_before)
         return self._observation(), reward, terminated, truncated, self._info()
 
@@ -455,17 +480,17 @@ class ActiveMappingWaypointEnv(_MappingEnv[Any]):
             if self.observe_while_walking and moved:
                 # The camera keeps recording while the agent walks (a turn in place shows
                 # the same 360-degree panorama, so only moves add a view).
-                self.bev.integrate(
+                self._use_floor(pose).integrate(
                     self.simulator.panorama_at(pose, self.panorama_height, self.panorama_width)
                 )
-                self.coverage.update(StepOutcome(pose, distance=distance - travelled, bev=self.bev))
+                self.coverage.update(StepOutcome(pose, distance=distance - travelled, bev=self.bevs))
             else:
-                self.bev.record_pose(pose)
+                self._use_floor(pose).record_pose(pose)
                 self.coverage.update(StepOutcome(pose, distance=distance - travelled))
             travelled = distance
         self._observe()
         self.coverage.update(
-            StepOutcome(result.pose, distance=max(result.distance - travelled, 0.0), bev=self.bev)
+            StepOutcome(result.pose, distance=max(result.distance - travelled, 0.0), bev=self.bevs)
         )
         return spent, result.reached
 

@@ -3,8 +3,9 @@
 Definitions (those of Active Neural SLAM: Chaplot et al., "Learning to Explore using Active
 Neural SLAM", ICLR 2020):
 
-- *explorable*: the simulator's ground-truth navigable island, ``simulator.topdown(0.05)``,
-  so one cell is 0.0025 m2;
+- *explorable*: the simulator's ground-truth navigable island, every floor of it
+  (``simulator.floor_maps(0.05)``), so one cell is 0.0025 m2; each floor's cells are matched
+  against the agent's map of that floor (a map per floor, :func:`floor_of` says which);
 - ``coverage_m2``: ``A_t = |observed_t ∩ explorable| * res²``, where a ground-truth cell is
   observed when the BEV cell holding its centre is explored (``BEVMap.explored``: any floor
   or obstacle evidence; the BEV grid is on the world lattice, so the two maps line up
@@ -27,7 +28,7 @@ from __future__ import annotations
 import logging
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -99,33 +100,17 @@ def coverage_auc_over_distance(
 # ---------------------------------------------------------------------- ground truth
 
 
-class ExplorableArea:
-    """The ground-truth explorable cells and which of them a BEV map has observed."""
+class _FloorCells:
+    """One floor's explorable cells and where they fall in a BEV map."""
 
     def __init__(self, topdown: TopDownMap) -> None:
         rows, cols = np.nonzero(topdown.navigable)
-        if len(rows) == 0:
-            raise EmbodiaError("the ground-truth top-down map has no navigable cell: nothing to explore")
         self.topdown = topdown
         self.centres: NDArray[np.float64] = topdown.from_grid(rows, cols)
-        self.cell_area = topdown.resolution**2
         self._grid_key: tuple[int, int, int, int, float] | None = None
         self._bev_cells: tuple[NDArray[np.int64], NDArray[np.int64], NDArray[np.bool_]] | None = None
 
-    @classmethod
-    def of(cls, simulator: Simulator, resolution: float = COVERAGE_RESOLUTION) -> ExplorableArea:
-        return cls(simulator.topdown(resolution))
-
-    @property
-    def cells(self) -> int:
-        return len(self.centres)
-
-    @property
-    def area_m2(self) -> float:
-        return self.cells * self.cell_area
-
     def observed(self, bev: BEVMap) -> NDArray[np.bool_]:
-        """Per explorable cell: whether the BEV cell holding its centre is explored."""
         key = (bev.row0, bev.col0, *bev.shape, bev.config.resolution)
         if key != self._grid_key or self._bev_cells is None:
             # The BEV grid moved (it grew): map the fixed GT centres into it again.
@@ -133,12 +118,78 @@ class ExplorableArea:
             inside = bev.inside(rows, cols)
             self._grid_key, self._bev_cells = key, (rows[inside], cols[inside], inside)
         rows, cols, inside = self._bev_cells
-        out = np.zeros(self.cells, dtype=bool)
+        out = np.zeros(len(self.centres), dtype=bool)
         out[inside] = bev.explored[rows, cols]
         return out
 
-    def covered_cells(self, bev: BEVMap) -> int:
-        return int(self.observed(bev).sum())
+
+FloorBEVs = Mapping[int, BEVMap]
+"""A map per floor, by floor index (the order of :meth:`Simulator.floor_maps`)."""
+
+
+class ExplorableArea:
+    """The ground-truth explorable cells, of every floor, and which of them the agent's maps
+    have observed. A floor's cells are matched against that floor's map only; a single
+    :class:`BEVMap` stands for the map of floor ``start_floor``."""
+
+    def __init__(self, topdown: TopDownMap | Sequence[TopDownMap], start_floor: int = 0) -> None:
+        maps = [topdown] if isinstance(topdown, TopDownMap) else list(topdown)
+        self.floors = [_FloorCells(m) for m in maps]
+        if not any(len(f.centres) for f in self.floors):
+            raise EmbodiaError("the ground-truth top-down map has no navigable cell: nothing to explore")
+        resolutions = {m.resolution for m in maps}
+        if len(resolutions) != 1:
+            raise ValueError(f"floor maps of different resolutions: {sorted(resolutions)}")
+        self.start_floor = start_floor
+        self.cell_area = maps[0].resolution ** 2
+        self.heights = [m.floor_height for m in maps]
+
+    @classmethod
+    def of(cls, simulator: Simulator, resolution: float = COVERAGE_RESOLUTION) -> ExplorableArea:
+        """Every floor of the simulator's scene, the agent's own as ``start_floor``."""
+        maps = simulator.floor_maps(resolution)
+        here = simulator.topdown(resolution).floor_height
+        return cls(maps, int(np.argmin([abs(m.floor_height - here) for m in maps])))
+
+    @property
+    def topdown(self) -> TopDownMap:
+        """The map of the start floor."""
+        return self.floors[self.start_floor].topdown
+
+    @property
+    def cells(self) -> int:
+        return sum(len(f.centres) for f in self.floors)
+
+    @property
+    def area_m2(self) -> float:
+        return self.cells * self.cell_area
+
+    def _maps(self, bev: BEVMap | FloorBEVs) -> FloorBEVs:
+        return {self.start_floor: bev} if isinstance(bev, BEVMap) else bev
+
+    def observed(self, bev: BEVMap | FloorBEVs) -> NDArray[np.bool_]:
+        """Per explorable cell (floor after floor): whether its floor's map has explored the
+        BEV cell holding its centre."""
+        maps = self._maps(bev)
+        parts = [
+            floor.observed(maps[index]) if index in maps else np.zeros(len(floor.centres), dtype=bool)
+            for index, floor in enumerate(self.floors)
+        ]
+        return np.concatenate(parts)
+
+    def covered_cells(self, bev: BEVMap | FloorBEVs) -> int:
+        maps = self._maps(bev)
+        return sum(
+            int(floor.observed(maps[index]).sum()) for index, floor in enumerate(self.floors) if index in maps
+        )
+
+
+def floor_of(heights: Sequence[float], y: float, climb: float) -> int:
+    """The floor a point at height ``y`` is on: the highest floor at or below it, within
+    ``climb`` (the navigation grid's rule: a flight of stairs belongs to the floor it starts
+    from until its top steps)."""
+    index = int(np.searchsorted(np.asarray(heights) - climb, y, side="right")) - 1
+    return min(max(index, 0), len(heights) - 1)
 
 
 # ---------------------------------------------------------------------- measures
@@ -153,8 +204,9 @@ class StepOutcome:
     collided: bool = False
     distance: float = 0.0
     """Metres travelled during the step (horizontal)."""
-    bev: BEVMap | None = None
-    """The map after this step's observation; None when the step observed nothing new."""
+    bev: BEVMap | FloorBEVs | None = None
+    """The map after this step's observation (a map per floor where there are several);
+    None when the step observed nothing new."""
 
 
 @dataclass(frozen=True)
@@ -163,7 +215,7 @@ class EpisodeStart:
 
     explorable: ExplorableArea
     pose: Pose
-    bev: BEVMap | None = None
+    bev: BEVMap | FloorBEVs | None = None
     """The map after the observation at reset (None: nothing observed yet)."""
 
 
@@ -376,18 +428,26 @@ class CoverageTracker:
     def fully_covered(self) -> bool:
         return self.coverage_m2.covered_cells == self.explorable.cells
 
-    def reset(self, ground_truth: Simulator | TopDownMap, pose: Pose, bev: BEVMap | None) -> None:
-        """Start an episode; ``bev`` holds the observation made at reset, if any."""
-        if isinstance(ground_truth, TopDownMap):
-            topdown = ground_truth
+    def reset(
+        self,
+        ground_truth: Simulator | TopDownMap | ExplorableArea,
+        pose: Pose,
+        bev: BEVMap | FloorBEVs | None,
+    ) -> None:
+        """Start an episode; ``bev`` holds the observation made at reset, if any. The ground
+        truth is a simulator (every floor of its scene), one floor's map, or an area."""
+        if isinstance(ground_truth, ExplorableArea):
+            explorable = ground_truth
+        elif isinstance(ground_truth, TopDownMap):
+            explorable = ExplorableArea(ground_truth)
         else:
-            topdown = ground_truth.topdown(self.resolution)
-        if not math.isclose(topdown.resolution, self.resolution):
+            explorable = ExplorableArea.of(ground_truth, self.resolution)
+        resolution = math.sqrt(explorable.cell_area)
+        if not math.isclose(resolution, self.resolution):
             raise ValueError(
-                f"the ground-truth map has {topdown.resolution} m cells, "
-                f"the tracker expects {self.resolution} m"
+                f"the ground-truth map has {resolution:g} m cells, the tracker expects {self.resolution} m"
             )
-        self._explorable = ExplorableArea(topdown)
+        self._explorable = explorable
         start = EpisodeStart(self._explorable, pose, bev)
         for measure in self.measures.values():
             measure.reset_metric(start)
@@ -450,8 +510,8 @@ def recompute_coverage(
     """Replay a saved trajectory and return its coverage curve (``C_1..C_t``).
 
     The panorama is re-rendered and integrated at every observed pose, in order, into a
-    fresh map, and coverage is measured against the ground truth at the first pose, as the
-    tracker of the original run did. The agent stays at the first pose.
+    fresh map of the pose's floor, and coverage is measured against every floor's ground
+    truth, as the tracker of the original run did. The agent stays at the first pose.
     """
     if not trajectory:
         raise ValueError("recompute_coverage needs a trajectory with at least the reset pose")
@@ -461,15 +521,18 @@ def recompute_coverage(
     config = bev_config or BEVConfig(sensor_height=simulator.config.sensor_height)
     first = trajectory[0]
     simulator.reset(scene, first.pose)
-    bev = BEVMap(simulator.categories, config)
     tracker = CoverageTracker(budget=max(1, len(trajectory) - 1), resolution=resolution)
-    topdown = simulator.topdown(resolution)
+    explorable = ExplorableArea.of(simulator, resolution)
+    bevs: dict[int, BEVMap] = {}
 
-    def observe(pose: Pose) -> BEVMap:
-        bev.integrate(simulator.panorama_at(pose, height, width))
-        return bev
+    def observe(pose: Pose) -> dict[int, BEVMap]:
+        floor = floor_of(explorable.heights, pose.position[1], simulator.config.max_climb)
+        if floor not in bevs:
+            bevs[floor] = BEVMap(simulator.categories, config)
+        bevs[floor].integrate(simulator.panorama_at(pose, height, width))
+        return bevs
 
-    tracker.reset(topdown, first.pose, observe(first.pose) if first.observed else None)
+    tracker.reset(explorable, first.pose, observe(first.pose) if first.observed else None)
     for step in trajectory[1:]:
         tracker.update(StepOutcome(step.pose, bev=observe(step.pose) if step.observed else None))
     final = tracker.coverage_ratio.get_metric()

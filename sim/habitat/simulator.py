@@ -147,6 +147,30 @@ def instance_to_category(instance_ids: ArrayLike, table: NDArray[np.int32]) -> N
     return np.where(inside, table[np.where(inside, ids, 0)], 0).astype(np.int32)
 
 
+FLOOR_SAMPLES = 400
+"""Navigable points sampled to find the floors of a habitat island."""
+
+
+def floor_heights(samples: Iterable[float], agent_height: float, bin_m: float = 0.1) -> list[float]:
+    """Floor heights among the heights of points sampled on a navmesh: the most sampled
+    0.1 m level, then again among the levels at least ``agent_height`` away from those taken,
+    as long as a level holds a tenth of the samples of the most sampled one (stairs and ramps
+    between floors hold few). Lowest first."""
+    heights = np.asarray(list(samples), dtype=np.float64)
+    if len(heights) == 0:
+        return []
+    bins = np.round(heights / bin_m).astype(np.int64)
+    levels, counts = np.unique(bins, return_counts=True)
+    taken: list[float] = []
+    for index in np.argsort(-counts, kind="stable"):
+        if counts[index] < 0.1 * counts.max():
+            break
+        level = float(np.median(heights[bins == levels[index]]))
+        if all(abs(level - other) >= agent_height for other in taken):
+            taken.append(level)
+    return sorted(taken)
+
+
 def island_mask(view: ArrayLike, row: int, col: int, island: int | None = None) -> NDArray[np.bool_]:
     """Cells of one navigable island in a top-down view.
 
@@ -378,12 +402,28 @@ class HabitatSimulator(SimulatorBase):
         return protocol.ShortestPath(points, distance)
 
     def _topdown_map(self, resolution: float) -> protocol.TopDownMap:
-        """The agent's navmesh island sliced at its floor height, at ``resolution``.
+        """The agent's navmesh island sliced at its floor height, at ``resolution``."""
+        return self._slice(resolution, float(self.pose.position[1]))
+
+    def _floor_maps(self, resolution: float) -> list[protocol.TopDownMap]:
+        """The island sliced at each floor's height. habitat's navmesh has no floors: their
+        heights come from points sampled on the island (:func:`floor_heights`)."""
+        pathfinder = self.sim.pathfinder
+        island = self._island if self._island >= 0 else -1
+        samples = [
+            float(_vec3(pathfinder.get_random_navigable_point(island_index=island))[1])
+            for _ in range(FLOOR_SAMPLES)
+        ]
+        return [
+            self._slice(resolution, height) for height in floor_heights(samples, self.config.agent_height)
+        ]
+
+    def _slice(self, resolution: float, height: float) -> protocol.TopDownMap:
+        """The agent's island in habitat's top-down view at ``height``.
 
         habitat samples cell (r, c) at ``lower_bound + (c, r) * resolution`` in (x, z); the
         origin is shifted by half a cell so those samples are cell centres here.
         """
-        height = self.pose.position[1]
         key = (float(resolution), self._island, round(height, 3))
         if key not in self._topdown:
             pathfinder = self.sim.pathfinder

@@ -165,8 +165,10 @@ def test_lora_trains_only_the_adapters_and_saves_merged(tiny_chat_lm_dir: Path, 
         merged = reloaded.model(input_ids=ids).logits
         base = HFPolicy(tiny_chat_lm_dir).model(input_ids=ids).logits
     lora.model.train()
-    assert torch.allclose(trained, merged, atol=1e-5)
-    assert not torch.allclose(trained, base, atol=1e-3)  # the training changed something
+    # W + BA merged in float32 rounds differently from x W + x B A: about 1e-5 of logits near 3,
+    # depending on the BLAS kernels the machine picks; the training moved them by far more
+    assert (trained - merged).abs().max() < 1e-4
+    assert (trained - base).abs().max() > 1e-3  # the training changed something
 
 
 def test_save_then_load_gives_identical_logits_and_a_chat_policy(

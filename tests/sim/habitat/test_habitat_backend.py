@@ -444,6 +444,9 @@ def test_stand_in_goto_topdown_and_scene_objects(stand_in: Path) -> None:
     assert top.navigable.shape == (int(span_z / 0.1) + 1, int(span_x / 0.1) + 1)
     assert top.navigable.all()
     assert np.allclose(top.from_grid(0, 0)[[0, 2]], [0.1, 0.1])
+    # one floor (every sampled navigable point is at y = 0): its map is the top-down one
+    floors = sim.floor_maps(0.1)
+    assert len(floors) == 1 and np.array_equal(floors[0].navigable, top.navigable)
     # A start off the navmesh is snapped onto it.
     assert sim.reset(stand_in, Pose((-3.0, 0.0, 2.0))).position == (0.1, 0.0, 2.0)
     # An embodia Scene is exported to a .glb habitat can load.
@@ -457,7 +460,18 @@ def test_stand_in_goto_topdown_and_scene_objects(stand_in: Path) -> None:
 
 
 def test_protocol_signatures_match() -> None:
-    for name in ("reset", "step", "goto", "panorama", "pinhole", "is_navigable", "snap_point", "topdown"):
+    names = (
+        "reset",
+        "step",
+        "goto",
+        "panorama",
+        "pinhole",
+        "is_navigable",
+        "snap_point",
+        "topdown",
+        "floor_maps",
+    )
+    for name in names:
         ours = inspect.signature(getattr(HabitatSimulator, name)).parameters
         theirs = inspect.signature(getattr(Simulator, name)).parameters
         assert [(p.name, p.default) for p in ours.values()] == [
