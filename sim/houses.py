@@ -31,7 +31,6 @@ from typing import Any
 import numpy as np
 
 from embodia.errors import SceneError
-from embodia.sim.geometry import Z_UP_TO_Y_UP
 from embodia.sim.procedural import (
     DOOR_HEIGHT,
     FURNITURE,
@@ -46,8 +45,9 @@ from embodia.sim.procedural import (
     _Room,
     _transform,
     box_mesh,
+    house_scene,
 )
-from embodia.sim.scene import CATEGORIES, PROCEDURAL_PREFIX, Scene, concatenate
+from embodia.sim.scene import CATEGORIES, PROCEDURAL_PREFIX, Scene
 
 MIN_ROOMS, MAX_ROOMS = 6, 20
 FLOORS = (1, 2)
@@ -452,13 +452,9 @@ def generate_house_v2(seed: int, floors: int = 1, rooms: int | None = None) -> S
             )
         instance += 1
 
-    rotated = [(v @ Z_UP_TO_Y_UP.T, f, c, k) for v, f, c, k in parts]
     rooms_arg = "" if rooms is None else f",rooms={rooms}"
-    return concatenate(
-        rotated,
-        categories=CATEGORIES,
-        name=f"house2_{seed:04d}",
-        source=f"{PROCEDURAL_PREFIX}seed={seed},floors={floors}{rooms_arg}",
+    return house_scene(
+        parts, f"house2_{seed:04d}", f"{PROCEDURAL_PREFIX}seed={seed},floors={floors}{rooms_arg}"
     )
 
 

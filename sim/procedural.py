@@ -466,11 +466,11 @@ def generate_house(seed: int, rooms: int | None = None) -> Scene:
                 parts.append((verts, faces, cat[category], instance))
             instance += 1
 
-    rotated = [(v @ Z_UP_TO_Y_UP.T, f, c, k) for v, f, c, k in parts]
     rooms_arg = "" if rooms is None else f",rooms={rooms}"
-    return concatenate(
-        rotated,
-        categories=CATEGORIES,
-        name=f"house_{seed:04d}",
-        source=f"{PROCEDURAL_PREFIX}seed={seed}{rooms_arg}",
-    )
+    return house_scene(parts, f"house_{seed:04d}", f"{PROCEDURAL_PREFIX}seed={seed}{rooms_arg}")
+
+
+def house_scene(parts: list[Part], name: str, source: str) -> Scene:
+    """A house's parts, laid out z-up in the plan frame, as a y-up scene."""
+    rotated = [(v @ Z_UP_TO_Y_UP.T, f, c, k) for v, f, c, k in parts]
+    return concatenate(rotated, categories=CATEGORIES, name=name, source=source)
