@@ -47,7 +47,7 @@ from embodia.sim.procedural import (
     box_mesh,
     house_scene,
 )
-from embodia.sim.scene import CATEGORIES, PROCEDURAL_PREFIX, Scene
+from embodia.sim.scene import CATEGORIES, PROCEDURAL_PREFIX, Region, Scene
 
 MIN_ROOMS, MAX_ROOMS = 6, 20
 FLOORS = (1, 2)
@@ -453,9 +453,14 @@ def generate_house_v2(seed: int, floors: int = 1, rooms: int | None = None) -> S
         instance += 1
 
     rooms_arg = "" if rooms is None else f",rooms={rooms}"
-    return house_scene(
-        parts, f"house2_{seed:04d}", f"{PROCEDURAL_PREFIX}seed={seed},floors={floors}{rooms_arg}"
-    )
+    regions = [
+        # plan (u, v) -> world (x, z) = (u, -v)
+        Region(room.kind, level * STOREY, tuple((float(u), float(-v)) for u, v in room.shape.exterior.coords))
+        for level, plan in enumerate(plans)
+        for room in plan.rooms
+    ]
+    source = f"{PROCEDURAL_PREFIX}seed={seed},floors={floors}{rooms_arg}"
+    return house_scene(parts, f"house2_{seed:04d}", source, regions)
 
 
 def _floor_parts(

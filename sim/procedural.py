@@ -12,7 +12,7 @@ frame at the end, so world x = u and world z = -v.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -21,7 +21,7 @@ from numpy.typing import NDArray
 
 from embodia.errors import SceneError
 from embodia.sim.geometry import Z_UP_TO_Y_UP
-from embodia.sim.scene import CATEGORIES, PROCEDURAL_PREFIX, Scene, concatenate
+from embodia.sim.scene import CATEGORIES, PROCEDURAL_PREFIX, Region, Scene, concatenate
 
 WALL_HEIGHT = 2.6
 WALL_THICKNESS = 0.12
@@ -470,7 +470,7 @@ def generate_house(seed: int, rooms: int | None = None) -> Scene:
     return house_scene(parts, f"house_{seed:04d}", f"{PROCEDURAL_PREFIX}seed={seed}{rooms_arg}")
 
 
-def house_scene(parts: list[Part], name: str, source: str) -> Scene:
+def house_scene(parts: list[Part], name: str, source: str, regions: Sequence[Region] = ()) -> Scene:
     """A house's parts, laid out z-up in the plan frame, as a y-up scene."""
     rotated = [(v @ Z_UP_TO_Y_UP.T, f, c, k) for v, f, c, k in parts]
-    return concatenate(rotated, categories=CATEGORIES, name=name, source=source)
+    return concatenate(rotated, categories=CATEGORIES, name=name, source=source, regions=regions)

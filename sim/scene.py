@@ -135,6 +135,27 @@ def category_albedo(name: str) -> tuple[int, int, int]:
     return (64 + digest[0] % 160, 64 + digest[1] % 160, 64 + digest[2] % 160)
 
 
+@dataclass(frozen=True)
+class Region:
+    """A room of a scene, where the scene knows its rooms (procedural v2 houses): its kind
+    (``living``, ``kitchen``, ``bedroom``, ...), the height of its floor and its outline."""
+
+    kind: str
+    floor_height: float
+    outline: tuple[tuple[float, float], ...]
+    """The room's polygon in plan, (x, z) world points, wall centre lines included."""
+
+    def contains(self, points: NDArray[np.floating]) -> NDArray[np.bool_]:
+        """Whether each (..., 3) world point lies in the room's outline (height ignored)."""
+        from matplotlib.path import Path as PolygonPath
+
+        p = np.asarray(points, dtype=np.float64)
+        flat = p.reshape(-1, 3)[:, [0, 2]]
+        inside = PolygonPath(np.asarray(self.outline)).contains_points(flat)
+        result: NDArray[np.bool_] = inside.reshape(p.shape[:-1])
+        return result
+
+
 @dataclass(eq=False)
 class Scene:
     """A triangle mesh in the Habitat frame (y-up, metres) with per-face labels."""
@@ -151,6 +172,8 @@ class Scene:
     name: str = "scene"
     source: str = ""
     """The spec the scene was loaded from (a path or ``procedural:...``)."""
+    regions: list[Region] = field(default_factory=list)
+    """Its rooms, where it knows them (procedural v2 houses); empty otherwise."""
 
     def __post_init__(self) -> None:
         self.vertices = np.ascontiguousarray(self.vertices, dtype=np.float32)
@@ -265,6 +288,7 @@ def concatenate(
     categories: Sequence[str] = CATEGORIES,
     name: str = "scene",
     source: str = "",
+    regions: Sequence[Region] = (),
 ) -> Scene:
     """Build a scene from ``(vertices, faces, category_id, instance_id)`` parts."""
     vertices, faces, cats, insts = [], [], [], []
@@ -285,4 +309,5 @@ def concatenate(
         categories=list(categories),
         name=name,
         source=source,
+        regions=list(regions),
     )

@@ -111,3 +111,27 @@ def test_every_floor_is_reachable_and_two_floors_are_joined_by_stairs(seed: int)
         path = sim.shortest_path(ground, upper)
         assert path.found and path.points[-1][1] == pytest.approx(STOREY, abs=0.05)
         assert np.ptp(path.points[:, 1]) == pytest.approx(STOREY, abs=0.05)
+
+
+def test_a_v2_house_knows_its_rooms_and_where_they_are() -> None:
+    house, _ = plan_house(1003, floors=2)
+    scene = generate_house_v2(1003, floors=2)
+    assert len(scene.regions) == len(house.rooms)
+    kinds = [region.kind for region in scene.regions]
+    assert "living" in kinds and "kitchen" in kinds and "bedroom" in kinds
+    assert sorted({region.floor_height for region in scene.regions}) == pytest.approx([0.0, STOREY])
+    sim = EmbeddedSimulator()
+    sim.reset(scene)
+    for floor in range(2):
+        top = sim.nav.floor_map(floor)
+        cells = top.from_grid(*np.nonzero(top.navigable))
+        here = [r for r in scene.regions if abs(r.floor_height - top.floor_height) < 0.01]
+        inside = np.stack([r.contains(cells) for r in here])
+        assert inside.sum(axis=0).max() == 1, "rooms of one floor do not overlap"
+        for region, mask in zip(here, inside, strict=True):
+            area = mask.sum() * top.resolution**2
+            outline = np.asarray(region.outline)
+            polygon = 0.5 * abs(np.dot(outline[:-1, 0], outline[1:, 1]) - np.dot(outline[1:, 0], outline[:-1, 1]))
+            # its navigable cells: most of the room, less walls, furniture and the radius
+            assert 0.2 * polygon < area < polygon, region.kind
+    assert load_scene("procedural:seed=3").regions == []  # the first generation knows none
