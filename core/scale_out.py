@@ -103,7 +103,8 @@ class Backend:
     queued: int = 1
     """Units waiting on each Ray worker behind those it runs, so that it starts the next one
     the moment it finishes instead of waiting for the driver to take the result and send more
-    (a scene's files back and written, a record made); 0 sends a unit only to an idle worker."""
+    (a scene's files back and written, a record made); 0 sends a unit only to an idle worker,
+    as every run does after its first worker death."""
     max_attempts: int = DEFAULT_MAX_ATTEMPTS
 
     def __post_init__(self) -> None:
@@ -477,11 +478,12 @@ class _RayActors:
         in_flight: dict[Any, tuple[int, Unit[Any]]] = {}
         held = [0] * len(self.actors)
         """Calls sent to each actor and not yet back."""
+        queued = self.backend.queued
         sent = itertools.count()
         self._sent.clear()
         try:
             while queue or in_flight:
-                while queue and (slot := self._next_slot(held, len(queue))) is not None:
+                while queue and (slot := self._next_slot(held, len(queue), queued)) is not None:
                     unit = queue.popleft()
                     ref = self.actors[slot].run.remote(unit.payload, shared_ref)
                     in_flight[ref] = (slot, unit)
@@ -494,6 +496,11 @@ class _RayActors:
                         outcome: _Outcome = ray.get(ref)
                     except died:
                         self._on_death(slot, unit, attempts, queue, in_flight, failed)
+                        # A unit that finished just before its worker died can lose its reply
+                        # with the process and be charged for the death; queued behind a unit
+                        # that crashes every time, that would repeat until it failed too. From
+                        # the first death on, a unit goes only to an idle worker.
+                        queued = 0
                         held[slot] = 0  # a new actor, holding nothing
                         continue
                     held[slot] -= 1
@@ -508,7 +515,7 @@ class _RayActors:
                 with suppress(Exception):  # abandoned: the run ends without their results
                     ray.cancel(ref, force=False)
 
-    def _next_slot(self, held: list[int], waiting: int) -> int | None:
+    def _next_slot(self, held: list[int], waiting: int, queued: int) -> int | None:
         """The actor the next unit goes to: the one holding the fewest calls, if it has a free
         thread; else, while more units wait than there are actors, the one with the shortest
         line (below ``queued``). Near the end units go only to free actors, so that none is
@@ -516,7 +523,7 @@ class _RayActors:
         slot = min(range(len(held)), key=held.__getitem__)
         if held[slot] < self.backend.concurrency:
             return slot
-        if waiting > len(held) and held[slot] < self.backend.concurrency + self.backend.queued:
+        if waiting > len(held) and held[slot] < self.backend.concurrency + queued:
             return slot
         return None
 

@@ -219,9 +219,10 @@ def test_a_unit_that_kills_its_worker_fails_after_max_attempts_and_no_other_unit
     # without counting an attempt, so only the killer fails
     assert failures == {str(KILLER): "its worker died 3 times while running it"}
     assert sorted(results) == sorted(str(u) for u in range(12) if u != KILLER)
-    # 3 deaths running the killer; one more when a unit that finished just before the killer
-    # started lost its reply with the process (it is charged, sent again, and succeeds)
-    assert deaths >= 3
+    # 3 deaths running the killer; at most one more, when a unit that finished just before the
+    # killer started lost its reply with the process (charged once, it runs again and succeeds:
+    # after a death units run alone, so that cannot repeat)
+    assert 3 <= deaths <= 4
 
 
 @pytest.mark.ray
