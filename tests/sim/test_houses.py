@@ -131,7 +131,8 @@ def test_a_v2_house_knows_its_rooms_and_where_they_are() -> None:
         for region, mask in zip(here, inside, strict=True):
             area = mask.sum() * top.resolution**2
             outline = np.asarray(region.outline)
-            polygon = 0.5 * abs(np.dot(outline[:-1, 0], outline[1:, 1]) - np.dot(outline[1:, 0], outline[:-1, 1]))
+            x, z = outline[:, 0], outline[:, 1]
+            polygon = 0.5 * abs(np.dot(x[:-1], z[1:]) - np.dot(x[1:], z[:-1]))  # the shoelace formula
             # its navigable cells: most of the room, less walls, furniture and the radius
             assert 0.2 * polygon < area < polygon, region.kind
     assert load_scene("procedural:seed=3").regions == []  # the first generation knows none
