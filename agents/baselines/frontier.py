@@ -192,6 +192,7 @@ class FrontierAgent:
         for margin in (self.config.clearance_margin, 0.0):
             traversable = self._traversable(margin)
             traversable[start] = True
+            self._free_around(traversable, start)
             field = distance_field(traversable, start, bev.config.resolution)
             goal = self._choose_goal(frontiers, field.cost, traversable)
             if goal is not None:
@@ -201,6 +202,17 @@ class FrontierAgent:
                 self._path = points
                 self._goal = points[-1]
                 return
+
+    def _free_around(self, traversable: NDArray[np.bool_], start: tuple[int, int]) -> None:
+        """Let the agent leave the spot it stands on: free cells within its radius of it count
+        as traversable, though obstacles closer than the clearance margin (a table's edge, map
+        noise) would otherwise wall it in where it stands."""
+        bev = self._bev
+        assert self._episode is not None
+        reach = int(math.ceil(self._episode.sim_config.agent_radius / bev.config.resolution)) + 1
+        r0, c0 = max(start[0] - reach, 0), max(start[1] - reach, 0)
+        window = (slice(r0, start[0] + reach + 1), slice(c0, start[1] + reach + 1))
+        traversable[window] |= bev.free[window]
 
     def _choose_goal(
         self,
