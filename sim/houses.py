@@ -222,7 +222,8 @@ def _rooms(rng: np.random.Generator, blocks: list[Any], count: int) -> list[Any]
     shapes: list[Any] = []
     for block in blocks:
         shapes += _split(rng, block, max(1, round(count * block.area / total)))
-    shapes = [max(_components(_opened(s)), key=lambda g: g.area) for s in shapes if _components(_opened(s))]
+    pieces_of = [_components(_opened(s)) for s in shapes]
+    shapes = [max(pieces, key=lambda g: g.area) for pieces in pieces_of if pieces]
     stuck: set[int] = set()
     while len(shapes) < count:
         candidates = [i for i in range(len(shapes)) if i not in stuck and shapes[i].area >= 2.5 * MIN_SIDE**2]
@@ -262,20 +263,16 @@ def _longest_line(edge: Any) -> Any:
     return max(pieces, key=lambda g: g.length)
 
 
-def _door(rng: np.random.Generator, edge: Any, margin: float = 0.25) -> tuple[object, object] | None:
+def _door(rng: np.random.Generator, edge: Any, margin: float = 0.25) -> tuple[Any, Any] | None:
     """A doorway on ``edge``: the rectangle cut through the wall and the zone kept clear."""
-    from shapely.geometry import box
+    from shapely.geometry import LineString, box
 
     line = _longest_line(edge)
     if line is None:
         return None
     if len(line.coords) > 2:  # a bent stretch: its longest straight segment
         coords = list(line.coords)
-        segments = list(zip(coords[:-1], coords[1:], strict=True))
-        a, b = max(segments, key=lambda ab: math.dist(*ab))
-        from shapely.geometry import LineString
-
-        line = LineString([a, b])
+        line = LineString(max(zip(coords[:-1], coords[1:], strict=True), key=lambda ab: math.dist(*ab)))
     width = float(rng.uniform(*DOOR_WIDTHS))
     if line.length < width + 2 * margin:
         width = line.length - 2 * margin
@@ -294,17 +291,13 @@ def _door(rng: np.random.Generator, edge: Any, margin: float = 0.25) -> tuple[ob
     return cut, zone
 
 
-def substring(line: Any, start: float, end: float) -> Any:
-    from shapely.ops import substring as cut
-
-    return cut(line, start, end)
-
-
 def _floor_plan(
     rng: np.random.Generator, outline: Any, rooms: int, corridors: Any, stairwell: Any | None
 ) -> _Floor:
     """One floor: rooms cut from what the corridors leave, their kinds and doors (none onto
     the ``stairwell``: the side of a flight, or the opening over it)."""
+    from shapely.ops import substring
+
     # a room keeps no strip narrower than MIN_SIDE (left solid): a door onto one would lead
     # nowhere the agent fits
     shapes = _rooms(rng, _blocks(outline, corridors), rooms)

@@ -33,6 +33,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -140,8 +141,9 @@ def column_spans(
     g_ray = ray[starts]
     g_y = y[starts]
     cos_slope = math.cos(math.radians(config.max_slope_deg))
-    g_walk = np.maximum.reduceat(normal_y, starts) >= cos_slope
-    g_up = np.maximum.reduceat(normal_y, starts) > 0.0  # seen from below: inside a solid
+    g_normal_y = np.maximum.reduceat(normal_y, starts)
+    g_walk = g_normal_y >= cos_slope
+    g_up = g_normal_y > 0.0  # seen from below: inside a solid
     has_above = np.r_[False, g_ray[1:] == g_ray[:-1]]
     above_y = np.r_[np.inf, g_y[:-1]]
     above_up = np.r_[False, g_up[:-1]]
@@ -197,27 +199,28 @@ def _grid_graph(
     climb: float,
     directions: tuple[tuple[int, int], ...],
     weight: Any = None,
+    corner_cutting: bool = True,
 ) -> tuple[Any, NDArray[np.int64]]:
     """The spans of ``heights`` (NaN: none) as graph nodes, with an edge (both ways) for each
-    link in ``directions``; ``weight(dr, dc, gap)`` gives edge weights (default 1). Returns the
-    sparse graph and the node index of each span (-1: none)."""
+    link in ``directions``; ``weight(dr, dc, rise)`` gives edge weights (default 1). Without
+    ``corner_cutting`` a diagonal link counts only where the step could also go round by
+    either axis neighbour. Returns the sparse graph and the node index of each span (-1: none)."""
     from scipy.sparse import coo_matrix
 
     present = np.isfinite(heights)
     node_of = np.full(heights.shape, -1, dtype=np.int64)
     node_of[present] = np.arange(int(present.sum()))
     src, dst, weights = [], [], []
-    rows, cols = heights.shape[-2:]
     for dr, dc in directions:
         linked = linked_layer(heights, dr, dc, climb)
-        k, r, c = np.nonzero(present & (linked >= 0))
+        ok = present & (linked >= 0)
+        if dr and dc and not corner_cutting:
+            ok &= _round_corner(heights, climb, linked, ok, dr, dc)
+        k, r, c = np.nonzero(ok)
         theirs = linked[k, r, c]
         a, b = node_of[k, r, c], node_of[theirs, r + dr, c + dc]
-        w = (
-            np.ones(len(a))
-            if weight is None
-            else weight(dr, dc, heights[theirs, r + dr, c + dc] - heights[k, r, c])
-        )
+        rise = heights[theirs, r + dr, c + dc].astype(np.float64) - heights[k, r, c]
+        w = np.ones(len(a)) if weight is None else weight(dr, dc, rise)
         src += [a, b]
         dst += [b, a]
         weights += [w, w]
@@ -226,6 +229,29 @@ def _grid_graph(
         return coo_matrix((n, n)).tocsr(), node_of
     graph = coo_matrix((np.concatenate(weights), (np.concatenate(src), np.concatenate(dst))), shape=(n, n))
     return graph.tocsr(), node_of
+
+
+def _round_corner(
+    heights: NDArray[np.float32],
+    climb: float,
+    linked: NDArray[np.int64],
+    ok: NDArray[np.bool_],
+    dr: int,
+    dc: int,
+) -> NDArray[np.bool_]:
+    """Which diagonal links (``linked`` towards (dr, dc), where ``ok``) reach the same span by
+    way of each axis neighbour too: the agent does not cut corners."""
+    good = ok.copy()
+    for first, second in (((dr, 0), (0, dc)), ((0, dc), (dr, 0))):
+        via = linked_layer(heights, *first, climb)
+        onward = linked_layer(heights, *second, climb)
+        k, r, c = np.nonzero(good)
+        mid = via[k, r, c]
+        reach = np.full(len(k), -1)
+        has_mid = mid >= 0
+        reach[has_mid] = onward[mid[has_mid], r[has_mid] + first[0], c[has_mid] + first[1]]
+        good[k, r, c] = reach == linked[k, r, c]
+    return good
 
 
 def _ledge_distance(heights: NDArray[np.float32], climb: float, limit: float) -> NDArray[np.float64]:
@@ -377,17 +403,17 @@ class NavGrid:
 
     # ------------------------------------------------------------------ views of one layer
 
-    @property
+    @cached_property
     def island(self) -> NDArray[np.bool_]:
         """Cells with a navigable span, on any floor (rows, cols)."""
         return np.asarray(self.span_island.any(axis=0))
 
-    @property
+    @cached_property
     def clear(self) -> NDArray[np.bool_]:
         """Cells with a clear span (rows, cols)."""
         return np.asarray(self.span_clear.any(axis=0))
 
-    @property
+    @cached_property
     def cell_floor(self) -> NDArray[np.float32]:
         """Per cell, the height of its lowest navigable span, else of its lowest span; NaN where
         it has none (rows, cols)."""
@@ -667,42 +693,18 @@ class NavGrid:
     # ------------------------------------------------------------------ paths
 
     def _adjacency(self) -> Any:
+        """The island's spans as a graph (node i is ``_cells[i]``), 8 directions, no corner
+        cutting, weighted by 3D step length."""
         if self._graph is None:
             res = self.resolution
-            climb = self.config.max_climb
-            heights = self._island_heights
-            present = np.isfinite(heights)
-            src, dst, weight = [], [], []
-            for dr, dc in HALF_DIRECTIONS:
-                linked = linked_layer(heights, dr, dc, climb)
-                ok = present & (linked >= 0)
-                if dr and dc:  # no corner cutting: the step must also go by both axis neighbours
-                    for first, second in (((dr, 0), (0, dc)), ((0, dc), (dr, 0))):
-                        via = linked_layer(heights, *first, climb)
-                        onward = linked_layer(heights, *second, climb)
-                        k, r, c = np.nonzero(ok)
-                        mid = via[k, r, c]
-                        reach = np.full(len(k), -1)
-                        has_mid = mid >= 0
-                        reach[has_mid] = onward[mid[has_mid], r[has_mid] + first[0], c[has_mid] + first[1]]
-                        good = np.zeros(ok.shape, dtype=bool)
-                        good[k, r, c] = reach == linked[k, r, c]
-                        ok &= good
-                k, r, c = np.nonzero(ok)
-                theirs = linked[k, r, c]
-                a = self._node_of[k, r, c]
-                b = self._node_of[theirs, r + dr, c + dc]
-                rise = heights[theirs, r + dr, c + dc].astype(np.float64) - heights[k, r, c]
-                w = np.hypot(res * math.hypot(dr, dc), rise)
-                src += [a, b]
-                dst += [b, a]
-                weight += [w, w]
-            from scipy.sparse import coo_matrix
 
-            n = len(self._cells)
-            self._graph = coo_matrix(
-                (np.concatenate(weight), (np.concatenate(src), np.concatenate(dst))), shape=(n, n)
-            ).tocsr()
+            def length(dr: int, dc: int, rise: NDArray[np.float64]) -> NDArray[np.float64]:
+                step: NDArray[np.float64] = np.hypot(res * math.hypot(dr, dc), rise)
+                return step
+
+            self._graph, _ = _grid_graph(
+                self._island_heights, self.config.max_climb, HALF_DIRECTIONS, length, corner_cutting=False
+            )
         return self._graph
 
     def shortest_path(self, start: ArrayLike, end: ArrayLike) -> ShortestPath:
@@ -766,8 +768,8 @@ class NavGrid:
         on_floor = np.asarray((self.span_island & (self.span_floor == self.start_floor)).any(axis=0))
         depth = _inner_distance(on_floor)
         r, c = np.unravel_index(int(np.argmax(depth)), depth.shape)
-        layer, _, _, _ = self._spans_at(
-            np.array([*self.cell_centre(r, c)[[0]], self.floor_height, *self.cell_centre(r, c)[[2]]])
-        )
+        centre = self.cell_centre(r, c)
+        centre[1] = self.floor_height  # the start floor's span there, not another floor's
+        layer, _, _, _ = self._spans_at(centre)
         result: NDArray[np.float64] = self.cell_centre(r, c, layer)
         return result

@@ -65,9 +65,7 @@ class TourAgent(FrontierAgent):
 
     def __init__(self, config: TourConfig | None = None) -> None:
         self.tour_config = config or TourConfig()
-        super().__init__(
-            FrontierConfig(**{f: getattr(self.tour_config, f) for f in FrontierConfig.__dataclass_fields__})
-        )
+        super().__init__(self.tour_config)
         self.name = "tour"
         self.last_tour: list[Cluster] = []
         """The tour of the last plan, in visiting order (for inspection and tests)."""

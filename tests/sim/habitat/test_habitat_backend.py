@@ -497,7 +497,7 @@ def test_missing_habitat_gives_the_install_hint() -> None:
 
 
 @pytest.mark.habitat
-def test_habitat_conformance() -> None:
+def test_habitat_conformance(tmp_path: Path) -> None:
     pytest.importorskip(
         "habitat_sim",
         reason=(
@@ -506,16 +506,6 @@ def test_habitat_conformance() -> None:
         ),
     )
     check_simulator(HabitatSimulator(), shared_scene("simple_room.glb"))
-
-
-@pytest.mark.habitat
-def test_habitat_conformance_across_levels(tmp_path: Path) -> None:
-    pytest.importorskip(
-        "habitat_sim",
-        reason=(
-            "habitat_sim is not installed (conda-only); "
-            "the habitat backend's multi-level conformance runs where it imports"
-        ),
-    )
+    # the multi-level worlds, exported for a backend that loads files
     files = {name: str(world().export(tmp_path / f"{name}.glb")) for name, world in WORLDS.items()}
     check_multilevel(HabitatSimulator(), files)
