@@ -320,6 +320,13 @@ def check_multilevel(sim: Simulator, scenes: Mapping[str, SceneSpec | Scene | Pa
         abs(top_map.floor_height - upper) < 0.05 and 30.0 < top_map.explorable_area_m2 < 48.0,
         "topdown maps the floor the agent stands on",
     )
+    # Walking off the upper floor's edge into the stairwell (the flight 1.5 m below there):
+    # the agent stops at the edge instead of dropping onto the stairs.
+    sim.reset(given["two_floor_house"], Pose((4.0, upper, 1.6), 0.0))
+    for _ in range(3):
+        stepped = sim.step("move_forward")
+        _check(abs(stepped.pose.position[1] - upper) < 0.05, "move_forward never drops off a ledge")
+    _check(stepped.collided and stepped.pose.position[2] > 1.3, "the stairwell's edge stops the agent")
 
     sim.reset(given["ramp_room"], Pose((1.0, 0.0, 2.0), 0.0))
     on_ramp = np.array([4.5, 0.5, 2.0])

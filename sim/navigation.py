@@ -645,18 +645,17 @@ class NavGrid:
         n = max(2, math.ceil(length / (self.resolution / 4)) + 1)
         t = np.linspace(0.0, 1.0, n)
         samples = a[None, :] + t[:, None] * (b - a)[None, :]
-        layer, row, col, ok = self._spans_at(samples)
+        layer, row, col, found = self._spans_at(samples)
+        heights = np.where(found, self.spans[layer, row, col], np.nan)
+        moved = (row[1:] != row[:-1]) | (col[1:] != col[:-1])
+        # within a cell the span stays the same (no jump between floors); between cells it
+        # changes by at most the climb (NaN, no span, compares False)
+        steps_ok = np.where(
+            moved, np.abs(np.diff(heights)) <= self.config.max_climb + 1e-6, layer[1:] == layer[:-1]
+        )
+        ok = found & np.r_[True, steps_ok]
         if ok.all():
-            heights = self.spans[layer, row, col]
-            moved = (row[1:] != row[:-1]) | (col[1:] != col[:-1])
-            # within a cell the span stays the same (no jump between floors); between cells
-            # it changes by at most the climb
-            steps_ok = np.where(
-                moved, np.abs(np.diff(heights)) <= self.config.max_climb + 1e-6, layer[1:] == layer[:-1]
-            )
-            if steps_ok.all():
-                return 1.0
-            ok = np.r_[True, steps_ok]
+            return 1.0
         first_bad = int(np.argmin(ok))
         return 0.0 if first_bad == 0 else float(t[first_bad - 1])
 

@@ -79,6 +79,17 @@ def test_the_stairs_are_walkable_and_their_open_side_is_a_ledge(house: EmbeddedS
     assert not house.nav.segment_clear([4.0, 1.5, 0.5], [4.0, 0.0, 1.2])
 
 
+def test_a_walk_off_the_upper_floor_stops_at_its_edge(house: EmbeddedSimulator) -> None:
+    # From the upper floor across the stairwell: the ground floor in the gap beside the
+    # flight (3 m down), the cells along the flight's side (no span: a ledge), the flight.
+    # The walk ends on the upper floor, even though a later sample has no span at all.
+    nav = house.nav
+    start = np.array([4.0, UPPER_FLOOR, 1.5])
+    fraction = nav.free_fraction(start, [4.0, UPPER_FLOOR, 0.5])
+    end = start + fraction * np.array([0.0, 0.0, -1.0])
+    assert end[2] > 1.3 and nav.floor_at(end) == pytest.approx(UPPER_FLOOR, abs=1e-3)
+
+
 def test_a_path_between_floors_climbs_the_stairs(house: EmbeddedSimulator) -> None:
     start, goal = np.array([4.0, 0.0, 4.0]), np.array([4.0, UPPER_FLOOR, 4.0])
     path = house.shortest_path(start, goal)
