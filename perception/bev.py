@@ -8,9 +8,18 @@ Integration (one compiled pass over the pixels, see :func:`_integrate_panorama`)
 
 - every hit within ``max_range`` is placed in the world by its radial range and the pose;
 - its height above the agent's floor sorts it: floor (``|h| < floor_band``), obstacle
-  (``floor_band <= h <= obstacle_top``), or ignored (ceiling, holes);
+  (``floor_band <= h <= obstacle_top``), a surface below (``-below_depth <= h < -floor_band``:
+  stairs down, a lower terrace) or ignored (ceiling, deep holes);
 - floor hits are free evidence, obstacle hits occupied evidence; both count towards the
   cell's semantic histogram and its max height;
+- heights are kept relative to the map's floor (the first pose's), so poses on stairs add
+  to the same heights; a cell's highest hit is the top of what stands there, as in a
+  navmesh's heightfield. A cell that is not floor but whose top is within ``max_climb`` of a
+  walkable neighbour's is a walkable *step* (the flood of :attr:`BEVMap.walkable_steps`
+  from the floor cells): stairs and ramps join the floor they start from, up and down, while
+  a table top (0.75 m above its neighbours) does not. Walkable cells beside one more than
+  ``max_climb`` higher or lower (the side of a flight) are *ledges*: occupied, so that a 2D
+  planner never steps from the floor onto the middle of the stairs;
 - the floor between two vertically adjacent floor pixels of a column was seen too (nothing
   came between the two rays), so it is carved free along that column's azimuth. This fills
   the gaps that sparse far-away floor samples leave, without looking through obstacles.
@@ -35,9 +44,12 @@ from numpy.typing import ArrayLike, NDArray
 from scipy import ndimage
 
 from embodia.core.limits import check_positive
-from embodia.sim.protocol import Panorama, Pose
+from embodia.sim.protocol import Panorama, Pose, SimConfig
 
 UNKNOWN, FREE, OCCUPIED = 0, 1, 2
+COLUMN_BIN = 0.05
+"""Height of one bin of a cell's vertical profile (:attr:`BEVMap.column`), metres."""
+_COLUMN_WORDS = 2  # 128 bins: 6.4 m from -below_depth
 
 
 @dataclass(frozen=True)
@@ -54,6 +66,16 @@ class BEVConfig:
     """Hits within this height of the agent's floor are floor, metres."""
     obstacle_top: float = 1.8
     """Hits above this height (ceilings) are ignored, metres."""
+    below_depth: float = 1.8
+    """Surfaces down to this far below the agent's floor (stairs down) are kept as possible
+    steps; deeper hits are ignored, metres."""
+    max_climb: float = 0.2
+    """Highest step between neighbouring walkable cells, metres (the simulator's max_climb)."""
+    agent_height: float = 1.5
+    """Headroom a step needs above its surface, metres (the simulator's agent_height)."""
+    max_slope_deg: float = 45.0
+    """Steepest rise between two hits of a ray column filled in as one surface (a ramp, a
+    flight's treads seen from afar), degrees (the simulator's max_slope)."""
     min_obstacle_points: int = 2
     """Obstacle hits a cell needs before it counts as occupied."""
     occupied_fraction: float = 0.1
@@ -61,8 +83,23 @@ class BEVConfig:
     grow_margin: float = 3.0
     """Extra metres allocated beyond what is needed when the grid grows."""
 
+    @classmethod
+    def for_agent(cls, agent: SimConfig, **overrides: float) -> BEVConfig:
+        """The defaults, with the sensor height and the walking limits of ``agent``'s body."""
+        body = {
+            "sensor_height": agent.sensor_height,
+            "max_climb": agent.max_climb,
+            "agent_height": agent.agent_height,
+            "max_slope_deg": agent.max_slope_deg,
+        }
+        return cls(**{**body, **overrides})  # type: ignore[arg-type]
+
     def __post_init__(self) -> None:
-        check_positive(self, "resolution", "max_range", "floor_band", "grow_margin")
+        check_positive(
+            self, "resolution", "max_range", "floor_band", "grow_margin", "below_depth", "agent_height"
+        )
+        if self.max_climb < 0 or not 0.0 < self.max_slope_deg < 90.0:
+            raise ValueError("BEVConfig: max_climb >= 0 and max_slope_deg in (0, 90)")
         if not self.floor_band < self.obstacle_top:
             raise ValueError("BEVConfig.floor_band must be below obstacle_top")
         if self.min_obstacle_points < 1 or not 0.0 <= self.occupied_fraction <= 1.0:
@@ -81,6 +118,14 @@ class FrontierSegment:
     target: NDArray[np.float64]
     """World point of the segment's cell nearest its centroid (a reachable goal)."""
     size: int
+
+
+@dataclass(frozen=True)
+class _StepLayers:
+    steps: NDArray[np.bool_]
+    ledges: NDArray[np.bool_]
+    surface: NDArray[np.float32]
+    """Walkable surface above the map's floor per cell (NaN: none known)."""
 
 
 @dataclass
@@ -109,7 +154,14 @@ class BEVMap:
         self.max_height = np.zeros((0, 0), dtype=np.float32)
         self.semantic_count = np.zeros((0, 0, len(self.categories)), dtype=np.uint16)
         self.obstacle_semantic_count = np.zeros((0, 0, len(self.categories)), dtype=np.uint16)
+        self.ground_top = np.zeros((0, 0), dtype=np.float32)
+        """Highest floor hit per cell, above the map's floor (-inf: none)."""
+        self.column = np.zeros((0, 0, _COLUMN_WORDS), dtype=np.uint64)
+        """Per cell, which height bins (``COLUMN_BIN`` m from ``-below_depth`` above the map's
+        floor) hold a hit: the cell's vertical profile, as a navmesh's span column."""
         self.trajectory: list[Pose] = []
+        self._version = 0
+        self._steps_cache: tuple[int, tuple[int, int], _StepLayers] | None = None
         self._directions: dict[tuple[int, int], tuple[NDArray[np.float64], ...]] = {}
 
     # ------------------------------------------------------------------ geometry
@@ -137,13 +189,20 @@ class BEVMap:
         return row, col
 
     def from_grid(self, rows: ArrayLike, cols: ArrayLike) -> NDArray[np.float64]:
-        """World points (..., 3) at cell centres, at the agent's floor height."""
+        """World points (..., 3) at cell centres, on the map's floor or, on a walkable step
+        cell (stairs, a ramp), on its surface."""
         res = self.config.resolution
         r = np.asarray(rows, dtype=np.float64)
         c = np.asarray(cols, dtype=np.float64)
         x = (c + self.col0 + 0.5) * res
         z = (r + self.row0 + 0.5) * res
-        return np.stack([x, np.full_like(x, self.floor_height), z], axis=-1)
+        ri, ci = np.floor(r).astype(np.int64).ravel(), np.floor(c).astype(np.int64).ravel()
+        y = np.full(ri.shape, self.floor_height)
+        on = self.inside(ri, ci)
+        layers = self._step_layers()
+        on[on] = layers.steps[ri[on], ci[on]]
+        y[on] += layers.surface[ri[on], ci[on]]
+        return np.stack([x, y.reshape(x.shape), z], axis=-1)
 
     def inside(self, rows: NDArray[np.int64], cols: NDArray[np.int64]) -> NDArray[np.bool_]:
         h, w = self.shape
@@ -152,8 +211,7 @@ class BEVMap:
 
     # ------------------------------------------------------------------ layers
 
-    @property
-    def occupied(self) -> NDArray[np.bool_]:
+    def _obstacle(self) -> NDArray[np.bool_]:
         """Enough obstacle evidence, or obstacle evidence and no floor seen at all."""
         cfg = self.config
         occ = self.occupied_count
@@ -163,15 +221,74 @@ class BEVMap:
         ) | ((occ > 0) & (free == 0))
         return result
 
+    def _step_layers(self) -> _StepLayers:
+        """Walkable steps, ledges and surface heights, computed once per change of the map."""
+        key = self.shape
+        cache = self._steps_cache
+        if cache is not None and cache[0] == self._version and cache[1] == key:
+            return cache[2]
+        cfg = self.config
+        floor = (self.free_count > 0) & ~self._obstacle()
+        steps = np.zeros(key, dtype=bool)
+        surface = np.full(key, np.nan, dtype=np.float32)
+        if self.ground_top.shape == key and self.column.shape[:2] == key:
+            ground = np.where(floor & np.isfinite(self.ground_top), self.ground_top, np.nan)
+            surface = ground.astype(np.float32)
+            rows, cols = np.nonzero(~floor & (self.column != 0).any(axis=-1))
+            tops = _column_surfaces(self.column, rows, cols, cfg.below_depth, cfg.max_climb, cfg.agent_height)
+            candidate = np.full(key, np.nan, dtype=np.float32)
+            candidate[rows, cols] = tops
+            # The bins are COLUMN_BIN apart: a climb may read as one bin more.
+            _flood_steps(surface, candidate, cfg.max_climb + COLUMN_BIN, steps)
+            surface[steps] = candidate[steps]
+        ledges = _ledges(surface, self.config.max_climb + COLUMN_BIN)
+        layers = _StepLayers(steps, ledges, surface)
+        self._steps_cache = (self._version, key, layers)
+        return layers
+
+    @property
+    def walkable_steps(self) -> NDArray[np.bool_]:
+        """Step cells (stairs, ramps; see the module docstring) joined to the floor by climbs
+        of at most ``max_climb``: walkable, though not at the map's floor height."""
+        return self._step_layers().steps
+
+    @property
+    def ledges(self) -> NDArray[np.bool_]:
+        """Walkable cells beside a walkable neighbour more than ``max_climb`` higher or lower
+        (the side of a flight of stairs, the floor along it): a 2D planner must not cross
+        there, so they read as occupied."""
+        return self._step_layers().ledges
+
+    @property
+    def occupied(self) -> NDArray[np.bool_]:
+        """Enough obstacle evidence (or obstacle evidence and no floor seen at all) that is no
+        walkable step, or a ledge."""
+        layers = self._step_layers()
+        result: NDArray[np.bool_] = (self._obstacle() & ~layers.steps) | layers.ledges
+        return result
+
     @property
     def explored(self) -> NDArray[np.bool_]:
-        result: NDArray[np.bool_] = (self.free_count > 0) | (self.occupied_count > 0)
+        result: NDArray[np.bool_] = (self.free_count > 0) | (self.occupied_count > 0) | self.walkable_steps
         return result
 
     @property
     def free(self) -> NDArray[np.bool_]:
-        result: NDArray[np.bool_] = (self.free_count > 0) & ~self.occupied
+        """Floor seen and no obstacle on it, or a walkable step; not a ledge."""
+        layers = self._step_layers()
+        floor = (self.free_count > 0) & ~self._obstacle()
+        result: NDArray[np.bool_] = (floor | layers.steps) & ~layers.ledges
         return result
+
+    def surface_height(self, rows: NDArray[np.int64], cols: NDArray[np.int64]) -> NDArray[np.float64]:
+        """World height of the walkable surface of cells inside the grid: a step's top, else
+        the highest floor hit (the map's floor where the cell holds none)."""
+        ground = self.ground_top[rows, cols].astype(np.float64)
+        height = np.where(np.isfinite(ground), ground, 0.0)
+        steps = self.walkable_steps[rows, cols]
+        height[steps] = self._step_layers().surface[rows, cols][steps]
+        out: NDArray[np.float64] = height + self.floor_height
+        return out
 
     @property
     def state(self) -> NDArray[np.uint8]:
@@ -253,7 +370,10 @@ class BEVMap:
         self.max_height = grown(self.max_height, -np.inf)  # type: ignore[assignment]
         self.semantic_count = grown(self.semantic_count, 0)  # type: ignore[assignment]
         self.obstacle_semantic_count = grown(self.obstacle_semantic_count, 0)  # type: ignore[assignment]
+        self.ground_top = grown(self.ground_top, -np.inf)  # type: ignore[assignment]
+        self.column = grown(self.column, 0)  # type: ignore[assignment]
         self.row0, self.col0 = r0, c0
+        self._version += 1
 
     def integrate(self, panorama: Panorama) -> IntegrationStats:
         """Fuse one panorama (taken at ``panorama["pose"]``) into the map."""
@@ -282,19 +402,25 @@ class BEVMap:
             y + cfg.sensor_height,
             z,
             float(y),
+            float(y) - self.floor_height,
             cfg.resolution,
             self.row0,
             self.col0,
             cfg.max_range,
             cfg.floor_band,
             cfg.obstacle_top,
+            cfg.below_depth,
+            math.tan(math.radians(cfg.max_slope_deg)),
             len(self.categories),
             self.free_count,
             self.occupied_count,
             self.max_height,
             self.semantic_count,
             self.obstacle_semantic_count,
+            self.ground_top,
+            self.column,
         )
+        self._version += 1
         self.trajectory.append(pose)
         return IntegrationStats(*(int(v) for v in stats))
 
@@ -368,8 +494,24 @@ def _add_hit(
 ) -> None:
     if height > max_height[row, col]:
         max_height[row, col] = height
+    _count(row, col, category, n_categories, semantic_count)
+
+
+@njit(cache=True)
+def _count(row: int, col: int, category: int, n_categories: int, semantic_count: NDArray[np.uint16]) -> None:
     if 0 <= category < n_categories and semantic_count[row, col, category] < 65535:
         semantic_count[row, col, category] += 1
+
+
+@njit(cache=True)
+def _raise(top: NDArray[np.float32], row: int, col: int, height: float) -> None:
+    if height > top[row, col]:
+        top[row, col] = height
+
+
+_MAX_FILL = 0.6
+"""Farthest apart two hits of one ray column are filled in with heights (a rising surface
+only so far at all), metres."""
 
 
 @njit(cache=True)
@@ -383,19 +525,26 @@ def _integrate_panorama(
     cam_y: float,
     cam_z: float,
     floor_y: float,
+    map_offset: float,
     res: float,
     row0: int,
     col0: int,
     max_range: float,
     floor_band: float,
     obstacle_top: float,
+    below_depth: float,
+    max_slope: float,
     n_categories: int,
     free_count: NDArray[np.float32],
     occupied_count: NDArray[np.float32],
     max_height: NDArray[np.float32],
     semantic_count: NDArray[np.uint16],
     obstacle_semantic_count: NDArray[np.uint16],
+    ground_top: NDArray[np.float32],
+    column: NDArray[np.uint64],
 ) -> tuple[int, int, int, int]:
+    """Heights are sorted relative to the agent's floor ``floor_y`` and stored relative to the
+    map's floor (``+ map_offset``), so that poses on stairs add to the same heights."""
     height, width = depth.shape
     used = floors = obstacles = newly = 0
     step = 0.5 * res
@@ -418,21 +567,30 @@ def _integrate_panorama(
                 chain = surface = -1.0
                 continue
             h = cam_y + rng * sin_lat[r] - floor_y
-            if h < -floor_band or h > obstacle_top:
+            if h < -below_depth or h > obstacle_top:
                 chain = surface = -1.0
                 continue
             px = cam_x + dist * ux
             pz = cam_z + dist * uz
             row = int(math.floor(pz / res)) - row0
             col = int(math.floor(px / res)) - col0
+            stored = h + map_offset
+            if h < -floor_band:
+                # A surface below the agent's floor (stairs down): its height only.
+                chain = surface = -1.0
+                _raise(max_height, row, col, stored)
+                _mark(column, row, col, stored, below_depth)
+                continue
             used += 1
             if free_count[row, col] == 0.0 and occupied_count[row, col] == 0.0:
                 newly += 1
             category = semantic[r, c]
-            _add_hit(row, col, h, category, n_categories, max_height, semantic_count)
+            _add_hit(row, col, stored, category, n_categories, max_height, semantic_count)
             if h < floor_band:
                 floors += 1
                 free_count[row, col] += 1.0
+                _raise(ground_top, row, col, stored)
+                _mark(column, row, col, stored, below_depth)
                 if chain >= 0.0:
                     d = chain + step
                     while d < dist:
@@ -447,15 +605,25 @@ def _integrate_panorama(
             else:
                 obstacles += 1
                 occupied_count[row, col] += 1.0
-                _add_hit(row, col, h, category, n_categories, max_height, obstacle_semantic_count)
+                _add_hit(row, col, stored, category, n_categories, max_height, obstacle_semantic_count)
+                _mark(column, row, col, stored, below_depth)
                 # Two adjacent rays on one horizontal surface (a table top seen from above):
                 # the surface between them was seen too. Far away such rays are several
                 # cells apart, and without this the top would read as scattered hits.
                 # A step across an occlusion edge (sofa top, then the wall behind it) drops
-                # along the ray's slope; two hits on one flat top differ by far less.
+                # along the ray's slope; two hits on one flat top differ by far less. A
+                # surface rising away from the agent no steeper than max_slope (a ramp,
+                # the treads of a flight) is filled in the same way, at heights between.
                 drop = cam_y - floor_y - h
-                flat = 0.01 + 0.2 * drop * abs(dist - surface) / dist
-                if surface >= 0.0 and drop > 0.05 and abs(h - surface_h) < flat:
+                run = abs(dist - surface)
+                rise = h - surface_h
+                flat = 0.01 + 0.2 * drop * run / dist
+                rising = dist > surface and 0.0 < rise <= max_slope * run and run <= _MAX_FILL
+                if surface >= 0.0 and drop > 0.05 and (abs(rise) < flat or rising):
+                    # A long flat fill may bridge an occlusion whose far side happens to be
+                    # as high (a stair's edge, a wall behind): occupancy only, no heights,
+                    # which would spoil the steps under it.
+                    trusted = run <= _MAX_FILL
                     lo = min(surface, dist) + step
                     hi = max(surface, dist)
                     d = lo
@@ -465,10 +633,115 @@ def _integrate_panorama(
                         if free_count[cr, cc] == 0.0 and occupied_count[cr, cc] == 0.0:
                             newly += 1
                         occupied_count[cr, cc] += 1.0
-                        _add_hit(cr, cc, h, category, n_categories, max_height, obstacle_semantic_count)
-                        _add_hit(cr, cc, h, category, n_categories, max_height, semantic_count)
+                        between = stored
+                        if rising:
+                            between = surface_h + map_offset + rise * (d - surface) / run
+                        _count(cr, cc, category, n_categories, obstacle_semantic_count)
+                        _count(cr, cc, category, n_categories, semantic_count)
+                        if trusted:
+                            _raise(max_height, cr, cc, between)
+                            _mark(column, cr, cc, between, below_depth)
                         d += step
                 chain = -1.0
                 surface = dist
                 surface_h = h
     return used, floors, obstacles, newly
+
+
+def _ledges(surface: NDArray[np.floating], climb: float) -> NDArray[np.bool_]:
+    """Cells with a surface (NaN = none) whose 4-neighbour's surface differs by more than
+    ``climb``."""
+    out = np.zeros(surface.shape, dtype=bool)
+    for axis in (0, 1):
+        a = surface.take(range(surface.shape[axis] - 1), axis=axis)
+        b = surface.take(range(1, surface.shape[axis]), axis=axis)
+        with np.errstate(invalid="ignore"):
+            cliff = np.abs(a - b) > climb  # False where either is NaN
+        lo = [slice(None)] * 2
+        hi = [slice(None)] * 2
+        lo[axis], hi[axis] = slice(0, -1), slice(1, None)
+        out[tuple(lo)] |= cliff
+        out[tuple(hi)] |= cliff
+    return out
+
+
+@njit(cache=True)
+def _mark(column: NDArray[np.uint64], row: int, col: int, height: float, below_depth: float) -> None:
+    """Set the bin of ``height`` (above the map's floor) in the cell's vertical profile."""
+    b = int(math.floor((height + below_depth) / COLUMN_BIN))
+    if 0 <= b < 64 * _COLUMN_WORDS:
+        column[row, col, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+
+
+@njit(cache=True)
+def _column_surfaces(
+    column: NDArray[np.uint64],
+    rows: NDArray[np.int64],
+    cols: NDArray[np.int64],
+    below_depth: float,
+    climb: float,
+    headroom: float,
+) -> NDArray[np.float32]:
+    """Per cell, the top of its lowest surface (the highest hit within ``climb`` of its lowest
+    one) if nothing else stands within ``headroom`` above it, else NaN: a stair tread under a
+    high slab is a surface, a wall or a table's legs are not."""
+    out = np.full(len(rows), np.nan, dtype=np.float32)
+    n = 64 * _COLUMN_WORDS
+    reach = int(math.floor(climb / COLUMN_BIN + 1e-6))
+    clear = int(math.ceil(headroom / COLUMN_BIN - 1e-6))
+    for k in range(len(rows)):
+        r, c = rows[k], cols[k]
+        low = -1
+        for b in range(n):
+            if (column[r, c, b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+                low = b
+                break
+        if low < 0:
+            continue
+        top = low
+        blocked = False
+        b = low + 1
+        while b < n and b <= top + clear:
+            if (column[r, c, b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+                if b > low + reach:
+                    blocked = True
+                    break
+                top = b
+            b += 1
+        if not blocked:
+            out[k] = (top + 1) * COLUMN_BIN - below_depth
+    return out
+
+
+@njit(cache=True)
+def _flood_steps(
+    seed: NDArray[np.float32], candidate: NDArray[np.float32], climb: float, out: NDArray[np.bool_]
+) -> None:
+    """Mark the ``candidate`` cells (surface height, NaN = none) reachable from the ``seed``
+    cells (floor height, NaN = none) through 4-neighbours whose surfaces differ by at most
+    ``climb``; a breadth-first search over the candidates."""
+    rows, cols = seed.shape
+    queue = np.empty(rows * cols, dtype=np.int64)
+    height = np.full((rows, cols), np.nan, dtype=np.float32)
+    head = tail = 0
+    for r in range(rows):
+        for c in range(cols):
+            if not np.isnan(seed[r, c]):
+                height[r, c] = seed[r, c]
+                queue[tail] = r * cols + c
+                tail += 1
+    while head < tail:
+        k = queue[head]
+        head += 1
+        r, c = k // cols, k % cols
+        for dr, dc in ((1, 0), (-1, 0), (0, 1), (0, -1)):
+            nr, nc = r + dr, c + dc
+            if nr < 0 or nr >= rows or nc < 0 or nc >= cols or out[nr, nc]:
+                continue
+            h = candidate[nr, nc]
+            if np.isnan(h) or abs(h - height[r, c]) > climb:
+                continue
+            out[nr, nc] = True
+            height[nr, nc] = h
+            queue[tail] = nr * cols + nc
+            tail += 1

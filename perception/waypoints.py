@@ -3,9 +3,10 @@
 A VLM sees the panorama with numbered markers (:func:`draw_candidates`) and answers with a
 number or a pixel; this module turns either into an executable plan:
 
-- :func:`propose_candidates` samples floor pixels on a coarse lattice of the lower half of
-  the panorama, keeps those within ``[min_distance, max_distance]`` that land on navigable
-  BEV cells (and on the simulator's navigable floor when one is given), scores each by the
+- :func:`propose_candidates` samples pixels on a coarse lattice of the lower half of the
+  panorama, keeps those within ``[min_distance, max_distance]`` that land on the top of
+  navigable BEV cells (floor, or stairs and ramps the map holds as walkable steps; and on
+  the simulator's navigable ground when one is given), scores each by the
   unknown area it would reveal and its distance, keeps the best one per azimuth sector
   (at least half a sector apart, so markers never overlap) and numbers the best
   ``max_candidates`` left to right. The gain is the unknown BEV area within
@@ -22,7 +23,8 @@ Rejection reasons, in the order they are checked:
 
 ``out_of_image``  row or column outside the panorama (or not a whole pixel);
 ``no_range``      the pixel has no depth (range 0: it sees nothing);
-``not_floor``     the hit is above ``obstacle_top`` (ceiling, upper wall) or below the floor;
+``not_floor``     the hit is above ``obstacle_top`` (ceiling, upper wall) or below the floor
+                  where the simulator has no navigable ground (a drop, a hole);
 ``off_map``       no navigable point near the goal: the simulator cannot snap it, or the
                   floor under an obstacle hit is farther than ``max_snap_distance`` from the
                   navigable area (inside furniture, behind a wall);
@@ -31,9 +33,11 @@ Rejection reasons, in the order they are checked:
                   separate island), or the simulator finds no path to the target;
 ``no_candidate``  a candidate number that is not on the image.
 
-Pixels that see an obstacle or a wall below ``obstacle_top`` are dropped to the floor
-under the hit and pulled back towards the agent by the agent radius, so the target stands
-in front of the obstacle rather than inside it.
+Pixels that see navigable ground off the agent's level (a stair tread, a ramp, a terrace
+below, by the simulator's navigable check) are goals as floor pixels are. Pixels that see an
+obstacle or a wall below ``obstacle_top`` are dropped to the floor under the hit and pulled
+back towards the agent by the agent radius, so the target stands in front of the obstacle
+rather than inside it.
 """
 
 from __future__ import annotations
@@ -293,12 +297,17 @@ def back_project(
             f"pixel ({r}, {c}) looks at the ceiling or a high wall ({above:.2f} m above the floor, "
             f"over the {config.obstacle_top:.2f} m obstacle height)",
         )
-    if above < -config.floor_band:
+    # Off the agent's level but walkable (a stair tread, a ramp, a terrace below): a goal as
+    # floor is, by the simulator's navigable check (habitat's pathfinder.is_navigable).
+    ground = abs(above) <= config.floor_band or (
+        above >= -config.obstacle_top and simulator.is_navigable(hit)
+    )
+    if above < -config.floor_band and not ground:
         return WaypointRejection(
             "not_floor",
             f"pixel ({r}, {c}) looks below the floor ({-above:.2f} m down: a drop or a hole)",
         )
-    sees_floor = abs(above) <= config.floor_band
+    sees_floor = ground
     if sees_floor:
         goal = hit
     else:
@@ -449,7 +458,8 @@ def propose_candidates(
     config: WaypointConfig = WaypointConfig(),
     simulator: Simulator | None = None,
 ) -> list[WaypointCandidate]:
-    """Numbered candidate waypoints on visible navigable floor, best per azimuth sector.
+    """Numbered candidate waypoints on visible navigable ground (floor, stairs, ramps), best
+    per azimuth sector.
 
     ``bev`` should already hold this panorama (integrate it first): candidates must land on
     its navigable cells, and the gain is the unknown area around them before moving. With a
@@ -476,7 +486,6 @@ def propose_candidates(
     keep = (
         np.isfinite(ranges)
         & (ranges > 0)
-        & (np.abs(hits[:, 1] - agent[1]) <= config.floor_band)
         & (distance >= config.min_distance)
         & (distance <= config.max_distance)
     )
@@ -485,7 +494,10 @@ def propose_candidates(
     inside = bev.inside(cell_rows, cell_cols) & keep
     navigable = np.zeros_like(keep)
     if inside.any():
-        navigable[inside] = bev.navigable(radius)[cell_rows[inside], cell_cols[inside]]
+        r, c = cell_rows[inside], cell_cols[inside]
+        # On walkable ground (the floor, a stair tread, a ramp) and on its top, not a riser.
+        on_top = np.abs(hits[inside, 1] - bev.surface_height(r, c)) <= config.floor_band
+        navigable[inside] = bev.navigable(radius)[r, c] & on_top
     keep &= navigable
     rows, cols, hits, distance = rows[keep], cols[keep], hits[keep], distance[keep]
     gain = _visible_unknown_area(bev, hits, config.sensing_radius)

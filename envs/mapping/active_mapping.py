@@ -141,7 +141,7 @@ class _MappingEnv(gymnasium.Env[Observation, ActT]):
         self.panorama_height, self.panorama_width = config.panorama_height, config.panorama_width
         self.bev_size, self.max_steps, self.rooms = config.bev_size, config.max_steps, config.rooms
         self.sim_config = config.sim_config or SimConfig()
-        self.bev_config = config.bev_config or BEVConfig(sensor_height=self.sim_config.sensor_height)
+        self.bev_config = config.bev_config or BEVConfig.for_agent(self.sim_config)
         if not math.isclose(self.bev_config.sensor_height, self.sim_config.sensor_height):
             raise ValueError(
                 f"bev_config.sensor_height {self.bev_config.sensor_height} differs from the simulator's "
