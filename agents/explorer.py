@@ -31,6 +31,7 @@ import numpy as np
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from numpy.typing import NDArray
+from scipy import ndimage
 
 from embodia.agents.explorer_schema import (
     AttemptRecord,
@@ -66,6 +67,10 @@ class ExplorerConfig:
     """A candidate is informative when it would reveal at least this much unknown area."""
     instruction_bonus_m2: float = 6.0
     """Score bonus for a candidate inside a region holding what the instruction asks for."""
+    min_target_cells: int = 4
+    """Map cells an object the instruction asks for must cover before the agent walks to it."""
+    target_reach_m: float = 1.5
+    """An object this close to the agent, or to one already walked to, is not sought."""
     region_bonus_m2: float = 2.0
     """Score bonus for staying inside the current region (depth first)."""
     max_region_visits: int = 3
@@ -442,11 +447,51 @@ def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph)
     return None
 
 
+def _seek_target(context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | None:
+    """Walk to an object the instruction asks for, once the map shows one the agent has not
+    yet been near: to the reachable floor beside its largest seen cluster. The room around
+    it is then explored first, depth first, by the region bonus. Each cluster is sought once
+    (the tree's ``sought`` list), so a target that cannot be reached is not chased again."""
+    cfg = context.config
+    targets = context.targets
+    if not targets:
+        return None
+    bev = context.env.bev
+    names = context.env.simulator.categories
+    label, confidence = bev.semantic_map()
+    wanted = np.isin(label, [names.index(t) for t in targets]) & (confidence >= 0.5) & bev.occupied
+    clusters, n = ndimage.label(wanted, structure=np.ones((3, 3), dtype=bool))
+    if n == 0:
+        return None
+    sought = [np.asarray(p, dtype=np.float64) for p in tree.graph.setdefault("sought", [])]
+    position = np.asarray(context.env.simulator.pose.position, dtype=np.float64)
+    sizes = ndimage.sum_labels(wanted, clusters, np.arange(1, n + 1))
+    navigable = bev.navigable(context.env.simulator.config.agent_radius)
+    if not navigable.any():
+        return None
+    nav_rows, nav_cols = np.nonzero(navigable)
+    nav_points = bev.from_grid(nav_rows, nav_cols)
+    for k in np.argsort(-sizes, kind="stable"):
+        if sizes[k] < cfg.min_target_cells:
+            break
+        rows, cols = np.nonzero(clusters == k + 1)
+        centre = bev.from_grid(rows.mean(), cols.mean())
+        done = [p for p in sought if float(np.hypot(*(p - centre)[[0, 2]])) < cfg.target_reach_m]
+        if done or float(np.hypot(*(centre - position)[[0, 2]])) < cfg.target_reach_m:
+            continue
+        tree.graph["sought"].append([round(float(v), 4) for v in centre])
+        beside = nav_points[int(np.argmin(np.hypot(*(nav_points - centre).T[[0, 2]])))]
+        return {"kind": "point", "point": [round(float(v), 4) for v in beside], "by": "instruction"}
+    return None
+
+
 def select(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerState:
     context = runtime.context
     tree = _tree(state)
     pick: Choice | None = (
-        _vlm_pick(state, context) if context.policy is not None else _heuristic_pick(state, context)
+        _vlm_pick(state, context)
+        if context.policy is not None
+        else _seek_target(context, tree) or _heuristic_pick(state, context)
     )
     if pick is None:
         pick = _backtrack(state, context, tree) or {"kind": "stop", "by": "done"}

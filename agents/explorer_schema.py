@@ -74,11 +74,12 @@ class VLMChoice(TypedDict):
 
 class PointChoice(TypedDict):
     """A floor point the panorama need not show: an open region's nearest frontier
-    (``backtrack``, ``to`` the region's tree node) or the map's nearest one (``frontier``)."""
+    (``backtrack``, ``to`` the region's tree node), the map's nearest one (``frontier``), or
+    the floor beside an object the instruction asks for, seen on the map (``instruction``)."""
 
     kind: Literal["point"]
     point: list[float]
-    by: Literal["backtrack", "frontier"]
+    by: Literal["backtrack", "frontier", "instruction"]
     to: NotRequired[str]
 
 

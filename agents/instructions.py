@@ -27,6 +27,24 @@ ROOM_OBJECTS: dict[str, tuple[str, ...]] = {
 }
 
 
+REGION_WORDS: dict[str, str] = {
+    "living": "living room",
+    "kitchen": "kitchen",
+    "bedroom": "bedroom",
+    "bathroom": "bathroom",
+    "dining": "dining room",
+    "office": "office",
+}
+"""A scene region's kind (``Region.kind``) as an instruction names the room."""
+
+
+def room_first_instruction(kind: str) -> str:
+    """The instruction "explore the ROOM first" for a region kind of :data:`REGION_WORDS`."""
+    if kind not in REGION_WORDS:
+        raise ValueError(f"no instruction words for a {kind!r} room: expected one of {sorted(REGION_WORDS)}")
+    return f"explore the {REGION_WORDS[kind]} first"
+
+
 def instruction_categories(instruction: str, categories: Sequence[str]) -> frozenset[str]:
     """Categories (names from ``categories``) that an instruction is about."""
     text = " " + re.sub(r"[^a-z ]+", " ", instruction.lower()) + " "

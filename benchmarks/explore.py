@@ -18,9 +18,17 @@ explorable area on average (``baseline_coverage_ratio``): in a setting the basel
 no agent can lead them. Runtime overhead, on the first K scenes: the explorer's node functions
 run as the LangGraph graph with a SQLite checkpoint per decision (without and with a listener
 for the streamed events) and in a bare Python loop; the difference in time spent outside the
-nodes, per decision, is the runtime's cost. Last line: one JSON object (strongest_baseline,
-baseline_coverage_ratio, setting_valid, coverage_ratio_vs_best, auc_ratio_vs_best, each
-baseline's means, the explorer's, runtime_overhead_ms, ...).
+nodes, per decision, is the runtime's cost.
+
+Instruction following (houses whose rooms are known, v2): per house a room kind it has
+exactly one of is drawn by its seed; the explorer runs told "explore the ROOM first" and
+untold, each until the room is 90% observed (``RegionCoverage``); ``instruction_steps_ratio``
+is the mean over houses of told / untold steps (a run that never gets there counts the whole
+budget, and ``instruction_runs_not_covered`` says how many did not).
+
+Last line: one JSON object (strongest_baseline, baseline_coverage_ratio, setting_valid,
+coverage_ratio_vs_best, auc_ratio_vs_best, instruction_steps_ratio, each baseline's means,
+the explorer's, runtime_overhead_ms, ...).
 """
 
 from __future__ import annotations
@@ -31,18 +39,23 @@ import json
 import statistics
 import tempfile
 import time
-from collections.abc import Callable
+from collections import Counter
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
 import gymnasium
+import numpy as np
 
 import embodia.envs  # noqa: F401  (registers the env ids)
 from embodia.agents import explorer
 from embodia.agents.baselines import make_agent
+from embodia.agents.instructions import REGION_WORDS, room_first_instruction
 from embodia.agents.runtime import run_config, sqlite_checkpointer, stream_run
+from embodia.envs.mapping.measures import RegionCoverage
 from embodia.evals.explore import _EnvView
+from embodia.sim.scene import Region
 
 PANORAMA = {"panorama_height": 128, "panorama_width": 256}
 
@@ -50,6 +63,8 @@ PANORAMA = {"panorama_height": 128, "panorama_width": 256}
 BASELINES = ("frontier", "frontier-utility", "tour")
 VALID_BASELINE_COVERAGE = 0.85
 """The setting is valid when the strongest baseline covers at most this share on average."""
+INSTRUCTED_SHARE = 0.9
+"""An instructed room counts as explored once this share of it is observed."""
 
 
 def scene(seed: int, houses: str = "v2") -> str:
@@ -122,10 +137,13 @@ def run_dfs(
     return info, int(state["decision"]), total - timer.seconds
 
 
-def run_dfs_bare(spec: str, steps: int) -> tuple[dict[str, Any], int, float]:
-    """The same node functions in a plain loop (no graph, no checkpoints), timed the same way."""
-    env = _explorer_env(spec, steps)
-    context = explorer.ExplorerContext(env=env.unwrapped, policy=None, instruction="", recorder=None)
+def _run_nodes(
+    env: Any, instruction: str = "", until: Callable[[], bool] | None = None
+) -> tuple[dict[str, Any], int, float]:
+    """The explorer's node functions in a plain loop (no graph, no checkpoints) until the
+    episode ends or ``until()`` holds after a decision; returns (info, decisions, seconds
+    spent outside the nodes)."""
+    context = explorer.ExplorerContext(env=env.unwrapped, policy=None, instruction=instruction, recorder=None)
     runtime = SimpleNamespace(context=context)
     timer = NodeTimer()
     nodes = [
@@ -134,7 +152,7 @@ def run_dfs_bare(spec: str, steps: int) -> tuple[dict[str, Any], int, float]:
     ]
     state: dict[str, Any] = {"decision": 0, "events": []}
     start = time.perf_counter()
-    while not state.get("done"):
+    while not state.get("done") and not (until is not None and until()):
         for node in nodes:
             update = node(state, runtime)
             state["events"] += update.pop("events", [])  # the state's one reducer
@@ -143,6 +161,39 @@ def run_dfs_bare(spec: str, steps: int) -> tuple[dict[str, Any], int, float]:
     info = env.unwrapped._info()
     env.close()
     return info, int(state["decision"]), total - timer.seconds
+
+
+def run_dfs_bare(spec: str, steps: int) -> tuple[dict[str, Any], int, float]:
+    """The same node functions in a plain loop (no graph, no checkpoints), timed the same way."""
+    return _run_nodes(_explorer_env(spec, steps))
+
+
+def instructed_room(regions: Sequence[Region], seed: int) -> Region | None:
+    """The room an instruction names in a house: one of the kinds the house has exactly one
+    of (so "the kitchen" is one room), drawn by the house's seed; None if there is none."""
+    kinds = Counter(region.kind for region in regions)
+    unique = sorted(kind for kind, count in kinds.items() if count == 1 and kind in REGION_WORDS)
+    if not unique:
+        return None
+    kind = unique[int(np.random.default_rng(seed).integers(len(unique)))]
+    return next(region for region in regions if region.kind == kind)
+
+
+def steps_to_cover(spec: str, steps: int, seed: int, instructed: bool) -> tuple[str, int | None] | None:
+    """Steps until the house's instructed room (:func:`instructed_room`) is
+    ``INSTRUCTED_SHARE`` observed, with "explore the ROOM first" or with no instruction
+    (None: not within the budget); None when the house has no such room."""
+    env = _explorer_env(spec, steps)
+    mapping = env.unwrapped
+    room = instructed_room(mapping.simulator.scene.regions, seed)
+    if room is None:
+        env.close()
+        return None
+    watch = RegionCoverage(room)
+    mapping.coverage.track(watch, mapping.bevs)
+    instruction = room_first_instruction(room.kind) if instructed else ""
+    _run_nodes(env, instruction, until=lambda: watch.get_metric() >= INSTRUCTED_SHARE)
+    return room.kind, watch.steps_until(INSTRUCTED_SHARE)
 
 
 def main() -> None:
@@ -160,6 +211,8 @@ def main() -> None:
     dfs: list[dict[str, Any]] = []
     baselines: dict[str, list[dict[str, Any]]] = {name: [] for name in BASELINES}
     per_scene = []
+    instructed_ratios: list[float] = []
+    censored = 0
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
             spec = scene(seed, args.houses)
@@ -178,6 +231,16 @@ def main() -> None:
                 row[f"{name}_m2"] = round(b["coverage_m2"], 2)
                 row[f"{name}_ratio"] = round(b["coverage_ratio"], 4)
                 row[f"{name}_auc"] = round(b["coverage_auc"], 4)
+            # Instruction following: the same explorer told "explore the ROOM first", against
+            # itself untold, both stopped once the room is 90% observed.
+            plain = steps_to_cover(spec, steps, seed, instructed=False)
+            told = steps_to_cover(spec, steps, seed, instructed=True)
+            if plain is not None and told is not None:
+                row["instructed_room"] = plain[0]
+                row["room_steps_plain"], row["room_steps_instructed"] = plain[1], told[1]
+                # A room not covered within the budget counts the whole budget (a lower bound).
+                instructed_ratios.append((told[1] or steps) / max(plain[1] or steps, 1))
+                censored += (plain[1] is None) + (told[1] is None)
             per_scene.append(row)
             print(json.dumps(row), flush=True)
         # Runtime overhead: the time per decision spent outside the node functions, in the
@@ -211,6 +274,9 @@ def main() -> None:
         result["dfs_coverage_m2"] / result[f"{strongest}_coverage_m2"], 4
     )
     result["auc_ratio_vs_best"] = round(result["dfs_auc"] / result[f"{strongest}_auc"], 4)
+    result["instruction_steps_ratio"] = round(mean(instructed_ratios), 4) if instructed_ratios else None
+    result["instruction_houses"] = len(instructed_ratios)
+    result["instruction_runs_not_covered"] = censored
     # the earlier keys: the explorer against frontier-utility
     result["coverage_ratio_vs_frontier"] = round(
         result["dfs_coverage_m2"] / result["frontier-utility_coverage_m2"], 4

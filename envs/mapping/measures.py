@@ -41,13 +41,15 @@ from embodia.perception.bev import BEVConfig, BEVMap
 from embodia.sim.protocol import Pose, SceneSpec, Simulator, TopDownMap
 
 if TYPE_CHECKING:
-    from embodia.sim.scene import Scene
+    from embodia.sim.scene import Region, Scene
 
 logger = logging.getLogger(__name__)
 
 COVERAGE_RESOLUTION = 0.05
 """Ground-truth cell size of the coverage measures, metres (ANS: 5 cm)."""
 DEFAULT_BUDGETS: tuple[int, ...] = (500, 1000)
+_SAME_FLOOR = 0.3
+"""A region and a floor map whose heights differ by at most this are on one floor, metres."""
 """Step budgets of the literature: 500 (OccAnt, ObjectNav), 1000 (ANS, ANM)."""
 
 
@@ -177,6 +179,16 @@ class ExplorableArea:
         ]
         return np.concatenate(parts)
 
+    def region_cells(self, region: Region) -> NDArray[np.bool_]:
+        """Per explorable cell (floor after floor): whether it lies in ``region``'s outline,
+        on the floor at the region's height."""
+        parts = []
+        for floor in self.floors:
+            on_floor = abs(floor.topdown.floor_height - region.floor_height) <= _SAME_FLOOR
+            inside = region.contains(floor.centres) if on_floor else np.zeros(len(floor.centres), dtype=bool)
+            parts.append(inside)
+        return np.concatenate(parts)
+
     def covered_cells(self, bev: BEVMap | FloorBEVs) -> int:
         maps = self._maps(bev)
         return sum(
@@ -301,6 +313,50 @@ class CoverageAUC(Measure):
         return coverage_auc(self.curve, self.budget, self.initial)
 
 
+class RegionCoverage(Measure):
+    """Observed share of one room's explorable cells, step by step (``curve[t-1]`` after step
+    t), e.g. to count the steps until an instructed room is covered."""
+
+    uuid = "region_coverage"
+
+    def __init__(self, region: Region) -> None:
+        self.region = region
+        self._explorable: ExplorableArea | None = None
+        self._cells: NDArray[np.bool_] = np.zeros(0, dtype=bool)
+        self.initial = 0.0
+        self.curve: list[float] = []
+
+    def _share(self, bev: BEVMap | FloorBEVs) -> float:
+        assert self._explorable is not None
+        return float(self._explorable.observed(bev)[self._cells].mean())
+
+    def reset_metric(self, start: EpisodeStart) -> None:
+        self._explorable = start.explorable
+        self._cells = start.explorable.region_cells(self.region)
+        if not self._cells.any():
+            raise EmbodiaError(
+                f"the {self.region.kind} at floor height {self.region.floor_height:g} "
+                "holds no explorable cell"
+            )
+        self.initial = 0.0 if start.bev is None else self._share(start.bev)
+        self.curve = []
+
+    def update_metric(self, step: StepOutcome) -> None:
+        last = self.curve[-1] if self.curve else self.initial
+        self.curve.append(last if step.bev is None else self._share(step.bev))
+
+    def get_metric(self) -> float:
+        return self.curve[-1] if self.curve else self.initial
+
+    def steps_until(self, share: float) -> int | None:
+        """The first step after which the observed share is at least ``share`` (0 when it
+        was at reset; None: not within the steps taken)."""
+        if self.initial >= share:
+            return 0
+        reached = np.nonzero(np.asarray(self.curve) >= share)[0]
+        return int(reached[0]) + 1 if len(reached) else None
+
+
 class PathLength(Measure):
     """Metres travelled."""
 
@@ -398,6 +454,7 @@ class CoverageTracker:
                 self.steps,
             )
         }
+        self._built_in = frozenset(self.measures)
         self._explorable: ExplorableArea | None = None
         self.area_curve: list[float] = []
         self.distance_curve: list[float] = []
@@ -448,6 +505,7 @@ class CoverageTracker:
                 f"the ground-truth map has {resolution:g} m cells, the tracker expects {self.resolution} m"
             )
         self._explorable = explorable
+        self.measures = {uuid: m for uuid, m in self.measures.items() if uuid in self._built_in}
         start = EpisodeStart(self._explorable, pose, bev)
         for measure in self.measures.values():
             measure.reset_metric(start)
@@ -463,6 +521,17 @@ class CoverageTracker:
         self.area_curve.append(self.coverage_m2.get_metric())
         self.distance_curve.append(self.path_length.get_metric())
         self.trajectory.append(TrajectoryStep(step.pose, step.bev is not None))
+
+    def track(self, measure: Measure, bev: BEVMap | FloorBEVs | None) -> None:
+        """Add a measure to the episode under way (updated after the built-in ones, dropped at
+        the next reset); it starts from the episode's reset pose and the map ``bev`` as it is
+        now. Call it right after the reset: steps already taken are not replayed."""
+        if self._explorable is None:
+            raise EmbodiaError("the coverage tracker has not been reset: track measures after reset()")
+        if measure.uuid in self.measures:
+            raise ValueError(f"a measure {measure.uuid!r} is already tracked")
+        measure.reset_metric(EpisodeStart(self._explorable, self.trajectory[0].pose, bev))
+        self.measures[measure.uuid] = measure
 
     def end_decision(self) -> None:
         """Mark that the agent's current decision (a primitive action or a goto) ended."""
@@ -518,7 +587,7 @@ def recompute_coverage(
     height, width = panorama_size
     if height < 1 or width < 1:
         raise ValueError(f"panorama size must be positive, got {height}x{width}")
-    config = bev_config or BEVConfig(sensor_height=simulator.config.sensor_height)
+    config = bev_config or BEVConfig.for_agent(simulator.config)
     first = trajectory[0]
     simulator.reset(scene, first.pose)
     tracker = CoverageTracker(budget=max(1, len(trajectory) - 1), resolution=resolution)

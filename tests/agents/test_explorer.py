@@ -9,14 +9,30 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from types import SimpleNamespace
 from typing import get_args, get_type_hints
 
+import gymnasium
 import networkx as nx
 import pytest
 
 from embodia.agents import explorer_schema as schema
-from embodia.agents.explorer import ROOT, backtrack_order, build_decision_graph, build_explorer_graph
+from embodia.agents.explorer import (
+    ROOT,
+    ExplorerContext,
+    backtrack_order,
+    build_decision_graph,
+    build_explorer_graph,
+    map_update,
+    navigate,
+    observe,
+    propose,
+    regions,
+    select,
+    update_tree,
+)
 from embodia.agents.instructions import instruction_categories
+from embodia.envs.mapping.measures import RegionCoverage
 from embodia.evals.explore import ExploreSettings, run_exploration
 from embodia.sim import CATEGORIES
 
@@ -39,6 +55,7 @@ CHOICES = {
     "vlm": schema.VLMChoice,
     "backtrack": schema.PointChoice,
     "frontier": schema.PointChoice,
+    "instruction": schema.PointChoice,
     "done": schema.StopChoice,
 }
 PROGRESS = {
@@ -134,6 +151,44 @@ def test_instruction_names_the_categories_to_seek() -> None:
     assert instruction_categories("find the kitchen and map it", CATEGORIES) == {"counter", "refrigerator"}
     assert instruction_categories("go back to the room with the sofa", CATEGORIES) == {"sofa"}
     assert instruction_categories("map everything", CATEGORIES) == frozenset()
+
+
+def _room_steps(scene: str, room_kind: str, instruction: str, steps: int) -> tuple[int | None, list[str]]:
+    """Steps until the house's one ``room_kind`` room is 90% observed (None: not within
+    ``steps``), with the heuristic explorer told ``instruction``, and how it chose."""
+    env = gymnasium.make(
+        "embodia/ActiveMappingWaypoint-v0",
+        max_steps=steps,
+        action_type="pixel",
+        panorama_height=128,
+        panorama_width=256,
+    )
+    env.reset(seed=0, options={"scene": scene})
+    mapping = env.unwrapped
+    (room,) = [r for r in mapping.simulator.scene.regions if r.kind == room_kind]
+    watch = RegionCoverage(room)
+    mapping.coverage.track(watch, mapping.bevs)
+    context = ExplorerContext(env=mapping, policy=None, instruction=instruction, recorder=None)
+    runtime = SimpleNamespace(context=context)
+    state: dict = {"decision": 0, "events": []}
+    chosen = []
+    while not state.get("done") and watch.get_metric() < 0.9:
+        for node in (observe, map_update, regions, propose, select, navigate, update_tree):
+            update = node(state, runtime)  # type: ignore[arg-type]
+            state["events"] += update.pop("events", [])
+            state.update(update)
+        chosen.append(state["choice"]["by"])
+    env.close()
+    return watch.steps_until(0.9), chosen
+
+
+def test_told_to_explore_a_room_first_the_explorer_walks_to_what_it_saw_of_it() -> None:
+    # House 1000's kitchen is glimpsed early; untold, the depth-first order gets there late.
+    scene = "procedural:seed=1000,floors=1"
+    told, chosen = _room_steps(scene, "kitchen", "explore the kitchen first", 150)
+    untold, _ = _room_steps(scene, "kitchen", "", 150)
+    assert told is not None and told <= 60 and "instruction" in chosen
+    assert untold is None  # not within 150 steps
 
 
 def test_backtrack_order_is_deepest_first_with_ties_in_tree_order() -> None:

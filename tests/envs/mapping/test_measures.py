@@ -11,6 +11,7 @@ from scenes import box_room, l_corridor
 from embodia.envs.mapping.measures import (
     CoverageTracker,
     ExplorableArea,
+    RegionCoverage,
     StepOutcome,
     TrajectoryStep,
     coverage_auc,
@@ -20,6 +21,7 @@ from embodia.envs.mapping.measures import (
 from embodia.errors import EmbodiaError
 from embodia.perception.bev import BEVConfig, BEVMap
 from embodia.sim import EmbeddedSimulator, Pose, TopDownMap
+from embodia.sim.scene import Region
 
 # ---------------------------------------------------------------------- AUC arithmetic
 
@@ -183,3 +185,43 @@ def test_non_positive_lengths_name_the_argument_and_unit() -> None:
     with pytest.raises(ValueError) as caught:
         CoverageTracker(resolution=math.nan)
     assert str(caught.value) == "coverage resolution must be a positive number of metres, got nan"
+
+
+# ---------------------------------------------------------------------- one room's coverage
+
+
+def test_region_coverage_counts_the_steps_until_a_room_is_seen():
+    # 1 m2 of floor; the room is its half x < 0.5 (200 of the 400 cells of 5 cm).
+    explorable = ExplorableArea(_square_topdown(20))
+    room = Region("kitchen", 0.0, ((0.0, 0.0), (0.5, 0.0), (0.5, 1.0), (0.0, 1.0)))
+    assert explorable.region_cells(room).sum() == 200
+    tracker = CoverageTracker(budget=10)
+    pose = Pose((0.8, 0.0, 0.5))
+    tracker.reset(explorable, pose, None)
+    watch = RegionCoverage(room)
+    tracker.track(watch, None)
+    bev = BEVMap(["void", "floor"], BEVConfig())
+    bev.ensure_covers((-1.0, 2.0), (-1.0, 2.0))
+
+    def see_up_to(x: float) -> BEVMap:
+        rows, cols = bev.to_grid(np.array([[0.01, 0.0, 0.01], [x - 0.01, 0.0, 0.99]]))
+        bev.free_count[rows[0] : rows[1] + 1, cols[0] : cols[1] + 1] = 1.0
+        bev._version += 1  # written directly, not integrated
+        return bev
+
+    tracker.update(StepOutcome(pose))  # nothing observed
+    tracker.update(StepOutcome(pose, bev=see_up_to(0.3)))
+    tracker.update(StepOutcome(pose))  # carries 0.6
+    tracker.update(StepOutcome(pose, bev=see_up_to(0.5)))
+    assert watch.curve == pytest.approx([0.0, 0.6, 0.6, 1.0])
+    assert (watch.steps_until(0.5), watch.steps_until(0.9), watch.steps_until(1.01)) == (2, 4, None)
+    assert tracker.coverage_ratio.get_metric() == pytest.approx(0.5)  # the built-ins go on as before
+
+    with pytest.raises(ValueError, match="already tracked"):
+        tracker.track(RegionCoverage(room), None)
+    upstairs = Region("kitchen", 2.7, room.outline)
+    with pytest.raises(EmbodiaError, match="track measures after reset"):
+        CoverageTracker().track(RegionCoverage(upstairs), None)
+    tracker.reset(explorable, pose, None)
+    with pytest.raises(EmbodiaError, match="holds no explorable cell"):
+        tracker.track(RegionCoverage(upstairs), None)
