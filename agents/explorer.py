@@ -21,6 +21,7 @@ simulator is deterministic), then the graph carries on from its last finished no
 from __future__ import annotations
 
 import logging
+import math
 import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -48,6 +49,8 @@ from embodia.agents.instructions import instruction_categories
 from embodia.agents.runtime import RunRecorder, emit
 from embodia.core.chat import Message, Policy
 from embodia.core.parsing import AskRecord
+from embodia.perception.bev import FrontierSegment
+from embodia.perception.planning import distance_field
 from embodia.perception.regions import Region, RegionTracker
 from embodia.perception.waypoints import WaypointCandidate, draw_candidates, propose_candidates
 
@@ -75,6 +78,8 @@ class ExplorerConfig:
     """Score bonus for staying inside the current region (depth first)."""
     max_region_visits: int = 3
     """Backtracks into one region before it is closed for good."""
+    tried_radius_m: float = 1.0
+    """A frontier this close to one already walked to is not walked to again."""
     max_retries: int = 2
     """Re-asks of a VLM whose reply could not be parsed."""
     max_tokens: int = 256
@@ -411,40 +416,87 @@ def backtrack_order(tree: nx.DiGraph, node: str, targets: frozenset[str]) -> lis
 
 
 def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | None:
-    """Close the current region; go to the last waypoint of the deepest open ancestor (or any
-    open region, then the nearest frontier)."""
+    """Close the current region and walk to a frontier elsewhere: the one with the most
+    frontier per metre of path on the map, where the frontiers of open ancestor regions
+    (depth first) and of regions holding what the instruction asks for count double; a
+    region walked back to too often is closed, as is one with nothing left to see."""
+    cfg = context.config
     current = state.get("current_region", -1)
     node = _region_node(current)
     if tree.has_node(node):
         tree.nodes[node]["status"] = "closed"
     order = backtrack_order(tree, node, context.targets)
+    ancestors = set(nx.shortest_path(tree, ROOT, node)) if tree.has_node(node) else set()
     by_id = {region.id: region for region in context.regions}
     position = np.asarray(context.env.simulator.pose.position, dtype=np.float64)
+    # Frontier spots walked to already: a frontier still there after the walk cannot be seen
+    # past from where the agent can stand (a gap under furniture, a sliver behind a door).
+    tried = [np.asarray(p, dtype=np.float64) for p in tree.graph.setdefault("tried", [])]
+
+    def fresh(target: NDArray[np.float64]) -> bool:
+        return _flat_distance(target, position) > 0.5 and all(
+            _flat_distance(target, p) > cfg.tried_radius_m for p in tried
+        )
+
+    options: list[tuple[FrontierSegment, str | None, float]] = []
+    in_regions: set[tuple[float, float]] = set()
     for region_node in order:
         data = tree.nodes[region_node]
-        data["visits"] = int(data.get("visits", 0)) + 1
         region = by_id.get(int(data["region"]))
-        # Only a region that still borders unknown space is worth walking back to; go to
-        # its nearest frontier (not just its last waypoint) so the walk reveals something.
-        frontier_points = [] if region is None else [f.target for f in region.frontiers]
-        far = [t for t in frontier_points if float(np.hypot(*(t - position)[[0, 2]])) > 0.5]
-        if data["visits"] > context.config.max_region_visits or not far:
+        segments = [] if region is None else [f for f in region.frontiers if fresh(f.target)]
+        if data.get("visits", 0) >= cfg.max_region_visits or not segments:
             data["status"] = "closed"
             continue
-        goal = min(far, key=lambda t: float(np.hypot(*(t - position)[[0, 2]])))
-        return {
-            "kind": "point",
-            "point": [round(float(v), 4) for v in goal],
-            "by": "backtrack",
-            "to": region_node,
-        }
-    frontiers = [
-        f for f in context.env.bev.frontiers() if float(np.hypot(*(f.target - position)[[0, 2]])) > 0.5
-    ]
-    if frontiers:
-        nearest = min(frontiers, key=lambda f: float(np.hypot(*(f.target - position)[[0, 2]])))
-        return {"kind": "point", "point": [round(float(v), 4) for v in nearest.target], "by": "frontier"}
-    return None
+        targets = context.targets and any(c in context.targets for c in data.get("categories", []))
+        weight = (2.0 if region_node in ancestors else 1.0) * (2.0 if targets else 1.0)
+        for segment in segments:
+            options.append((segment, region_node, weight))
+            in_regions.add((float(segment.target[0]), float(segment.target[2])))
+    for segment in context.env.bev.frontiers():
+        if fresh(segment.target) and (float(segment.target[0]), float(segment.target[2])) not in in_regions:
+            options.append((segment, None, 1.0))
+    if not options:
+        return None
+    cost = _path_costs(context, position, [segment.target for segment, _, _ in options])
+    value = [w * seg.size / (1.0 + c) for (seg, _, w), c in zip(options, cost, strict=True)]
+    best, into, _ = options[int(np.argmax(value))]
+    tree.graph["tried"].append([round(float(v), 4) for v in best.target])
+    choice: PointChoice = {
+        "kind": "point",
+        "point": [round(float(v), 4) for v in best.target],
+        "by": "frontier" if into is None else "backtrack",
+    }
+    if into is not None:
+        data = tree.nodes[into]
+        data["visits"] = int(data.get("visits", 0)) + 1
+        choice["to"] = into
+    return choice
+
+
+def _path_costs(
+    context: ExplorerContext, position: NDArray[np.float64], targets: Sequence[NDArray[np.float64]]
+) -> list[float]:
+    """Metres of path on the agent's map from ``position`` to each target; where the map
+    knows no way, twice the straight-line distance (the map may not show the way yet)."""
+    bev = context.env.bev
+    row, col = bev.to_grid(position)
+    straight = [2.0 * _flat_distance(t, position) for t in targets]
+    if not bev.inside(row, col):
+        return straight
+    traversable = bev.navigable(context.env.simulator.config.agent_radius)
+    start = (int(row), int(col))
+    traversable[start] = True
+    field = distance_field(traversable, start, bev.config.resolution)
+    out = []
+    for target, fallback in zip(targets, straight, strict=True):
+        r, c = bev.to_grid(target)
+        walked = float(field.cost[int(r), int(c)]) if bev.inside(r, c) else math.inf
+        out.append(walked if math.isfinite(walked) else fallback)
+    return out
+
+
+def _flat_distance(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
+    return float(np.hypot(a[0] - b[0], a[2] - b[2]))
 
 
 def _seek_target(context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | None:

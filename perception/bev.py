@@ -126,6 +126,9 @@ class _StepLayers:
     ledges: NDArray[np.bool_]
     surface: NDArray[np.float32]
     """Walkable surface above the map's floor per cell (NaN: none known)."""
+    overhead: NDArray[np.bool_]
+    """Cells whose every hit lies above ``obstacle_top`` over the map's floor: seen only from
+    high on a flight (the next floor's surface), not on this floor."""
 
 
 @dataclass
@@ -231,18 +234,21 @@ class BEVMap:
         floor = (self.free_count > 0) & ~self._obstacle()
         steps = np.zeros(key, dtype=bool)
         surface = np.full(key, np.nan, dtype=np.float32)
+        overhead = np.zeros(key, dtype=bool)
         if self.ground_top.shape == key and self.column.shape[:2] == key:
-            ground = np.where(floor & np.isfinite(self.ground_top), self.ground_top, np.nan)
-            surface = ground.astype(np.float32)
-            rows, cols = np.nonzero(~floor & (self.column != 0).any(axis=-1))
+            lowest = _lowest_bins(self.column)
+            overhead = lowest * COLUMN_BIN - cfg.below_depth > cfg.obstacle_top
+            seen_floor = floor & np.isfinite(self.ground_top)
+            surface = np.where(seen_floor, self.ground_top, np.nan).astype(np.float32)
+            rows, cols = np.nonzero(~floor & (lowest >= 0))
             tops = _column_surfaces(self.column, rows, cols, cfg.below_depth, cfg.max_climb, cfg.agent_height)
             candidate = np.full(key, np.nan, dtype=np.float32)
             candidate[rows, cols] = tops
             # The bins are COLUMN_BIN apart: a climb may read as one bin more.
             _flood_steps(surface, candidate, cfg.max_climb + COLUMN_BIN, steps)
             surface[steps] = candidate[steps]
-        ledges = _ledges(surface, self.config.max_climb + COLUMN_BIN)
-        layers = _StepLayers(steps, ledges, surface)
+        ledges = _ledges(surface, cfg.max_climb + COLUMN_BIN)
+        layers = _StepLayers(steps, ledges, surface, overhead)
         self._steps_cache = (self._version, key, layers)
         return layers
 
@@ -269,7 +275,11 @@ class BEVMap:
 
     @property
     def explored(self) -> NDArray[np.bool_]:
-        result: NDArray[np.bool_] = (self.free_count > 0) | (self.occupied_count > 0) | self.walkable_steps
+        """Floor seen, or obstacles or steps seen at this floor's storey (what is seen of the
+        next floor from high on a flight does not count here)."""
+        layers = self._step_layers()
+        seen = (self.occupied_count > 0) | layers.steps
+        result: NDArray[np.bool_] = (self.free_count > 0) | (seen & ~layers.overhead)
         return result
 
     @property
@@ -648,20 +658,22 @@ def _integrate_panorama(
     return used, floors, obstacles, newly
 
 
-def _ledges(surface: NDArray[np.floating], climb: float) -> NDArray[np.bool_]:
+@njit(cache=True)
+def _ledges(surface: NDArray[np.float32], climb: float) -> NDArray[np.bool_]:
     """Cells with a surface (NaN = none) whose 4-neighbour's surface differs by more than
     ``climb``."""
-    out = np.zeros(surface.shape, dtype=bool)
-    for axis in (0, 1):
-        a = surface.take(range(surface.shape[axis] - 1), axis=axis)
-        b = surface.take(range(1, surface.shape[axis]), axis=axis)
-        with np.errstate(invalid="ignore"):
-            cliff = np.abs(a - b) > climb  # False where either is NaN
-        lo = [slice(None)] * 2
-        hi = [slice(None)] * 2
-        lo[axis], hi[axis] = slice(0, -1), slice(1, None)
-        out[tuple(lo)] |= cliff
-        out[tuple(hi)] |= cliff
+    rows, cols = surface.shape
+    out = np.zeros((rows, cols), dtype=np.bool_)
+    for r in range(rows):
+        for c in range(cols):
+            h = surface[r, c]
+            if np.isnan(h):
+                continue
+            # each pair once: the neighbour below and the one to the right (NaN compares False)
+            if r + 1 < rows and abs(surface[r + 1, c] - h) > climb:
+                out[r, c] = out[r + 1, c] = True
+            if c + 1 < cols and abs(surface[r, c + 1] - h) > climb:
+                out[r, c] = out[r, c + 1] = True
     return out
 
 
@@ -671,6 +683,30 @@ def _mark(column: NDArray[np.uint64], row: int, col: int, height: float, below_d
     b = int(math.floor((height + below_depth) / COLUMN_BIN))
     if 0 <= b < 64 * _COLUMN_WORDS:
         column[row, col, b >> 6] |= np.uint64(1) << np.uint64(b & 63)
+
+
+@njit(cache=True)
+def _lowest_bins(column: NDArray[np.uint64]) -> NDArray[np.int64]:
+    """Per cell, the lowest bin of its vertical profile holding a hit (-1: none)."""
+    rows, cols = column.shape[0], column.shape[1]
+    out = np.full((rows, cols), -1, dtype=np.int64)
+    for r in range(rows):
+        for c in range(cols):
+            for w in range(_COLUMN_WORDS):
+                word = column[r, c, w]
+                if word == 0:
+                    continue
+                b = 0
+                while not (word >> np.uint64(b)) & np.uint64(1):
+                    b += 1
+                out[r, c] = 64 * w + b
+                break
+    return out
+
+
+@njit(cache=True)
+def _has_bin(column: NDArray[np.uint64], row: int, col: int, b: int) -> bool:
+    return bool((column[row, col, b >> 6] >> np.uint64(b & 63)) & np.uint64(1))
 
 
 @njit(cache=True)
@@ -693,7 +729,7 @@ def _column_surfaces(
         r, c = rows[k], cols[k]
         low = -1
         for b in range(n):
-            if (column[r, c, b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+            if _has_bin(column, r, c, b):
                 low = b
                 break
         if low < 0:
@@ -702,7 +738,7 @@ def _column_surfaces(
         blocked = False
         b = low + 1
         while b < n and b <= top + clear:
-            if (column[r, c, b >> 6] >> np.uint64(b & 63)) & np.uint64(1):
+            if _has_bin(column, r, c, b):
                 if b > low + reach:
                     blocked = True
                     break
@@ -726,8 +762,17 @@ def _flood_steps(
     head = tail = 0
     for r in range(rows):
         for c in range(cols):
-            if not np.isnan(seed[r, c]):
-                height[r, c] = seed[r, c]
+            if np.isnan(seed[r, c]):
+                continue
+            height[r, c] = seed[r, c]
+            # Only seeds beside a candidate start the search.
+            beside = (
+                (r > 0 and not np.isnan(candidate[r - 1, c]))
+                or (r + 1 < rows and not np.isnan(candidate[r + 1, c]))
+                or (c > 0 and not np.isnan(candidate[r, c - 1]))
+                or (c + 1 < cols and not np.isnan(candidate[r, c + 1]))
+            )
+            if beside:
                 queue[tail] = r * cols + c
                 tail += 1
     while head < tail:

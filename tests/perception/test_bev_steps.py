@@ -193,3 +193,24 @@ def test_a_table_top_is_never_a_step_in_a_furnished_house() -> None:
     points = step_points(bev)
     # only at most a few cells (the floor seen past an edge), never a furniture top
     assert len(points) < 50 and (len(points) == 0 or points[:, 1].max() < 0.2)
+
+
+def test_what_is_seen_of_the_next_floor_from_the_stairs_is_not_explored_on_this_one() -> None:
+    # The ground floor's map, then a view from the flight's 16th step (2.4 m up, head above
+    # the upper floor): the upper floor's surface shows in this map as steps to walk on,
+    # but those cells were not seen at the ground floor's storey.
+    sim = EmbeddedSimulator()
+    sim.reset(two_floor_house(), Pose((0.5, 0.0, 0.5), EAST))
+    bev = BEVMap(sim.categories, BEVConfig())
+    bev.integrate(sim.panorama(*PANORAMA))
+    bev.ensure_covers((-1.0, 9.0), (-1.0, 7.0))  # the whole house: no growth below
+    seen_below = bev.explored.copy()
+    bev.integrate(sim.panorama_at(Pose((5.65, 2.4, 0.5), EAST), *PANORAMA))
+    layers = bev._step_layers()
+    rows, cols = np.indices(bev.shape)
+    centres = bev.from_grid(rows, cols)
+    upstairs = layers.overhead & (centres[..., 2] > 1.4)
+    walkable = upstairs & bev.walkable_steps
+    assert upstairs.sum() > 100 and walkable.sum() > 0.5 * upstairs.sum()
+    assert np.all(centres[walkable][:, 1] > UPPER_FLOOR - 0.2)  # the upper floor's surface
+    assert not (bev.explored & upstairs & ~seen_below).any()
