@@ -52,7 +52,12 @@ from embodia.core.parsing import AskRecord
 from embodia.perception.bev import FrontierSegment
 from embodia.perception.planning import distance_field
 from embodia.perception.regions import Region, RegionTracker
-from embodia.perception.waypoints import WaypointCandidate, draw_candidates, propose_candidates
+from embodia.perception.waypoints import (
+    WaypointCandidate,
+    draw_candidates,
+    pixel_to_world,
+    propose_candidates,
+)
 
 if TYPE_CHECKING:
     from embodia.envs.mapping.active_mapping import ActiveMappingWaypointEnv
@@ -72,6 +77,8 @@ class ExplorerConfig:
     """Score bonus for a candidate inside a region holding what the instruction asks for."""
     min_target_cells: int = 4
     """Map cells an object the instruction asks for must cover before the agent walks to it."""
+    min_target_pixels: int = 12
+    """Panorama pixels it must cover, where the map does not show it (beyond its range)."""
     target_reach_m: float = 1.5
     """An object this close to the agent, or to one already walked to, is not sought."""
     region_bonus_m2: float = 2.0
@@ -499,42 +506,102 @@ def _flat_distance(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
     return float(np.hypot(a[0] - b[0], a[2] - b[2]))
 
 
-def _seek_target(context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | None:
-    """Walk to an object the instruction asks for, once the map shows one the agent has not
-    yet been near: to the reachable floor beside its largest seen cluster. The room around
-    it is then explored first, depth first, by the region bonus. Each cluster is sought once
-    (the tree's ``sought`` list), so a target that cannot be reached is not chased again."""
-    cfg = context.config
-    targets = context.targets
-    if not targets:
-        return None
+def _target_cells(context: ExplorerContext) -> NDArray[np.bool_]:
+    """Occupied map cells whose category the instruction names (by majority vote)."""
     bev = context.env.bev
     names = context.env.simulator.categories
     label, confidence = bev.semantic_map()
-    wanted = np.isin(label, [names.index(t) for t in targets]) & (confidence >= 0.5) & bev.occupied
-    clusters, n = ndimage.label(wanted, structure=np.ones((3, 3), dtype=bool))
-    if n == 0:
+    ids = [names.index(t) for t in context.targets]
+    wanted: NDArray[np.bool_] = np.isin(label, ids) & (confidence >= 0.5) & bev.occupied
+    return wanted
+
+
+def _seek_target(context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | None:
+    """Walk to an object the instruction asks for, once the agent has seen one it has not
+    yet been near: to the reachable floor beside the largest such cluster on the map, else
+    towards the largest such blob in the panorama (which sees farther than the map keeps).
+    The room around it is then explored first, depth first, by the region bonus. Each
+    object is sought once (the tree's ``sought`` list), so one that cannot be reached is not
+    chased again."""
+    cfg = context.config
+    if not context.targets:
         return None
     sought = [np.asarray(p, dtype=np.float64) for p in tree.graph.setdefault("sought", [])]
     position = np.asarray(context.env.simulator.pose.position, dtype=np.float64)
+
+    def new(centre: NDArray[np.float64]) -> bool:
+        near = [p for p in [position, *sought] if _flat_distance(p, centre) < cfg.target_reach_m]
+        return not near
+
+    goal = None
+    for centre in _target_clusters(context):
+        if new(centre):
+            goal = _floor_beside(context, centre)
+            break
+    else:
+        for centre in _target_blobs(context):
+            if new(centre):
+                # Beyond the map: the floor short of it towards the agent; the simulator snaps
+                # the point onto navigable floor when the agent walks there.
+                away = np.asarray(centre - position, dtype=np.float64)
+                away[1] = 0.0
+                length = max(float(np.linalg.norm(away)), 1e-9)
+                goal = centre - away * (cfg.target_reach_m / 2) / length
+                goal[1] = position[1]
+                break
+    if goal is None:
+        return None
+    tree.graph["sought"].append([round(float(v), 4) for v in centre])
+    return {"kind": "point", "point": [round(float(v), 4) for v in goal], "by": "instruction"}
+
+
+def _target_clusters(context: ExplorerContext) -> list[NDArray[np.float64]]:
+    """Centres of the map's clusters of instructed objects, largest first."""
+    bev = context.env.bev
+    wanted = _target_cells(context)
+    clusters, n = ndimage.label(wanted, structure=np.ones((3, 3), dtype=bool))
     sizes = ndimage.sum_labels(wanted, clusters, np.arange(1, n + 1))
+    centres = []
+    for k in np.argsort(-sizes, kind="stable"):
+        if sizes[k] < context.config.min_target_cells:
+            break
+        rows, cols = np.nonzero(clusters == k + 1)
+        centres.append(bev.from_grid(rows.mean(), cols.mean()))
+    return centres
+
+
+def _target_blobs(context: ExplorerContext) -> list[NDArray[np.float64]]:
+    """World points of the panorama's blobs of instructed objects (median of their pixels'
+    hits), largest first."""
+    env = context.env
+    panorama = env.panorama
+    names = env.simulator.categories
+    semantic = np.asarray(panorama["semantic"])
+    mask = np.isin(semantic, [names.index(t) for t in context.targets]) & (np.asarray(panorama["depth"]) > 0)
+    blobs, n = ndimage.label(mask)
+    sizes = ndimage.sum_labels(mask, blobs, np.arange(1, n + 1))
+    points = []
+    for k in np.argsort(-sizes, kind="stable"):
+        if sizes[k] < context.config.min_target_pixels:
+            break
+        rows, cols = np.nonzero(blobs == k + 1)
+        pick = np.linspace(0, len(rows) - 1, min(len(rows), 16)).astype(int)
+        height = env.sim_config.sensor_height
+        hits = [pixel_to_world(panorama, int(rows[i]), int(cols[i]), height) for i in pick]
+        points.append(np.median(np.asarray(hits), axis=0))
+    return points
+
+
+def _floor_beside(context: ExplorerContext, centre: NDArray[np.float64]) -> NDArray[np.float64] | None:
+    """The navigable map cell nearest a point (None: the map has none)."""
+    bev = context.env.bev
     navigable = bev.navigable(context.env.simulator.config.agent_radius)
     if not navigable.any():
         return None
-    nav_rows, nav_cols = np.nonzero(navigable)
-    nav_points = bev.from_grid(nav_rows, nav_cols)
-    for k in np.argsort(-sizes, kind="stable"):
-        if sizes[k] < cfg.min_target_cells:
-            break
-        rows, cols = np.nonzero(clusters == k + 1)
-        centre = bev.from_grid(rows.mean(), cols.mean())
-        done = [p for p in sought if float(np.hypot(*(p - centre)[[0, 2]])) < cfg.target_reach_m]
-        if done or float(np.hypot(*(centre - position)[[0, 2]])) < cfg.target_reach_m:
-            continue
-        tree.graph["sought"].append([round(float(v), 4) for v in centre])
-        beside = nav_points[int(np.argmin(np.hypot(*(nav_points - centre).T[[0, 2]])))]
-        return {"kind": "point", "point": [round(float(v), 4) for v in beside], "by": "instruction"}
-    return None
+    rows, cols = np.nonzero(navigable)
+    points = bev.from_grid(rows, cols)
+    nearest: NDArray[np.float64] = points[int(np.argmin(np.hypot(*(points - centre).T[[0, 2]])))]
+    return nearest
 
 
 def select(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerState:

@@ -1,7 +1,8 @@
 """Depth-first explorer (heuristic policy) vs the strongest of three baselines, and the
 runtime's cost.
 
-    python benchmarks/explore.py [--houses v2|v1] [--scenes N] [--steps T] [--overhead-scenes K] [--quick]
+    python benchmarks/explore.py [--houses v2|v1] [--scenes N] [--steps T] [--overhead-scenes K]
+                                 [--instruction-only] [--quick]
 
 Held-out scenes, procedural seeds 1000..:
 
@@ -24,7 +25,8 @@ Instruction following (houses whose rooms are known, v2): per house a room kind 
 exactly one of is drawn by its seed; the explorer runs told "explore the ROOM first" and
 untold, each until the room is 90% observed (``RegionCoverage``); ``instruction_steps_ratio``
 is the mean over houses of told / untold steps (a run that never gets there counts the whole
-budget, and ``instruction_runs_not_covered`` says how many did not).
+budget, and ``instruction_runs_not_covered`` says how many did not). ``--instruction-only``
+runs just this part.
 
 Last line: one JSON object (strongest_baseline, baseline_coverage_ratio, setting_valid,
 coverage_ratio_vs_best, auc_ratio_vs_best, instruction_steps_ratio, each baseline's means,
@@ -196,23 +198,61 @@ def steps_to_cover(spec: str, steps: int, seed: int, instructed: bool) -> tuple[
     return room.kind, watch.steps_until(INSTRUCTED_SHARE)
 
 
+def instruction_row(spec: str, steps: int, seed: int) -> dict[str, Any]:
+    """One house's instruction-following numbers: the same explorer told "explore the ROOM
+    first" and untold, each stopped once the room is 90% observed (empty: no such room)."""
+    plain = steps_to_cover(spec, steps, seed, instructed=False)
+    told = steps_to_cover(spec, steps, seed, instructed=True)
+    if plain is None or told is None:
+        return {}
+    return {"instructed_room": plain[0], "room_steps_plain": plain[1], "room_steps_instructed": told[1]}
+
+
+def instruction_summary(rows: Sequence[dict[str, Any]], steps: int) -> dict[str, Any]:
+    """Mean told / untold steps over the houses (a room not covered within the budget counts
+    the whole budget: a lower bound), and how many runs never covered their room."""
+    ratios, censored = [], 0
+    for row in rows:
+        if "instructed_room" not in row:
+            continue
+        told, plain = row["room_steps_instructed"], row["room_steps_plain"]
+        ratios.append((told or steps) / max(plain or steps, 1))
+        censored += (told is None) + (plain is None)
+    return {
+        "instruction_steps_ratio": round(statistics.fmean(ratios), 4) if ratios else None,
+        "instruction_houses": len(ratios),
+        "instruction_runs_not_covered": censored,
+    }
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--houses", choices=("v2", "v1"), default="v2", help="held-out house generation")
     parser.add_argument("--scenes", type=int, default=20, help="number of held-out scenes (seeds 1000..)")
     parser.add_argument("--steps", type=int, default=500, help="step budget")
-    parser.add_argument("--quick", action="store_true", help="3 scenes, 300 steps")
+    parser.add_argument("--quick", action="store_true", help="2 scenes, 200 steps, overhead on 1")
+    parser.add_argument(
+        "--instruction-only", action="store_true", help="only the instruction-following runs and keys"
+    )
     parser.add_argument(
         "--overhead-scenes", type=int, default=3, help="scenes the runtime overhead is measured on"
     )
     args = parser.parse_args()
-    n, steps = (3, 300) if args.quick else (args.scenes, args.steps)
+    n, steps = (2, 200) if args.quick else (args.scenes, args.steps)
+    if args.quick:
+        args.overhead_scenes = 1
     seeds = list(range(1000, 1000 + n))
     dfs: list[dict[str, Any]] = []
     baselines: dict[str, list[dict[str, Any]]] = {name: [] for name in BASELINES}
-    per_scene = []
-    instructed_ratios: list[float] = []
-    censored = 0
+    per_scene: list[dict[str, Any]] = []
+    if args.instruction_only:
+        for seed in seeds:
+            spec = scene(seed, args.houses)
+            per_scene.append({"scene": spec, **instruction_row(spec, steps, seed)})
+            print(json.dumps(per_scene[-1]), flush=True)
+        summary = instruction_summary(per_scene, steps)
+        print(json.dumps({"houses": args.houses, "scenes": n, "steps": steps, **summary}))
+        return
     with tempfile.TemporaryDirectory() as tmp:
         for seed in seeds:
             spec = scene(seed, args.houses)
@@ -231,16 +271,7 @@ def main() -> None:
                 row[f"{name}_m2"] = round(b["coverage_m2"], 2)
                 row[f"{name}_ratio"] = round(b["coverage_ratio"], 4)
                 row[f"{name}_auc"] = round(b["coverage_auc"], 4)
-            # Instruction following: the same explorer told "explore the ROOM first", against
-            # itself untold, both stopped once the room is 90% observed.
-            plain = steps_to_cover(spec, steps, seed, instructed=False)
-            told = steps_to_cover(spec, steps, seed, instructed=True)
-            if plain is not None and told is not None:
-                row["instructed_room"] = plain[0]
-                row["room_steps_plain"], row["room_steps_instructed"] = plain[1], told[1]
-                # A room not covered within the budget counts the whole budget (a lower bound).
-                instructed_ratios.append((told[1] or steps) / max(plain[1] or steps, 1))
-                censored += (plain[1] is None) + (told[1] is None)
+            row.update(instruction_row(spec, steps, seed))
             per_scene.append(row)
             print(json.dumps(row), flush=True)
         # Runtime overhead: the time per decision spent outside the node functions, in the
@@ -274,9 +305,7 @@ def main() -> None:
         result["dfs_coverage_m2"] / result[f"{strongest}_coverage_m2"], 4
     )
     result["auc_ratio_vs_best"] = round(result["dfs_auc"] / result[f"{strongest}_auc"], 4)
-    result["instruction_steps_ratio"] = round(mean(instructed_ratios), 4) if instructed_ratios else None
-    result["instruction_houses"] = len(instructed_ratios)
-    result["instruction_runs_not_covered"] = censored
+    result.update(instruction_summary(per_scene, steps))
     # the earlier keys: the explorer against frontier-utility
     result["coverage_ratio_vs_frontier"] = round(
         result["dfs_coverage_m2"] / result["frontier-utility_coverage_m2"], 4

@@ -15,11 +15,14 @@ from typing import get_args, get_type_hints
 import gymnasium
 import networkx as nx
 import pytest
+from scenes import box_room
 
 from embodia.agents import explorer_schema as schema
 from embodia.agents.explorer import (
     ROOT,
     ExplorerContext,
+    _seek_target,
+    _target_cells,
     backtrack_order,
     build_decision_graph,
     build_explorer_graph,
@@ -29,12 +32,13 @@ from embodia.agents.explorer import (
     propose,
     regions,
     select,
+    tree_of,
     update_tree,
 )
 from embodia.agents.instructions import instruction_categories
 from embodia.envs.mapping.measures import RegionCoverage
 from embodia.evals.explore import ExploreSettings, run_exploration
-from embodia.sim import CATEGORIES
+from embodia.sim import CATEGORIES, Pose
 
 SCENE = "procedural:seed=3,rooms=3"
 MEASURES = ("coverage_m2", "coverage_ratio", "coverage_auc", "path_length", "collisions", "steps")
@@ -369,3 +373,26 @@ def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:
     assert _decisions(killed) == _decisions(tmp_path / "whole")
     for key in (*MEASURES, "decisions"):
         assert resumed[key] == whole[key], key
+
+
+def test_an_instructed_object_beyond_the_maps_range_is_sought_from_the_panorama() -> None:
+    # A 12 m hall with a bed at its far end, 10 m away: beyond the map's 5 m range, in view.
+    bed = ((10.4, 0.0, 0.6), (11.9, 0.5, 2.4), "bed")
+    env = gymnasium.make(
+        "embodia/ActiveMappingWaypoint-v0", action_type="pixel", panorama_height=128, panorama_width=256
+    )
+    env.reset(
+        seed=0, options={"scene": box_room(12.0, 3.0, extra=[bed]), "start_pose": Pose((1.0, 0.0, 1.5))}
+    )
+    context = ExplorerContext(
+        env=env.unwrapped, policy=None, instruction="explore the bedroom first", recorder=None
+    )
+    tree = tree_of({})
+    assert not _target_cells(context).any()  # not on the map
+    choice = _seek_target(context, tree)
+    assert choice is not None and choice["by"] == "instruction"
+    assert 8.5 < choice["point"][0] < 10.4 and abs(choice["point"][2] - 1.5) < 1.0
+    assert _seek_target(context, tree) is None  # sought once
+    untold = ExplorerContext(env=env.unwrapped, policy=None, instruction="", recorder=None)
+    assert _seek_target(untold, tree_of({})) is None
+    env.close()
