@@ -50,7 +50,7 @@ from embodia.agents.runtime import RunRecorder, emit
 from embodia.core.chat import Message, Policy
 from embodia.core.parsing import AskRecord
 from embodia.perception.bev import FrontierSegment
-from embodia.perception.planning import distance_field
+from embodia.perception.planning import DistanceField, distance_field
 from embodia.perception.regions import Region, RegionTracker
 from embodia.perception.waypoints import (
     WaypointCandidate,
@@ -87,6 +87,9 @@ class ExplorerConfig:
     """Backtracks into one region before it is closed for good."""
     tried_radius_m: float = 1.0
     """A frontier this close to one already walked to is not walked to again."""
+    walk_horizon_m: float = 6.0
+    """A walk to a farther frontier stops this far along the map's path, and the agent
+    decides again from there."""
     max_retries: int = 2
     """Re-asks of a VLM whose reply could not be parsed."""
     max_tokens: int = 256
@@ -464,42 +467,72 @@ def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph)
             options.append((segment, None, 1.0))
     if not options:
         return None
-    cost = _path_costs(context, position, [segment.target for segment, _, _ in options])
+    field = _map_paths(context, position)
+    cost = [_path_cost(context, field, position, segment.target) for segment, _, _ in options]
     value = [w * seg.size / (1.0 + c) for (seg, _, w), c in zip(options, cost, strict=True)]
     best, into, _ = options[int(np.argmax(value))]
-    tree.graph["tried"].append([round(float(v), 4) for v in best.target])
+    goal = _along_path(context, field, best.target)
+    if goal is None:
+        # The frontier itself: remember it was walked to, and that its region was revisited.
+        goal = best.target
+        tree.graph["tried"].append([round(float(v), 4) for v in goal])
+        if into is not None:
+            data = tree.nodes[into]
+            data["visits"] = int(data.get("visits", 0)) + 1
     choice: PointChoice = {
         "kind": "point",
-        "point": [round(float(v), 4) for v in best.target],
+        "point": [round(float(v), 4) for v in goal],
         "by": "frontier" if into is None else "backtrack",
     }
     if into is not None:
-        data = tree.nodes[into]
-        data["visits"] = int(data.get("visits", 0)) + 1
         choice["to"] = into
     return choice
 
 
-def _path_costs(
-    context: ExplorerContext, position: NDArray[np.float64], targets: Sequence[NDArray[np.float64]]
-) -> list[float]:
-    """Metres of path on the agent's map from ``position`` to each target; where the map
-    knows no way, twice the straight-line distance (the map may not show the way yet)."""
+def _map_paths(context: ExplorerContext, position: NDArray[np.float64]) -> DistanceField | None:
+    """Shortest paths on the agent's own map from ``position`` (None: off the map)."""
     bev = context.env.bev
     row, col = bev.to_grid(position)
-    straight = [2.0 * _flat_distance(t, position) for t in targets]
     if not bev.inside(row, col):
-        return straight
-    traversable = bev.navigable(context.env.simulator.config.agent_radius)
+        return None
+    traversable = bev.traversable(context.env.simulator.config.agent_radius)
     start = (int(row), int(col))
     traversable[start] = True
-    field = distance_field(traversable, start, bev.config.resolution)
-    out = []
-    for target, fallback in zip(targets, straight, strict=True):
-        r, c = bev.to_grid(target)
-        walked = float(field.cost[int(r), int(c)]) if bev.inside(r, c) else math.inf
-        out.append(walked if math.isfinite(walked) else fallback)
-    return out
+    return distance_field(traversable, start, bev.config.resolution)
+
+
+def _path_cost(
+    context: ExplorerContext,
+    field: DistanceField | None,
+    position: NDArray[np.float64],
+    target: NDArray[np.float64],
+) -> float:
+    """Metres of path on the map to ``target``; where the map knows no way, twice the
+    straight-line distance (the map may not show the way yet)."""
+    bev = context.env.bev
+    r, c = bev.to_grid(target)
+    walked = float(field.cost[int(r), int(c)]) if field is not None and bev.inside(r, c) else math.inf
+    return walked if math.isfinite(walked) else 2.0 * _flat_distance(target, position)
+
+
+def _along_path(
+    context: ExplorerContext, field: DistanceField | None, target: NDArray[np.float64]
+) -> NDArray[np.float64] | None:
+    """The point ``walk_horizon_m`` along the map's path to a farther ``target`` (None: the
+    target is within the horizon, or the map knows no way). A long walk is cut there so that
+    the next decision uses what the walk revealed, as a frontier agent replans as it goes."""
+    bev = context.env.bev
+    r, c = bev.to_grid(target)
+    if field is None or not bev.inside(r, c) or field.cost[int(r), int(c)] <= context.config.walk_horizon_m:
+        return None
+    cells = field.path_to(int(r), int(c))
+    if len(cells) < 2:
+        return None
+    steps = np.hypot(*np.diff(cells, axis=0).T) * bev.config.resolution
+    along = np.concatenate([[0.0], np.cumsum(steps)])
+    k = int(np.searchsorted(along, context.config.walk_horizon_m))
+    point: NDArray[np.float64] = bev.from_grid(*cells[min(k, len(cells) - 1)])
+    return point
 
 
 def _flat_distance(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:

@@ -322,6 +322,14 @@ class BEVMap:
         result: NDArray[np.bool_] = clearance >= agent_radius - 1e-9
         return result
 
+    def traversable(self, clearance: float = 0.1) -> NDArray[np.bool_]:
+        """Free cells at least ``clearance`` from the centre of every occupied cell: where a
+        planner may put the agent's centre. Unlike :meth:`navigable`, unknown space does not
+        repel, so frontier cells (free, beside unknown) are traversable."""
+        room = ndimage.distance_transform_edt(~self.occupied) * self.config.resolution
+        result: NDArray[np.bool_] = self.free & (room >= clearance)
+        return result
+
     def semantic_map(self) -> tuple[NDArray[np.int32], NDArray[np.float32]]:
         """Majority category id per cell (0 where nothing was seen) and its vote share.
 

@@ -20,7 +20,6 @@ from typing import Any, Literal
 
 import numpy as np
 from numpy.typing import NDArray
-from scipy import ndimage
 
 from embodia.agents.baselines.base import MOVE_FORWARD, TURN_LEFT, TURN_RIGHT, EpisodeView
 from embodia.perception.bev import FREE, UNKNOWN, BEVMap, FrontierSegment
@@ -168,9 +167,7 @@ class FrontierAgent:
     def _traversable(self, margin: float) -> NDArray[np.bool_]:
         bev = self._bev
         assert self._episode is not None
-        clearance = ndimage.distance_transform_edt(~bev.occupied) * bev.config.resolution
-        radius = self._episode.sim_config.agent_radius + margin
-        traversable: NDArray[np.bool_] = bev.free & (clearance >= radius)
+        traversable = bev.traversable(self._episode.sim_config.agent_radius + margin)
         for wr, wc in self._blocked:
             r, c = wr - bev.row0, wc - bev.col0
             if 0 <= r < traversable.shape[0] and 0 <= c < traversable.shape[1]:
