@@ -230,7 +230,7 @@ def main() -> None:
     parser.add_argument("--houses", choices=("v2", "v1"), default="v2", help="held-out house generation")
     parser.add_argument("--scenes", type=int, default=20, help="number of held-out scenes (seeds 1000..)")
     parser.add_argument("--steps", type=int, default=500, help="step budget")
-    parser.add_argument("--quick", action="store_true", help="2 scenes, 200 steps, overhead on 1")
+    parser.add_argument("--quick", action="store_true", help="2 scenes, 120 steps, overhead on 1")
     parser.add_argument(
         "--instruction-only", action="store_true", help="only the instruction-following runs and keys"
     )
@@ -238,7 +238,7 @@ def main() -> None:
         "--overhead-scenes", type=int, default=3, help="scenes the runtime overhead is measured on"
     )
     args = parser.parse_args()
-    n, steps = (2, 200) if args.quick else (args.scenes, args.steps)
+    n, steps = (2, 120) if args.quick else (args.scenes, args.steps)
     if args.quick:
         args.overhead_scenes = 1
     seeds = list(range(1000, 1000 + n))
