@@ -588,19 +588,19 @@ def _seek_target(context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | No
     return {"kind": "point", "point": [round(float(v), 4) for v in goal], "by": "instruction"}
 
 
+def _largest_blobs(mask: NDArray[np.bool_], min_size: int, connected: int = 1) -> list[NDArray[np.int64]]:
+    """The (N, 2) cells of each connected blob of ``mask`` with at least ``min_size`` cells,
+    largest first (``connected``: 1 for 4-, 2 for 8-connectivity)."""
+    blobs, n = ndimage.label(mask, structure=ndimage.generate_binary_structure(2, connected))
+    sizes = ndimage.sum_labels(mask, blobs, np.arange(1, n + 1))
+    return [np.argwhere(blobs == k + 1) for k in np.argsort(-sizes, kind="stable") if sizes[k] >= min_size]
+
+
 def _target_clusters(context: ExplorerContext) -> list[NDArray[np.float64]]:
     """Centres of the map's clusters of instructed objects, largest first."""
     bev = context.env.bev
-    wanted = _target_cells(context)
-    clusters, n = ndimage.label(wanted, structure=np.ones((3, 3), dtype=bool))
-    sizes = ndimage.sum_labels(wanted, clusters, np.arange(1, n + 1))
-    centres = []
-    for k in np.argsort(-sizes, kind="stable"):
-        if sizes[k] < context.config.min_target_cells:
-            break
-        rows, cols = np.nonzero(clusters == k + 1)
-        centres.append(bev.from_grid(rows.mean(), cols.mean()))
-    return centres
+    clusters = _largest_blobs(_target_cells(context), context.config.min_target_cells, connected=2)
+    return [bev.from_grid(*cells.mean(axis=0)) for cells in clusters]
 
 
 def _target_blobs(context: ExplorerContext) -> list[NDArray[np.float64]]:
@@ -611,16 +611,11 @@ def _target_blobs(context: ExplorerContext) -> list[NDArray[np.float64]]:
     names = env.simulator.categories
     semantic = np.asarray(panorama["semantic"])
     mask = np.isin(semantic, [names.index(t) for t in context.targets]) & (np.asarray(panorama["depth"]) > 0)
-    blobs, n = ndimage.label(mask)
-    sizes = ndimage.sum_labels(mask, blobs, np.arange(1, n + 1))
     points = []
-    for k in np.argsort(-sizes, kind="stable"):
-        if sizes[k] < context.config.min_target_pixels:
-            break
-        rows, cols = np.nonzero(blobs == k + 1)
-        pick = np.linspace(0, len(rows) - 1, min(len(rows), 16)).astype(int)
+    for pixels in _largest_blobs(mask, context.config.min_target_pixels):
+        pick = np.linspace(0, len(pixels) - 1, min(len(pixels), 16)).astype(int)
         height = env.sim_config.sensor_height
-        hits = [pixel_to_world(panorama, int(rows[i]), int(cols[i]), height) for i in pick]
+        hits = [pixel_to_world(panorama, int(pixels[i, 0]), int(pixels[i, 1]), height) for i in pick]
         points.append(np.median(np.asarray(hits), axis=0))
     return points
 
