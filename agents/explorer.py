@@ -611,10 +611,10 @@ def _target_blobs(context: ExplorerContext) -> list[NDArray[np.float64]]:
     names = env.simulator.categories
     semantic = np.asarray(panorama["semantic"])
     mask = np.isin(semantic, [names.index(t) for t in context.targets]) & (np.asarray(panorama["depth"]) > 0)
+    height = env.sim_config.sensor_height
     points = []
     for pixels in _largest_blobs(mask, context.config.min_target_pixels):
         pick = np.linspace(0, len(pixels) - 1, min(len(pixels), 16)).astype(int)
-        height = env.sim_config.sensor_height
         hits = [pixel_to_world(panorama, int(pixels[i, 0]), int(pixels[i, 1]), height) for i in pick]
         points.append(np.median(np.asarray(hits), axis=0))
     return points

@@ -13,11 +13,12 @@ Integration (one compiled pass over the pixels, see :func:`_integrate_panorama`)
 - floor hits are free evidence, obstacle hits occupied evidence; both count towards the
   cell's semantic histogram and its max height;
 - heights are kept relative to the map's floor (the first pose's), so poses on stairs add
-  to the same heights; a cell's highest hit is the top of what stands there, as in a
-  navmesh's heightfield. A cell that is not floor but whose top is within ``max_climb`` of a
-  walkable neighbour's is a walkable *step* (the flood of :attr:`BEVMap.walkable_steps`
-  from the floor cells): stairs and ramps join the floor they start from, up and down, while
-  a table top (0.75 m above its neighbours) does not. Walkable cells beside one more than
+  to the same heights; each cell keeps which 5 cm height bins hold a hit (``column``), as a
+  navmesh's heightfield keeps spans. A cell that is not floor, whose lowest surface has the
+  agent's height clear above it and lies within ``max_climb`` of a walkable neighbour's, is a
+  walkable *step* (the flood of :attr:`BEVMap.walkable_steps` from the floor cells): stairs
+  and ramps join the floor they start from, up and down, while a table top (0.75 m above
+  its neighbours) or a wall does not. Walkable cells beside one more than
   ``max_climb`` higher or lower (the side of a flight) are *ledges*: occupied, so that a 2D
   planner never steps from the floor onto the middle of the stairs;
 - the floor between two vertically adjacent floor pixels of a column was seen too (nothing
@@ -241,7 +242,9 @@ class BEVMap:
             seen_floor = floor & np.isfinite(self.ground_top)
             surface = np.where(seen_floor, self.ground_top, np.nan).astype(np.float32)
             rows, cols = np.nonzero(~floor & (lowest >= 0))
-            tops = _column_surfaces(self.column, rows, cols, cfg.below_depth, cfg.max_climb, cfg.agent_height)
+            tops = _column_surfaces(
+                self.column, rows, cols, lowest[rows, cols], cfg.below_depth, cfg.max_climb, cfg.agent_height
+            )
             candidate = np.full(key, np.nan, dtype=np.float32)
             candidate[rows, cols] = tops
             # The bins are COLUMN_BIN apart: a climb may read as one bin more.
@@ -293,10 +296,11 @@ class BEVMap:
     def surface_height(self, rows: NDArray[np.int64], cols: NDArray[np.int64]) -> NDArray[np.float64]:
         """World height of the walkable surface of cells inside the grid: a step's top, else
         the highest floor hit (the map's floor where the cell holds none)."""
+        layers = self._step_layers()
         ground = self.ground_top[rows, cols].astype(np.float64)
         height = np.where(np.isfinite(ground), ground, 0.0)
-        steps = self.walkable_steps[rows, cols]
-        height[steps] = self._step_layers().surface[rows, cols][steps]
+        steps = layers.steps[rows, cols]
+        height[steps] = layers.surface[rows, cols][steps]
         out: NDArray[np.float64] = height + self.floor_height
         return out
 
@@ -510,8 +514,7 @@ def _add_hit(
     max_height: NDArray[np.float32],
     semantic_count: NDArray[np.uint16],
 ) -> None:
-    if height > max_height[row, col]:
-        max_height[row, col] = height
+    _raise(max_height, row, col, height)
     _count(row, col, category, n_categories, semantic_count)
 
 
@@ -722,26 +725,21 @@ def _column_surfaces(
     column: NDArray[np.uint64],
     rows: NDArray[np.int64],
     cols: NDArray[np.int64],
+    lowest: NDArray[np.int64],
     below_depth: float,
     climb: float,
     headroom: float,
 ) -> NDArray[np.float32]:
-    """Per cell, the top of its lowest surface (the highest hit within ``climb`` of its lowest
-    one) if nothing else stands within ``headroom`` above it, else NaN: a stair tread under a
-    high slab is a surface, a wall or a table's legs are not."""
+    """Per cell (with ``lowest``, its lowest bin holding a hit, from :func:`_lowest_bins`),
+    the top of its lowest surface (the highest hit within ``climb`` of the lowest one) if
+    nothing else stands within ``headroom`` above it, else NaN: a stair tread under a high
+    slab is a surface, a wall or a table's legs are not."""
     out = np.full(len(rows), np.nan, dtype=np.float32)
     n = 64 * _COLUMN_WORDS
     reach = int(math.floor(climb / COLUMN_BIN + 1e-6))
     clear = int(math.ceil(headroom / COLUMN_BIN - 1e-6))
     for k in range(len(rows)):
-        r, c = rows[k], cols[k]
-        low = -1
-        for b in range(n):
-            if _has_bin(column, r, c, b):
-                low = b
-                break
-        if low < 0:
-            continue
+        r, c, low = rows[k], cols[k], lowest[k]
         top = low
         blocked = False
         b = low + 1
