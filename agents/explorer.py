@@ -45,7 +45,7 @@ from embodia.agents.explorer_schema import (
     PointChoice,
     VLMChoice,
 )
-from embodia.agents.instructions import instruction_categories
+from embodia.agents.instructions import instruction_categories, instruction_rooms, other_room
 from embodia.agents.runtime import RunRecorder, emit
 from embodia.core.chat import Message, Policy
 from embodia.core.parsing import AskRecord
@@ -143,6 +143,11 @@ class ExplorerContext:
     @property
     def targets(self) -> frozenset[str]:
         return instruction_categories(self.instruction, self.env.simulator.categories)
+
+    @property
+    def rooms(self) -> frozenset[str]:
+        """The rooms the instruction names ("bedroom", "kitchen", ...)."""
+        return instruction_rooms(self.instruction)
 
 
 # ---------------------------------------------------------------------- tree helpers
@@ -261,14 +266,25 @@ def propose(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> Explorer
     return {"candidates": listed}
 
 
+def _region_categories(context: ExplorerContext, region_id: int) -> list[str]:
+    for region in context.regions:
+        if region.id == region_id:
+            return [name for name, _ in region.categories]
+    return []
+
+
 def _region_has_target(context: ExplorerContext, region_id: int) -> bool:
     targets = context.targets
     if not targets or region_id < 0:
         return False
-    for region in context.regions:
-        if region.id == region_id:
-            return any(name in targets for name, _ in region.categories)
-    return False
+    held = _region_categories(context, region_id)
+    return any(name in targets for name in held) and not _other_room(context, held)
+
+
+def _other_room(context: ExplorerContext, categories: Sequence[str]) -> bool:
+    """Whether what a region holds says it is a room other than those the instruction names
+    (a bed: a bedroom, while the instruction asks for the kitchen)."""
+    return other_room(categories, context.rooms)
 
 
 def _heuristic_pick(state: ExplorerState, context: ExplorerContext) -> HeuristicChoice | None:
@@ -457,8 +473,9 @@ def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph)
         if data.get("visits", 0) >= cfg.max_region_visits or not segments:
             data["status"] = "closed"
             continue
-        targets = context.targets and any(c in context.targets for c in data.get("categories", []))
-        weight = (2.0 if region_node in ancestors else 1.0) * (2.0 if targets else 1.0)
+        weight = (2.0 if region_node in ancestors else 1.0) * (
+            2.0 if _region_has_target(context, int(data["region"])) else 1.0
+        )
         for segment in segments:
             options.append((segment, region_node, weight))
             in_regions.add((float(segment.target[0]), float(segment.target[2])))
@@ -569,8 +586,13 @@ def _seek_target(context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | No
     goal = None
     for centre in _target_clusters(context):
         if new(centre):
-            goal = _floor_beside(context, centre)
-            break
+            beside = _floor_beside(context, centre)
+            # a desk in a bedroom is not the office's
+            if beside is not None and not _other_room(
+                context, _region_categories(context, _label_at(context, beside))
+            ):
+                goal = beside
+                break
     else:
         for centre in _target_blobs(context):
             if new(centre):

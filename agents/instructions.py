@@ -3,14 +3,16 @@
 "explore the bedroom first" -> {bed}; "find the kitchen and map it" -> {counter,
 refrigerator}; "go back to the room with the sofa" -> {sofa}. Room words map to the objects
 that define the room (as the procedural houses furnish them), object words to themselves
-(with the scene vocabulary's synonyms). The heuristic policy ranks regions by these; a VLM
-policy reads the instruction itself.
+(with the scene vocabulary's synonyms). The heuristic policy ranks regions by these, and
+tells other rooms by what they hold (:func:`room_of`: a room with a bed is a bedroom), so it
+does not explore them while it looks for the one asked for; a VLM policy reads the
+instruction itself.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 
 from embodia.sim.scene import category_from_name
 
@@ -25,6 +27,38 @@ ROOM_OBJECTS: dict[str, tuple[str, ...]] = {
     "office": ("desk",),
     "study": ("desk", "shelf"),
 }
+
+
+ROOM_NAMES: dict[str, str] = {"lounge": "living room", "study": "office", "toilet": "bathroom"}
+"""Other words for a room of :data:`ROOM_OBJECTS`, as the room they name."""
+
+ROOM_SIGNS: tuple[tuple[str, str], ...] = (
+    ("bed", "bedroom"),
+    ("toilet", "bathroom"),
+    ("bathtub", "bathroom"),
+    ("counter", "kitchen"),
+    ("refrigerator", "kitchen"),
+    ("tv", "living room"),
+    ("desk", "office"),
+    ("sofa", "living room"),
+)
+"""Objects that say which room holds them, the surest first: a room with a bed and a desk
+is a bedroom, one with a desk and a sofa an office. Tables, chairs, sinks and cabinets
+stand in many kinds of room and say nothing."""
+
+OPEN_PLAN = frozenset({"living room", "kitchen", "dining room"})
+"""Rooms that often share one open space, so that what says one of them is there does not
+say the others are not."""
+
+
+def other_room(categories: Iterable[str], rooms: frozenset[str]) -> bool:
+    """Whether objects seen together say they are in a room other than ``rooms`` (a bed
+    while the kitchen is asked for); never for a room that may share an open plan with one
+    of ``rooms`` (a sofa while the kitchen is asked for)."""
+    kind = room_of(categories)
+    if not rooms or kind is None or kind in rooms:
+        return False
+    return not (kind in OPEN_PLAN and rooms & OPEN_PLAN)
 
 
 REGION_WORDS: dict[str, str] = {
@@ -59,3 +93,17 @@ def instruction_categories(instruction: str, categories: Sequence[str]) -> froze
             if name in known:
                 wanted.add(name)
     return frozenset(w for w in wanted if w in known)
+
+
+def instruction_rooms(instruction: str) -> frozenset[str]:
+    """The rooms (names of :data:`ROOM_OBJECTS`, synonyms resolved) an instruction names."""
+    text = " " + re.sub(r"[^a-z ]+", " ", instruction.lower()) + " "
+    named = {room for room in ROOM_OBJECTS if f" {room} " in text or f" {room}s " in text}
+    return frozenset(ROOM_NAMES.get(room, room) for room in named)
+
+
+def room_of(categories: Iterable[str]) -> str | None:
+    """The room that objects seen together say they are in (:data:`ROOM_SIGNS`, surest
+    first); None when none of them says."""
+    held = set(categories)
+    return next((room for sign, room in ROOM_SIGNS if sign in held), None)

@@ -24,6 +24,7 @@ and turned into Habitat's y-up frame at the end (world x = u, world z = -v).
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,14 +35,16 @@ from embodia.errors import SceneError
 from embodia.sim.procedural import (
     DOOR_HEIGHT,
     FURNITURE,
+    ROOM_TYPES,
     SLAB,
     WALL_HEIGHT,
     WALL_THICKNESS,
     Part,
+    _centre_table,
     _extrude,
     _footprint,
-    _furnish,
     _place,
+    _put,
     _Room,
     _transform,
     box_mesh,
@@ -500,28 +503,86 @@ def _floor_parts(
     for room in plan.rooms:
         u0, v0, u1, v1 = room.shape.bounds
         spec = _Room(room.kind, u0, v0, u1, v1, shape=room.shape)
-        clutter = _clutter(rng, spec, room.doors)
-        for obj in [*clutter[0], *_furnish(rng, spec, room.doors + clutter[1])]:
+        for obj in _furnish_room(rng, spec, room.doors):
             for (verts, faces), category in obj:
                 parts.append((verts + [0.0, 0.0, base], faces, _CAT[category], instance))
             instance += 1
     return instance
 
 
-def _clutter(
-    rng: np.random.Generator, room: _Room, keep_clear: list[Any]
-) -> tuple[list[list[Any]], list[Any]]:
+def _furnish_room(rng: np.random.Generator, room: _Room, door_zones: list[Any]) -> list[list[Any]]:
+    """Furniture of one room, each inner list one object instance. The items that say what
+    the room is (a kitchen's counter and refrigerator, a bedroom's bed, a living room's sofa)
+    go first, on the room's own walls, so that a room's kind can always be told from what is
+    in it; then the centre table, the clutter of a large room, and the optional items."""
+    required, optional, centre_table = ROOM_TYPES[room.kind]
+    blocked: list[Any] = list(door_zones)
+    objects: list[list[Any]] = []
+    for name in required:
+        full = FURNITURE[name]
+        # where the full size fits no wall, a smaller one (a single bed, a short counter)
+        for item in (full, dataclasses.replace(full, width=max(0.6 * full.width, min(full.width, 0.9)))):
+            spot = _wall_spot(rng, room.shape, item, blocked)
+            if spot is not None:
+                objects += _put(name, spot, blocked, item)
+                break
+    if centre_table:
+        objects += _centre_table(rng, room, blocked)
+    objects += _clutter(rng, room, blocked)
+    for name in optional:
+        if rng.random() < 0.6:
+            spot = _wall_spot(rng, room.shape, FURNITURE[name], blocked)
+            if spot is not None:
+                objects += _put(name, spot, blocked)
+    return objects
+
+
+def _wall_spot(
+    rng: np.random.Generator, outline: Any, item: Any, blocked: list[Any]
+) -> tuple[float, float, float] | None:
+    """(u, v, angle) with the item's back against a wall of a room's ``outline``, clear of
+    ``blocked``: every wall (an L has six) is tried, in random order, at positions 0.1 m
+    apart in random order. None where nothing fits."""
+    from shapely import affinity
+    from shapely.geometry import box
+    from shapely.geometry.polygon import orient
+
+    inner = orient(outline.buffer(-WALL_THICKNESS / 2 - 0.02, join_style="mitre"), 1.0)
+    if inner.is_empty or inner.geom_type != "Polygon":
+        return None
+    footprint = box(-item.width / 2, -item.depth / 2, item.width / 2, item.depth / 2)
+    corners = np.asarray(inner.exterior.coords)
+    for k in rng.permutation(len(corners) - 1):
+        start, end = corners[k], corners[k + 1]
+        length = float(np.hypot(*(end - start)))
+        if length < item.width:
+            continue
+        along = (end - start) / length
+        outward = np.array([along[1], -along[0]])  # right of a counter-clockwise boundary
+        # the item's back (local +y) turned onto the outward normal
+        angle = math.atan2(-outward[0], outward[1])
+        offsets = np.arange(item.width / 2, length - item.width / 2 + 1e-9, 0.1)
+        for t in rng.permutation(offsets):
+            u, v = start + along * t - outward * (item.depth / 2 + 0.005)
+            placed = affinity.translate(
+                affinity.rotate(footprint, angle, origin=(0, 0), use_radians=True), u, v
+            )
+            if inner.contains(placed) and not any(placed.intersects(b) for b in blocked):
+                return float(u), float(v), angle
+    return None
+
+
+def _clutter(rng: np.random.Generator, room: _Room, blocked: list[Any]) -> list[list[Any]]:
     """Free-standing shelves and plants in the middle of a large room, which block sight lines
-    across it; returns their meshes and footprints."""
+    across it; ``blocked`` gains their footprints."""
     area = room.shape.area if room.shape is not None else (room.u1 - room.u0) * (room.v1 - room.v0)
     objects: list[list[Any]] = []
-    footprints: list[Any] = []
     for _ in range(int(area // 16)):
         item = FURNITURE["shelf" if rng.random() < 0.6 else "plant"]
-        spot = _place(rng, room, item, keep_clear + footprints, against_wall=False)
+        spot = _place(rng, room, item, blocked, against_wall=False)
         if spot is None:
             continue
         u, v, angle = spot
         objects.append(_transform(item.build(item.width, item.depth), u, v, angle))
-        footprints.append(_footprint(item, u, v, angle, 0.6))
-    return objects, footprints
+        blocked.append(_footprint(item, u, v, angle, 0.6))
+    return objects

@@ -367,34 +367,50 @@ def _furnish(rng: np.random.Generator, room: _Room, door_zones: list[object]) ->
     blocked: list[object] = list(door_zones)
     objects: list[list[Piece]] = []
     if centre_table:
-        table = FURNITURE["dining_table"]
-        spot = _place(rng, room, table, blocked, against_wall=False)
-        if spot is not None:
-            u, v, angle = spot
-            objects.append(_transform(table.build(table.width, table.depth), u, v, angle))
-            chair = FURNITURE["chair"]
-            # Chairs on the two long sides, facing the table (their backs away from it).
-            offsets = [(-0.35, 1), (0.35, 1), (-0.35, -1), (0.35, -1)]
-            for dx, side in offsets[: int(rng.integers(2, 5))]:
-                dy = side * (table.depth / 2 + 0.2)
-                c, s = math.cos(angle), math.sin(angle)
-                cu, cv = u + c * dx - s * dy, v + s * dx + c * dy
-                chair_angle = angle if side > 0 else angle + math.pi
-                objects.append(_transform(chair.build(chair.width, chair.depth), cu, cv, chair_angle))
-            blocked.append(_footprint(table, u, v, angle, 0.75))
+        objects += _centre_table(rng, room, blocked)
     for name in names:
-        item = FURNITURE[name]
-        spot = _place(rng, room, item, blocked)
-        if spot is None:
-            continue
-        u, v, angle = spot
-        objects.append(_transform(item.build(item.width, item.depth), u, v, angle))
-        blocked.append(_footprint(item, u, v, angle, 0.3))
-        if name == "desk":
-            chair = FURNITURE["chair"]
-            c, s = math.cos(angle), math.sin(angle)
-            dy = -(item.depth / 2 + 0.1)
-            objects.append(_transform(chair.build(chair.width, chair.depth), u - s * dy, v + c * dy, angle))
+        spot = _place(rng, room, FURNITURE[name], blocked)
+        if spot is not None:
+            objects += _put(name, spot, blocked)
+    return objects
+
+
+def _centre_table(rng: np.random.Generator, room: _Room, blocked: list[object]) -> list[list[Piece]]:
+    """A dining table with 2-4 chairs in the middle of a room, if one fits clear of
+    ``blocked`` (which gains its footprint)."""
+    table = FURNITURE["dining_table"]
+    spot = _place(rng, room, table, blocked, against_wall=False)
+    if spot is None:
+        return []
+    u, v, angle = spot
+    objects = [_transform(table.build(table.width, table.depth), u, v, angle)]
+    chair = FURNITURE["chair"]
+    # Chairs on the two long sides, facing the table (their backs away from it).
+    offsets = [(-0.35, 1), (0.35, 1), (-0.35, -1), (0.35, -1)]
+    for dx, side in offsets[: int(rng.integers(2, 5))]:
+        dy = side * (table.depth / 2 + 0.2)
+        c, s = math.cos(angle), math.sin(angle)
+        cu, cv = u + c * dx - s * dy, v + s * dx + c * dy
+        chair_angle = angle if side > 0 else angle + math.pi
+        objects.append(_transform(chair.build(chair.width, chair.depth), cu, cv, chair_angle))
+    blocked.append(_footprint(table, u, v, angle, 0.75))
+    return objects
+
+
+def _put(
+    name: str, spot: tuple[float, float, float], blocked: list[object], item: Furniture | None = None
+) -> list[list[Piece]]:
+    """The item ``name`` (``FURNITURE[name]`` or a resized ``item``) built at ``spot``
+    (u, v, angle), a desk with its chair; ``blocked`` gains its footprint."""
+    item = FURNITURE[name] if item is None else item
+    u, v, angle = spot
+    objects = [_transform(item.build(item.width, item.depth), u, v, angle)]
+    blocked.append(_footprint(item, u, v, angle, 0.3))
+    if name == "desk":
+        chair = FURNITURE["chair"]
+        c, s = math.cos(angle), math.sin(angle)
+        dy = -(item.depth / 2 + 0.1)
+        objects.append(_transform(chair.build(chair.width, chair.depth), u - s * dy, v + c * dy, angle))
     return objects
 
 
