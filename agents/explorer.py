@@ -45,7 +45,7 @@ from embodia.agents.explorer_schema import (
     PointChoice,
     VLMChoice,
 )
-from embodia.agents.instructions import instruction_categories, instruction_rooms, other_room
+from embodia.agents.instructions import instruction_categories, instruction_rooms, open_plan_signs, other_room
 from embodia.agents.runtime import RunRecorder, emit
 from embodia.core.chat import Message, Policy
 from embodia.core.parsing import AskRecord
@@ -148,6 +148,13 @@ class ExplorerContext:
     def rooms(self) -> frozenset[str]:
         """The rooms the instruction names ("bedroom", "kitchen", ...)."""
         return instruction_rooms(self.instruction)
+
+    @property
+    def beacons(self) -> frozenset[str]:
+        """Objects of rooms that share an open plan with the instructed ones (a sofa when
+        the kitchen is asked for): sought when nothing of the room itself is in view."""
+        known = set(self.env.simulator.categories)
+        return frozenset(name for name in open_plan_signs(self.rooms) if name in known) - self.targets
 
 
 # ---------------------------------------------------------------------- tree helpers
@@ -556,12 +563,12 @@ def _flat_distance(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
     return float(np.hypot(a[0] - b[0], a[2] - b[2]))
 
 
-def _target_cells(context: ExplorerContext) -> NDArray[np.bool_]:
-    """Occupied map cells whose category the instruction names (by majority vote)."""
+def _target_cells(context: ExplorerContext, targets: frozenset[str]) -> NDArray[np.bool_]:
+    """Occupied map cells whose category is one of ``targets`` (by majority vote)."""
     bev = context.env.bev
     names = context.env.simulator.categories
     label, confidence = bev.semantic_map()
-    ids = [names.index(t) for t in context.targets]
+    ids = [names.index(t) for t in targets]
     wanted: NDArray[np.bool_] = np.isin(label, ids) & (confidence >= 0.5) & bev.occupied
     return wanted
 
@@ -569,45 +576,55 @@ def _target_cells(context: ExplorerContext) -> NDArray[np.bool_]:
 def _seek_target(context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | None:
     """Walk to an object the instruction asks for, once the agent has seen one it has not
     yet been near: to the reachable floor beside the largest such cluster on the map, else
-    towards the largest such blob in the panorama (which sees farther than the map keeps).
-    The room around it is then explored first, depth first, by the region bonus. Each
-    object is sought once (the tree's ``sought`` list), so one that cannot be reached is not
-    chased again."""
-    cfg = context.config
+    towards the largest such blob in the panorama (which sees farther than the map keeps);
+    where none is in view, to a beacon of the room (:attr:`ExplorerContext.beacons`) the
+    same way. The room around it is then explored first, depth first, by the region bonus.
+    Each object is sought once (the tree's ``sought`` list), so one that cannot be reached
+    is not chased again."""
     if not context.targets:
         return None
-    sought = [np.asarray(p, dtype=np.float64) for p in tree.graph.setdefault("sought", [])]
+    sought = tree.graph.setdefault("sought", [])
+    for targets in (context.targets, context.beacons):
+        found = _sighting(context, targets, [np.asarray(p, dtype=np.float64) for p in sought])
+        if found is not None:
+            centre, goal = found
+            sought.append([round(float(v), 4) for v in centre])
+            return {"kind": "point", "point": [round(float(v), 4) for v in goal], "by": "instruction"}
+    return None
+
+
+def _sighting(
+    context: ExplorerContext, targets: frozenset[str], sought: list[NDArray[np.float64]]
+) -> tuple[NDArray[np.float64], NDArray[np.float64]] | None:
+    """(the object's centre, where to walk) for the best ``targets`` object in view that is
+    neither near the agent nor sought already; None when there is none."""
+    cfg = context.config
+    if not targets:
+        return None
     position = np.asarray(context.env.simulator.pose.position, dtype=np.float64)
 
     def new(centre: NDArray[np.float64]) -> bool:
-        near = [p for p in [position, *sought] if _flat_distance(p, centre) < cfg.target_reach_m]
-        return not near
+        return all(_flat_distance(p, centre) >= cfg.target_reach_m for p in [position, *sought])
 
-    goal = None
-    for centre in _target_clusters(context):
+    for centre in _target_clusters(context, targets):
         if new(centre):
             beside = _floor_beside(context, centre)
             # a desk in a bedroom is not the office's
             if beside is not None and not _other_room(
                 context, _region_categories(context, _label_at(context, beside))
             ):
-                goal = beside
-                break
-    else:
-        for centre in _target_blobs(context):
-            if new(centre):
-                # Beyond the map: the floor short of it towards the agent; the simulator snaps
-                # the point onto navigable floor when the agent walks there.
-                away = np.asarray(centre - position, dtype=np.float64)
-                away[1] = 0.0
-                length = max(float(np.linalg.norm(away)), 1e-9)
-                goal = centre - away * (cfg.target_reach_m / 2) / length
-                goal[1] = position[1]
-                break
-    if goal is None:
-        return None
-    tree.graph["sought"].append([round(float(v), 4) for v in centre])
-    return {"kind": "point", "point": [round(float(v), 4) for v in goal], "by": "instruction"}
+                return centre, beside
+    for centre in _target_blobs(context, targets):
+        if new(centre):
+            # Beyond the map: the floor short of it towards the agent; the simulator snaps
+            # the point onto navigable floor when the agent walks there.
+            away = np.asarray(centre - position, dtype=np.float64)
+            away[1] = 0.0
+            length = max(float(np.linalg.norm(away)), 1e-9)
+            goal = centre - away * (cfg.target_reach_m / 2) / length
+            goal[1] = position[1]
+            return centre, goal
+    return None
 
 
 def _largest_blobs(mask: NDArray[np.bool_], min_size: int, connected: int = 1) -> list[NDArray[np.int64]]:
@@ -618,21 +635,21 @@ def _largest_blobs(mask: NDArray[np.bool_], min_size: int, connected: int = 1) -
     return [np.argwhere(blobs == k + 1) for k in np.argsort(-sizes, kind="stable") if sizes[k] >= min_size]
 
 
-def _target_clusters(context: ExplorerContext) -> list[NDArray[np.float64]]:
-    """Centres of the map's clusters of instructed objects, largest first."""
+def _target_clusters(context: ExplorerContext, targets: frozenset[str]) -> list[NDArray[np.float64]]:
+    """Centres of the map's clusters of ``targets`` objects, largest first."""
     bev = context.env.bev
-    clusters = _largest_blobs(_target_cells(context), context.config.min_target_cells, connected=2)
+    clusters = _largest_blobs(_target_cells(context, targets), context.config.min_target_cells, connected=2)
     return [bev.from_grid(*cells.mean(axis=0)) for cells in clusters]
 
 
-def _target_blobs(context: ExplorerContext) -> list[NDArray[np.float64]]:
-    """World points of the panorama's blobs of instructed objects (median of their pixels'
+def _target_blobs(context: ExplorerContext, targets: frozenset[str]) -> list[NDArray[np.float64]]:
+    """World points of the panorama's blobs of ``targets`` objects (median of their pixels'
     hits), largest first."""
     env = context.env
     panorama = env.panorama
     names = env.simulator.categories
     semantic = np.asarray(panorama["semantic"])
-    mask = np.isin(semantic, [names.index(t) for t in context.targets]) & (np.asarray(panorama["depth"]) > 0)
+    mask = np.isin(semantic, [names.index(t) for t in targets]) & (np.asarray(panorama["depth"]) > 0)
     height = env.sim_config.sensor_height
     points = []
     for pixels in _largest_blobs(mask, context.config.min_target_pixels):

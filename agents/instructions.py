@@ -51,6 +51,15 @@ OPEN_PLAN = frozenset({"living room", "kitchen", "dining room"})
 say the others are not."""
 
 
+def open_plan_signs(rooms: frozenset[str]) -> frozenset[str]:
+    """Objects that say a room sharing an open plan with one of ``rooms`` is near (a sofa
+    while the kitchen is asked for): where one of them stands, the room asked for is likely
+    in sight."""
+    if not rooms & OPEN_PLAN:
+        return frozenset()
+    return frozenset(sign for sign, room in ROOM_SIGNS if room in OPEN_PLAN - rooms)
+
+
 def other_room(categories: Iterable[str], rooms: frozenset[str]) -> bool:
     """Whether objects seen together say they are in a room other than ``rooms`` (a bed
     while the kitchen is asked for); never for a room that may share an open plan with one

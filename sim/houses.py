@@ -11,8 +11,10 @@ L-shaped rooms. Then:
   wall between them gone (an open plan);
 - every room gets a doorway (0.8-1.4 m wide) to a corridor it touches, or else to a
   neighbour already reachable, and a few neighbours get a second door (loops);
-- rooms are furnished as in the first generation (:mod:`embodia.sim.procedural`), and large
-  rooms get free-standing shelves and plants in the middle that block sight lines;
+- rooms are furnished with the first generation's items (:mod:`embodia.sim.procedural`):
+  what says what a room is first (a kitchen's counter, a bedroom's bed), on any wall of its
+  real outline, then the centre table, free-standing shelves and plants in the middle of
+  large rooms that block sight lines, and the optional items;
 - a two-floor house has a straight staircase (18 risers of 0.15 m) beside the spine, under
   an opening in the upper slab, landing on the upper floor's corridor.
 

@@ -35,7 +35,13 @@ from embodia.agents.explorer import (
     tree_of,
     update_tree,
 )
-from embodia.agents.instructions import instruction_categories, instruction_rooms, other_room, room_of
+from embodia.agents.instructions import (
+    instruction_categories,
+    instruction_rooms,
+    open_plan_signs,
+    other_room,
+    room_of,
+)
 from embodia.envs.mapping.measures import RegionCoverage
 from embodia.evals.explore import ExploreSettings, run_exploration
 from embodia.sim import CATEGORIES, Pose
@@ -169,6 +175,10 @@ def test_rooms_are_told_by_what_they_hold() -> None:
     # a living room does not rule out the kitchen: the two often share one open space
     assert not other_room(["sofa", "tv"], frozenset({"kitchen"}))
     assert other_room(["toilet"], frozenset({"kitchen"})) and not other_room(["toilet"], frozenset())
+    # what to walk to while nothing of the room asked for is in view
+    assert open_plan_signs(frozenset({"kitchen"})) == {"tv", "sofa"}
+    assert open_plan_signs(frozenset({"living room"})) == {"counter", "refrigerator"}
+    assert open_plan_signs(frozenset({"bedroom"})) == frozenset()
 
 
 def _room_steps(scene: str, room_kind: str, instruction: str, steps: int) -> tuple[int | None, list[str]]:
@@ -402,7 +412,7 @@ def test_an_instructed_object_beyond_the_maps_range_is_sought_from_the_panorama(
         env=env.unwrapped, policy=None, instruction="explore the bedroom first", recorder=None
     )
     tree = tree_of({})
-    assert not _target_cells(context).any()  # not on the map
+    assert not _target_cells(context, context.targets).any()  # not on the map
     choice = _seek_target(context, tree)
     assert choice is not None and choice["by"] == "instruction"
     assert 8.5 < choice["point"][0] < 10.4 and abs(choice["point"][2] - 1.5) < 1.0
