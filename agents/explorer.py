@@ -65,6 +65,8 @@ if TYPE_CHECKING:
 logger = logging.getLogger(__name__)
 
 ROOT = "root"
+STAIRS_RISE_M = 0.5
+"""A frontier this far above or below the agent's feet lies on a flight of stairs."""
 
 
 @dataclass(frozen=True)
@@ -87,6 +89,8 @@ class ExplorerConfig:
     """Backtracks into one region before it is closed for good."""
     tried_radius_m: float = 1.0
     """A frontier this close to one already walked to is not walked to again."""
+    stairs_weight: float = 3.0
+    """How many times a frontier on a flight of stairs (leading to another floor) counts."""
     walk_horizon_m: float = 6.0
     """A walk to a farther frontier stops this far along the map's path, and the agent
     decides again from there."""
@@ -493,7 +497,16 @@ def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph)
         return None
     field = _map_paths(context, position)
     cost = [_path_cost(context, field, position, segment.target) for segment, _, _ in options]
-    value = [w * seg.size / (1.0 + c) for (seg, _, w), c in zip(options, cost, strict=True)]
+    # A frontier up or down a flight of stairs opens a whole floor, not the few cells of it
+    # seen from below: it counts as much as ``stairs_weight`` frontiers of this floor.
+    floor = float(position[1])
+    value = [
+        w
+        * seg.size
+        * (cfg.stairs_weight if abs(float(seg.target[1]) - floor) > STAIRS_RISE_M else 1.0)
+        / (1.0 + c)
+        for (seg, _, w), c in zip(options, cost, strict=True)
+    ]
     best, into, _ = options[int(np.argmax(value))]
     goal = _along_path(context, field, best.target)
     if goal is None:
