@@ -5,7 +5,9 @@ backends subclass :class:`ChatPolicy`, whose ``complete`` checks the request onc
 (:func:`check_messages`, :class:`SamplingParams`) and passes it to the backend's
 ``_generate``.
 
-A message list follows the OpenAI chat shape (``{"role": ..., "content": str}``); images
+A message list follows the OpenAI chat shape (``{"role": ..., "content": str}``, with
+``tool_calls`` on an assistant message and ``tool_call_id`` on a ``tool`` one when a request
+offers tools: :mod:`.tool_calls`); images
 travel separately as RGB arrays and are attached to the *last user message* in order, which
 is how every backend (OpenAI-compatible ``image_url`` parts, a transformers processor, vLLM's
 offline ``LLM.chat``) can express them. Env-level decisions (pick a waypoint, answer a
@@ -17,23 +19,30 @@ from __future__ import annotations
 import logging
 import math
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, TypedDict, Unpack, runtime_checkable
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal, NotRequired, Protocol, TypedDict, Unpack, runtime_checkable
 
 import numpy as np
 from numpy.typing import NDArray
 
 from embodia.core.random_weights import random_weights_label
+from embodia.core.tool_calls import ToolCall, ToolChoice, call_id_prefix, check_tools, parse_tool_calls
 from embodia.errors import EmbodiaError
 
-Role = Literal["system", "user", "assistant"]
+Role = Literal["system", "user", "assistant", "tool"]
 FinishReason = Literal["stop", "length", "error"]
+Tools = Sequence[Mapping[str, Any]]
+"""OpenAI ``tools`` entries (:meth:`embodia.tools.base.Tool.openai_schema`)."""
 
 
 class Message(TypedDict):
     role: Role
     content: str
+    tool_calls: NotRequired[list[dict[str, Any]]]
+    """An assistant message's calls, as :meth:`ToolCall.wire` writes them."""
+    tool_call_id: NotRequired[str]
+    """A ``tool`` message's answer to that call."""
 
 
 Images = Sequence[NDArray[np.uint8]]
@@ -191,6 +200,16 @@ class Completion:
     model: str = ""
     extra: dict[str, object] = field(default_factory=dict)
     """Backend-specific details (e.g. vLLM's ``reasoning``), never needed to use the result."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """The calls the reply makes, when the request offered tools; ``text`` is then what it
+    says besides them."""
+
+    def assistant_message(self) -> Message:
+        """The reply as the next assistant message of the conversation, its calls included."""
+        message: Message = {"role": "assistant", "content": self.text}
+        if self.tool_calls:
+            message["tool_calls"] = [call.wire() for call in self.tool_calls]
+        return message
 
 
 @runtime_checkable
@@ -218,9 +237,13 @@ class Policy(Protocol):
         top_logprobs: int = 0,
         stop: Sequence[str] = (),
         on_text: Callable[[str], None] | None = None,
+        tools: Tools = (),
+        tool_choice: ToolChoice = "auto",
     ) -> Completion:
         """One chat completion. ``on_text``, when given, is called with each new piece of the
-        reply as it is generated (never past a stop string); the pieces join to ``text``."""
+        reply as it is generated (never past a stop string); the pieces join to ``text``.
+        ``tools`` and ``tool_choice`` offer tools (:mod:`.tool_calls`); the reply's calls
+        come back in ``tool_calls``."""
         ...
 
 
@@ -306,11 +329,27 @@ def check_messages(messages: Sequence[Message], images: Sequence[NDArray[np.uint
     any backend sees it."""
     if not messages:
         raise PolicyError("a completion needs at least one message")
+    call_ids: set[str] = set()
     for i, message in enumerate(messages):
-        if message.get("role") not in ("system", "user", "assistant"):
-            raise PolicyError(f"message {i} has an invalid role {message.get('role')!r}")
+        role = message.get("role")
+        if role not in ("system", "user", "assistant", "tool"):
+            raise PolicyError(f"message {i} has an invalid role {role!r}")
         if not isinstance(message.get("content"), str):
             raise PolicyError(f"message {i} content must be a string")
+        calls = message.get("tool_calls")
+        if calls is not None:
+            if role != "assistant" or not isinstance(calls, list):
+                raise PolicyError(f"message {i}: only an assistant message carries tool_calls, as a list")
+            for call in calls:
+                function = call.get("function") if isinstance(call, Mapping) else None
+                if not isinstance(function, Mapping) or not isinstance(call.get("id"), str):
+                    raise PolicyError(f"message {i}: a tool call is {{'id', 'type', 'function': {{...}}}}")
+                call_ids.add(call["id"])
+        if role == "tool" and message.get("tool_call_id") not in call_ids:
+            raise PolicyError(
+                f"message {i} is a tool result for {message.get('tool_call_id')!r}, "
+                "which no earlier assistant message called"
+            )
     if images and not any(m["role"] == "user" for m in messages):
         raise PolicyError("images are attached to the last user message, but there is none")
     for i, image in enumerate(images):
@@ -374,6 +413,10 @@ class ChatRequest:
     """How to sample the reply."""
     on_text: OnText | None = None
     """Called with each new piece of the reply as it is generated, when given."""
+    tools: tuple[Mapping[str, Any], ...] = ()
+    """Tools offered, checked by :func:`~embodia.core.tool_calls.check_tools`."""
+    tool_choice: ToolChoice = "auto"
+    """How the reply must use them, in its plain form."""
 
 
 class ChatPolicy(ABC):
@@ -407,12 +450,30 @@ class ChatPolicy(ABC):
         images: Images = (),
         *,
         on_text: OnText | None = None,
+        tools: Tools = (),
+        tool_choice: ToolChoice = "auto",
         **sampling: Unpack[SamplingKeywords],
     ) -> Completion:
         """One chat completion, as :meth:`Policy.complete` describes it; the keywords besides
-        ``on_text`` are :class:`SamplingParams`'."""
+        ``on_text``, ``tools`` and ``tool_choice`` are :class:`SamplingParams`'.
+
+        A backend whose server parses calls returns them; otherwise the reply's text is read
+        for them (:func:`~embodia.core.tool_calls.parse_tool_calls`), unless the choice is
+        ``"none"``. Call ids are numbered by the conversation's turn, so they are unique in
+        it and the same when a run is replayed.
+        """
         check_messages(messages, images)
-        return self._generate(ChatRequest(messages, images, SamplingParams(**sampling), on_text))
+        try:
+            choice = check_tools(tools, tool_choice)
+        except EmbodiaError as error:
+            raise PolicyError(str(error)) from None
+        request = ChatRequest(messages, images, SamplingParams(**sampling), on_text, tuple(tools), choice)
+        completion = self._generate(request)
+        if request.tools and choice != "none" and not completion.tool_calls:
+            text, calls = parse_tool_calls(completion.text, id_prefix=call_id_prefix(messages))
+            if calls:
+                completion = replace(completion, text=text, tool_calls=calls)
+        return completion
 
     @abstractmethod
     def _generate(self, request: ChatRequest) -> Completion:

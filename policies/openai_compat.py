@@ -37,6 +37,7 @@ from PIL import Image
 from embodia.core import chat
 from embodia.core.chat import ContextOverflowError, PolicyError
 from embodia.core.random_weights import random_weights_note
+from embodia.core.tool_calls import ToolCall, ToolChoice, call_from_parts, chosen_name
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +71,14 @@ def wire_messages(
     """The conversation as the chat API takes it: ``images`` become ``image_url`` parts after
     the text of the last user message (the caller's messages are not modified). The input is
     taken as :func:`~embodia.core.chat.check_messages` passes it."""
-    wire: list[dict[str, Any]] = [{"role": m["role"], "content": m["content"]} for m in messages]
+    wire: list[dict[str, Any]] = []
+    for m in messages:
+        entry: dict[str, Any] = {"role": m["role"], "content": m["content"]}
+        if "tool_calls" in m:
+            entry["tool_calls"] = [dict(call) for call in m["tool_calls"]]
+        if "tool_call_id" in m:
+            entry["tool_call_id"] = m["tool_call_id"]
+        wire.append(entry)
     if images:
         last_user = max(i for i, m in enumerate(messages) if m["role"] == "user")
         parts: list[dict[str, Any]] = [{"type": "text", "text": messages[last_user]["content"]}]
@@ -86,13 +94,16 @@ def build_chat_request(
     model: str,
     params: chat.SamplingParams | None = None,
     extra_body: Mapping[str, Any] | None = None,
+    tools: chat.Tools = (),
+    tool_choice: ToolChoice = "auto",
 ) -> dict[str, Any]:
     """Keyword arguments for ``client.chat.completions.create`` (``params`` default:
     :class:`SamplingParams`'s defaults).
 
     Messages as :func:`wire_messages` makes them. ``logprobs`` and ``top_logprobs`` are sent
     only when asked for (``top_logprobs > 0`` implies ``logprobs``); ``stop`` and
-    ``extra_body`` only when non-empty.
+    ``extra_body`` only when non-empty; ``tools`` with their ``tool_choice`` (a named one as
+    ``{"type": "function", "function": {"name": N}}``) only when there are tools.
     """
     params = params or chat.SamplingParams()
     request: dict[str, Any] = {
@@ -107,6 +118,12 @@ def build_chat_request(
             request["top_logprobs"] = params.top_logprobs
     if params.stop:
         request["stop"] = list(params.stop)
+    if tools:
+        request["tools"] = [dict(tool) for tool in tools]
+        named = chosen_name(tool_choice)
+        request["tool_choice"] = (
+            tool_choice if named is None else {"type": "function", "function": {"name": named}}
+        )
     if extra_body:
         request["extra_body"] = dict(extra_body)
     return request
@@ -142,6 +159,7 @@ def collect_stream(chunks: Iterable[ChatCompletionChunk], on_text: Callable[[str
     usage: Any = None
     ids = {"id": "", "model": ""}
     prompt_token_ids: object = None
+    calls: dict[int, dict[str, str]] = {}
     seen = False
     for chunk in chunks:
         ids["id"] = ids["id"] or str(chunk.id or "")
@@ -158,6 +176,13 @@ def collect_stream(chunks: Iterable[ChatCompletionChunk], on_text: Callable[[str
             if delta is not None and delta.content:
                 content.append(delta.content)
                 on_text(delta.content)
+            for part in (delta.tool_calls if delta is not None else None) or ():
+                # a call arrives in parts: its id and name first, its arguments' text after
+                call = calls.setdefault(int(part.index), {"id": "", "name": "", "arguments": ""})
+                call["id"] = call["id"] or str(part.id or "")
+                if part.function is not None:
+                    call["name"] += part.function.name or ""
+                    call["arguments"] += part.function.arguments or ""
             delta_extra = (delta.model_extra if delta is not None else None) or {}
             if piece := delta_extra.get("reasoning") or delta_extra.get("reasoning_content"):
                 reasoning.append(str(piece))
@@ -172,6 +197,11 @@ def collect_stream(chunks: Iterable[ChatCompletionChunk], on_text: Callable[[str
     if not seen:
         raise PolicyError("the stream ended without a single choice")
     message: dict[str, Any] = {"role": "assistant", "content": "".join(content)}
+    if calls:
+        message["tool_calls"] = [
+            {"id": c["id"], "type": "function", "function": {"name": c["name"], "arguments": c["arguments"]}}
+            for _, c in sorted(calls.items())
+        ]
     if reasoning:
         message["reasoning"] = "".join(reasoning)
     assembled: dict[str, Any] = {
@@ -246,6 +276,7 @@ def completion_from_response(
         extra["finish_reason"] = raw_finish
     if response.id:
         extra["id"] = response.id
+    calls = _tool_calls(choice.message.tool_calls, source)
     return chat.Completion(
         text=content or "",
         finish_reason=finish_reason,
@@ -255,7 +286,22 @@ def completion_from_response(
         tokens=tokens,
         model=str(response.model or ""),
         extra=extra,
+        tool_calls=calls,
     )
+
+
+def _tool_calls(wire: Any, source: str) -> tuple[ToolCall, ...]:
+    """The calls of a reply message (its ``tool_calls``, which the server parsed), arguments
+    read from their JSON text; a call that is not one is a PolicyError."""
+    calls = []
+    for i, call in enumerate(wire or ()):
+        entry = call if isinstance(call, Mapping) else call.model_dump()
+        function = entry.get("function")
+        if not isinstance(function, Mapping) or not isinstance(function.get("name"), str):
+            raise PolicyError(f"malformed reply from {source}: tool call {i} has no function name")
+        call_id = str(entry.get("id") or f"call_{i}")
+        calls.append(call_from_parts(call_id, function["name"], function.get("arguments") or ""))
+    return tuple(calls)
 
 
 def _ranked(alternatives: Iterable[tuple[str, float]], keep: int | None) -> tuple[tuple[str, float], ...]:
@@ -409,6 +455,8 @@ class OpenAICompatPolicy(chat.ChatPolicy):
             model=self.model,
             params=replace(params, top_logprobs=asked),
             extra_body=self.extra_body,
+            tools=request.tools,
+            tool_choice=request.tool_choice,
         )
         started = time.perf_counter()
         try:

@@ -3,8 +3,13 @@
 Each scripted output is either a reply string or a dict::
 
     {"text": "...", "finish_reason": "stop" | "length" | "error",
-     "tokens": [{"token": "3", "logprob": -0.1, "top": [["3", -0.1], ["4", -2.5]]}, ...]}
+     "tokens": [{"token": "3", "logprob": -0.1, "top": [["3", -0.1], ["4", -2.5]]}, ...],
+     "tool_calls": [{"name": "goto_waypoint", "arguments": {"index": 2}}, ...]}
     {"error": "server went away"}          # this call raises PolicyError(message)
+
+``tool_calls`` play a server that parses calls itself (``arguments`` may be JSON text, as a
+server sends it, malformed included); without them, a request that offers tools has its
+reply text read for Hermes ``<tool_call>`` markup, as a local model's would be.
 
 The policy keeps the backend contract where it is cheap to: ``stop`` strings cut the text
 (finish reason ``stop``), a reply longer than ``max_tokens`` whitespace tokens is cut to it
@@ -28,6 +33,7 @@ from numpy.typing import NDArray
 
 from embodia.core import chat
 from embodia.core.chat import PolicyError
+from embodia.core.tool_calls import ToolCall, call_from_parts, call_id_prefix
 from embodia.errors import read_text_file
 
 _FINISH_REASONS: tuple[chat.FinishReason, ...] = ("stop", "length", "error")
@@ -52,6 +58,8 @@ class _Scripted:
     finish_reason: chat.FinishReason
     tokens: tuple[chat.TokenLogprob, ...]
     error: str | None = None
+    tool_calls: tuple[tuple[str, object], ...] = ()
+    """(name, arguments) of each scripted call."""
 
 
 def _parse_output(index: int, output: object) -> _Scripted:
@@ -60,7 +68,7 @@ def _parse_output(index: int, output: object) -> _Scripted:
         return _Scripted(output, "stop", ())
     if not isinstance(output, Mapping):
         raise PolicyError(f"{where} must be a string or an object, got {type(output).__name__}")
-    unknown = set(output) - {"text", "finish_reason", "tokens", "error"}
+    unknown = set(output) - {"text", "finish_reason", "tokens", "error", "tool_calls"}
     if unknown:
         raise PolicyError(f"{where} has unknown fields {sorted(unknown)}")
     if "error" in output:
@@ -76,7 +84,13 @@ def _parse_output(index: int, output: object) -> _Scripted:
             f"{where}: finish_reason must be one of {', '.join(_FINISH_REASONS)}, got {finish_reason!r}"
         )
     tokens = tuple(_parse_token(f"{where} token {i}", t) for i, t in enumerate(output.get("tokens", ())))
-    return _Scripted(text, cast(chat.FinishReason, finish_reason), tokens)
+    calls = output.get("tool_calls", [])
+    if not isinstance(calls, list) or not all(
+        isinstance(c, Mapping) and isinstance(c.get("name"), str) for c in calls
+    ):
+        raise PolicyError(f'{where}: tool_calls must be a list of {{"name": ..., "arguments": ...}}')
+    scripted_calls = tuple((str(c["name"]), c.get("arguments", {})) for c in calls)
+    return _Scripted(text, cast(chat.FinishReason, finish_reason), tokens, tool_calls=scripted_calls)
 
 
 def _parse_token(where: str, token: object) -> chat.TokenLogprob:
@@ -166,6 +180,13 @@ class ScriptedPolicy(chat.ChatPolicy):
         if on_text is not None:  # word by word, each with the whitespace before it
             for piece in re.findall(r"\s*\S+|\s+\Z", text):
                 on_text(piece)
+        calls: tuple[ToolCall, ...] = ()
+        if request.tools and request.tool_choice != "none":
+            prefix = call_id_prefix(messages)
+            calls = tuple(
+                call_from_parts(f"{prefix}_{i}", name, arguments)
+                for i, (name, arguments) in enumerate(scripted.tool_calls)
+            )
         return chat.Completion(
             text=text,
             finish_reason=finish_reason,
@@ -174,6 +195,7 @@ class ScriptedPolicy(chat.ChatPolicy):
             latency_s=time.perf_counter() - started,
             tokens=tokens,
             model=self.name,
+            tool_calls=calls,
         )
 
 

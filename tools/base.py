@@ -1,20 +1,26 @@
 """Agent tools: a function with a JSON-schema argument contract, called from model output.
 
-A model asks for a tool as JSON (``{"tool": "goto_waypoint", "arguments": {"index": 2}}``,
-possibly inside prose or code fences). :meth:`ToolBox.call` parses and validates the
-arguments against the tool's schema before running it; anything wrong (unparseable JSON, an
-unknown tool, a missing or mistyped argument, a tool that raises) comes back as a
-:class:`ToolResult` with a one-line error to show the model, and is counted, never raised.
+A model asks for a tool natively (a request's ``tools``, the reply's
+:attr:`~embodia.core.chat.Completion.tool_calls`, run by :meth:`ToolBox.run`), or as JSON
+written in its reply (``{"tool": "goto_waypoint", "arguments": {"index": 2}}``, possibly
+inside prose or code fences), for models prompted with :meth:`ToolBox.prompt`.
+:meth:`ToolBox.call` parses and validates the arguments against the tool's schema before
+running it; anything wrong (unparseable JSON, an unknown tool, a missing or mistyped
+argument, a tool that raises) comes back as a :class:`ToolResult` with a one-line error to
+show the model, and is counted, never raised.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from embodia.core.chat import Message
 from embodia.core.parsing import ParseFailure
+from embodia.core.tool_calls import ToolCall
 from embodia.errors import EmbodiaError
 
 logger = logging.getLogger(__name__)
@@ -53,6 +59,12 @@ class ToolResult:
     def message(self) -> str:
         """What to tell the model."""
         return f"{self.tool}: {self.value}" if self.ok else f"{self.tool} failed: {self.error}"
+
+    def tool_message(self, call: ToolCall) -> Message:
+        """The result as the ``role: tool`` message answering ``call``: the value as JSON,
+        or the error."""
+        content = json.dumps(self.value, default=str) if self.ok else f"error: {self.error}"
+        return {"role": "tool", "content": content, "tool_call_id": call.id}
 
 
 class ToolBox:
@@ -130,6 +142,14 @@ class ToolBox:
         if not isinstance(request, dict) or not isinstance(name := request.get("tool"), str):
             return ParseFailure('a tool call is a JSON object {"tool": NAME, "arguments": {...}}')
         return name, request.get("arguments", {})
+
+    def run(self, call: ToolCall) -> ToolResult:
+        """Run a native call (:attr:`Completion.tool_calls`); one that could not be read
+        (truncated JSON, no name) fails with the reason, counted like a bad argument."""
+        if call.error is not None:
+            self.calls += 1
+            return self._fail(call.name or "?", call.error)
+        return self.call(call.name, call.arguments)
 
     def call_from_text(self, text: str) -> ToolResult:
         """Parse the call a model wrote in ``text`` and run it."""

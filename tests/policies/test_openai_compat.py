@@ -456,3 +456,105 @@ def test_a_broken_stream_is_a_clear_error(tail: list[bytes], finish: bool, messa
     finally:
         server.shutdown()
         server.server_close()
+
+
+TOOLS = [
+    {
+        "type": "function",
+        "function": {
+            "name": "goto_waypoint",
+            "description": "Walk there.",
+            "parameters": {
+                "type": "object",
+                "properties": {"index": {"type": "integer"}},
+                "required": ["index"],
+            },
+        },
+    }
+]
+
+
+def test_tools_and_the_tool_conversation_go_on_the_wire() -> None:
+    call = {
+        "id": "call_0_0",
+        "type": "function",
+        "function": {"name": "goto_waypoint", "arguments": '{"index": 1}'},
+    }
+    messages: list[Message] = [
+        {"role": "user", "content": "go"},
+        {"role": "assistant", "content": "", "tool_calls": [call]},
+        {"role": "tool", "content": '{"reached": true}', "tool_call_id": "call_0_0"},
+    ]
+    request = build_chat_request(messages, model="m", tools=TOOLS, tool_choice={"name": "goto_waypoint"})
+    assert request["tools"] == TOOLS
+    assert request["tool_choice"] == {"type": "function", "function": {"name": "goto_waypoint"}}
+    assert request["messages"][1]["tool_calls"] == [call]
+    assert request["messages"][2] == {
+        "role": "tool",
+        "content": '{"reached": true}',
+        "tool_call_id": "call_0_0",
+    }
+    assert (
+        build_chat_request(messages, model="m", tools=TOOLS, tool_choice="required")["tool_choice"]
+        == "required"
+    )
+    assert "tools" not in build_chat_request(MESSAGES, model="m") and "tool_choice" not in build_chat_request(
+        MESSAGES, model="m"
+    )
+
+
+def _server_call(call_id: str, arguments: str) -> dict[str, Any]:
+    return {"id": call_id, "type": "function", "function": {"name": "goto_waypoint", "arguments": arguments}}
+
+
+def test_calls_the_server_parsed_come_back_with_their_arguments_read() -> None:
+    message = {
+        "role": "assistant",
+        "content": None,
+        "tool_calls": [
+            _server_call("chatcmpl-tool-a1", '{"index": 2}'),
+            _server_call("chatcmpl-tool-b2", '{"index": '),
+        ],
+    }
+    response = ChatCompletion.model_validate(
+        _vllm_response(message=message, finish_reason="tool_calls", logprobs=None)
+    )
+    completion = completion_from_response(response, 0.1)
+    ok, cut = completion.tool_calls
+    assert (ok.id, ok.name, ok.arguments, ok.ok) == ("chatcmpl-tool-a1", "goto_waypoint", {"index": 2}, True)
+    assert (
+        cut.arguments is None and cut.arguments_text == '{"index": ' and "not valid JSON" in (cut.error or "")
+    )
+    assert completion.text == "" and completion.extra["finish_reason"] == "tool_calls"
+    assert completion.assistant_message()["tool_calls"][0] == _server_call("chatcmpl-tool-a1", '{"index": 2}')
+    # the unvalidated body the policy reads (model_construct) gives the same calls
+    assert completion_from_response(
+        parse_chat_body(json.dumps(response.model_dump()), "s"), 0.1
+    ).tool_calls == (completion.tool_calls)
+
+
+def test_a_streamed_call_is_put_together_from_its_pieces() -> None:
+    chunks = [
+        _chunk({"role": "assistant", "content": ""}),
+        _chunk(
+            {
+                "tool_calls": [
+                    {
+                        "index": 0,
+                        "id": "chatcmpl-tool-x",
+                        "type": "function",
+                        "function": {"name": "goto_waypoint"},
+                    }
+                ]
+            }
+        ),
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": '{"ind'}}]}),
+        _chunk({"tool_calls": [{"index": 0, "function": {"arguments": 'ex": 4}'}}]}),
+        _chunk({}, finish_reason="tool_calls"),
+        _chunk(None, usage={"prompt_tokens": 41, "completion_tokens": 9, "total_tokens": 50}),
+    ]
+    pieces: list[str] = []
+    completion = completion_from_response(collect_stream(iter(chunks), pieces.append), 0.3)
+    (call,) = completion.tool_calls
+    assert (call.id, call.name, call.arguments) == ("chatcmpl-tool-x", "goto_waypoint", {"index": 4})
+    assert pieces == [] and completion.text == ""

@@ -7,6 +7,7 @@ import pytest
 
 import embodia.envs  # noqa: F401
 from embodia.core.parsing import ParseFailure
+from embodia.policies.scripted import ScriptedPolicy
 from embodia.tools.base import Tool, ToolBox
 from embodia.tools.exploration import exploration_tools
 
@@ -56,6 +57,28 @@ def test_a_good_call_in_prose_and_fences_runs() -> None:
     )
     assert result.ok and result.value == 5 and box.errors == 0
     assert box.schemas()[0]["function"]["parameters"]["required"] == ["a", "b"]
+
+
+def test_native_calls_run_and_answer_with_a_tool_message() -> None:
+    box = _box()
+    policy = ScriptedPolicy(
+        [
+            '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 3}}</tool_call>'
+            '<tool_call>{"name": "add", "arguments": {"a": 2, "b": 30}}</tool_call>'
+            '<tool_call>{"name": "add", "arguments": {"a": 2, "b"</tool_call>'
+        ]
+    )
+    completion = policy.complete([{"role": "user", "content": "add"}], tools=box.schemas())
+    results = [box.run(call) for call in completion.tool_calls]
+    assert [r.ok for r in results] == [True, False, False] and results[0].value == 5
+    assert box.calls == 3 and box.errors == 2  # a schema error and an unreadable call, counted
+    good, bad, cut = (r.tool_message(c) for r, c in zip(results, completion.tool_calls, strict=True))
+    assert good == {"role": "tool", "content": "5", "tool_call_id": "call_0_0"}
+    assert bad["content"] == "error: invalid b: 30 is greater than the maximum of 10"
+    assert cut["tool_call_id"] == "call_0_2" and "not valid JSON" in cut["content"]
+    # the conversation goes on with the calls and their results
+    follow = [{"role": "user", "content": "add"}, completion.assistant_message(), good, bad, cut]
+    ScriptedPolicy(["done"]).complete(follow, tools=box.schemas())  # type: ignore[arg-type]
 
 
 def test_the_prompt_lists_each_tool_with_its_arguments() -> None:
