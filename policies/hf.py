@@ -249,7 +249,7 @@ class HFPolicy(chat.ChatPolicy):
             raise PolicyError("top_logprobs needs logprobs=True")
         stops = [s for s in params.stop if s]
 
-        inputs = self._encode(messages, images)
+        inputs = self._encode(messages, images, tools=request.tools)
         prompt_length = int(inputs["input_ids"].shape[1])
         max_new_tokens = min(params.max_tokens, self.max_new_tokens_cap)
         window = self.context_window()
@@ -326,12 +326,20 @@ class HFPolicy(chat.ChatPolicy):
             )
 
     def _encode(
-        self, messages: Sequence[chat.Message], images: Sequence[NDArray[np.uint8]], *, to_device: bool = True
+        self,
+        messages: Sequence[chat.Message],
+        images: Sequence[NDArray[np.uint8]],
+        *,
+        tools: chat.Tools = (),
+        to_device: bool = True,
     ) -> dict[str, Any]:
-        """The chat-templated prompt as model inputs, images attached to the last user message."""
+        """The chat-templated prompt as model inputs, images attached to the last user message;
+        ``tools`` go to the template, which lists them (the model writes its calls as the
+        template teaches, and :meth:`ChatPolicy.complete` reads them)."""
+        template_tools = {"tools": [dict(tool) for tool in tools]} if tools else {}
         if self.processor is None:
             prompt = self.tokenizer.apply_chat_template(
-                [dict(m) for m in messages], add_generation_prompt=True, tokenize=False
+                [dict(m) for m in messages], add_generation_prompt=True, tokenize=False, **template_tools
             )
             encoded = self.tokenizer(
                 prompt, return_tensors="pt", add_special_tokens=False, return_token_type_ids=False
@@ -343,9 +351,10 @@ class HFPolicy(chat.ChatPolicy):
             for i, message in enumerate(messages):
                 parts: list[dict[str, str]] = [{"type": "image"} for _ in images] if i == last_user else []
                 parts.append({"type": "text", "text": message["content"]})
-                conversation.append({"role": message["role"], "content": parts})
+                turn: dict[str, Any] = {**message, "content": parts}
+                conversation.append(turn)
             prompt = self.processor.apply_chat_template(
-                conversation, add_generation_prompt=True, tokenize=False
+                conversation, add_generation_prompt=True, tokenize=False, **template_tools
             )
             pil_images = [Image.fromarray(np.ascontiguousarray(image)) for image in images]
             encoded = self.processor(

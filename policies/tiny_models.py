@@ -68,14 +68,16 @@ SPECIAL_TOKENS = (END_OF_TEXT, IM_START, IM_END, VISION_START, VISION_END, IMAGE
 # Qwen2-style ChatML. Content is either a string or a list of {"type": "image"} /
 # {"type": "text", "text": ...} parts (the processor's structured form); an image part becomes
 # <|vision_start|><|image_pad|><|vision_end|>, and the processor repeats the pad token once per
-# merged patch.
+# merged patch. With ``tools``, the system turn lists them as JSON inside <tools></tools> and
+# says how to call one; an assistant's calls are written as Hermes <tool_call> blocks and a
+# tool's result comes back as a user turn inside <tool_response></tool_response>, the markup
+# that embodia's parser (core/tool_calls.py) and vLLM's hermes parser read.
 CHAT_TEMPLATE = (
-    "{%- for message in messages -%}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' -}}"
-    "{%- if message['content'] is string -%}"
-    "{{- message['content'] -}}"
+    "{%- macro render(content) -%}"
+    "{%- if content is string -%}"
+    "{{- content -}}"
     "{%- else -%}"
-    "{%- for part in message['content'] -%}"
+    "{%- for part in content -%}"
     "{%- if part['type'] == 'image' -%}"
     "{{- '<|vision_start|><|image_pad|><|vision_end|>' -}}"
     "{%- elif part['type'] == 'text' -%}"
@@ -83,7 +85,36 @@ CHAT_TEMPLATE = (
     "{%- endif -%}"
     "{%- endfor -%}"
     "{%- endif -%}"
+    "{%- endmacro -%}"
+    "{%- set skip_first = false -%}"
+    "{%- if tools -%}"
+    "{{- '<|im_start|>system\\n' -}}"
+    "{%- if messages and messages[0]['role'] == 'system' -%}"
+    "{{- render(messages[0]['content']) + '\\n\\n' -}}"
+    "{%- set skip_first = true -%}"
+    "{%- endif -%}"
+    "{{- 'You can call these tools, each described as a JSON function signature:\\n<tools>' -}}"
+    "{%- for tool in tools -%}"
+    "{{- '\\n' + (tool | tojson) -}}"
+    "{%- endfor -%}"
+    "{{- '\\n</tools>\\nTo call one, reply with a JSON object holding its name and arguments "
+    'between tags:\\n<tool_call>\\n{"name": NAME, "arguments": {...}}\\n</tool_call><|im_end|>\\n\' -}}'
+    "{%- endif -%}"
+    "{%- for message in messages -%}"
+    "{%- if not (loop.first and skip_first) -%}"
+    "{%- if message['role'] == 'tool' -%}"
+    "{{- '<|im_start|>user\\n<tool_response>\\n' + render(message['content']) -}}"
+    "{{- '\\n</tool_response><|im_end|>\\n' -}}"
+    "{%- else -%}"
+    "{{- '<|im_start|>' + message['role'] + '\\n' + render(message['content']) -}}"
+    "{%- for call in message.get('tool_calls') or [] -%}"
+    "{%- set arguments = call['function']['arguments'] -%}"
+    "{{- '\\n<tool_call>\\n{\"name\": \"' + call['function']['name'] + '\", \"arguments\": ' -}}"
+    "{{- (arguments if arguments is string else (arguments | tojson)) + '}\\n</tool_call>' -}}"
+    "{%- endfor -%}"
     "{{- '<|im_end|>\\n' -}}"
+    "{%- endif -%}"
+    "{%- endif -%}"
     "{%- endfor -%}"
     "{%- if add_generation_prompt -%}"
     "{{- '<|im_start|>assistant\\n' -}}"

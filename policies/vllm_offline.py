@@ -175,7 +175,9 @@ class VLLMOfflinePolicy(chat.ChatPolicy):
             if self._closed:
                 raise PolicyError(f"the vllm policy for {self.path} was closed")
             try:
-                outputs = self._llm.chat(conversation, sampling, use_tqdm=False)
+                # the chat template lists the tools; the reply's markup is read by ChatPolicy
+                tools = {"tools": [dict(tool) for tool in request.tools]} if request.tools else {}
+                outputs = self._llm.chat(conversation, sampling, use_tqdm=False, **tools)
             except Exception as error:  # prompt too long, bad template, engine failure
                 overflow = overflow_from_message(
                     str(error),

@@ -292,3 +292,51 @@ def test_bad_options(tiny_chat_lm_dir: Path) -> None:
         HFPolicy(tiny_chat_lm_dir, dtype="float8")
     with pytest.raises(PolicyError, match="unknown torch device"):
         HFPolicy(tiny_chat_lm_dir, device="toaster")
+
+
+# --- native tool calls ---------------------------------------------------------------------------
+
+GOTO = {
+    "type": "function",
+    "function": {
+        "name": "goto_waypoint",
+        "description": "Walk to a numbered waypoint.",
+        "parameters": {"type": "object", "properties": {"index": {"type": "integer"}}, "required": ["index"]},
+    },
+}
+TOOL_TURNS: list[Message] = [
+    *MESSAGES,
+    {
+        "role": "assistant",
+        "content": "",
+        "tool_calls": [
+            {
+                "id": "call_0_0",
+                "type": "function",
+                "function": {"name": "goto_waypoint", "arguments": '{"index": 2}'},
+            }
+        ],
+    },
+    {"role": "tool", "content": '{"reached": true}', "tool_call_id": "call_0_0"},
+]
+
+
+@pytest.mark.parametrize("kind", ["chat_lm", "vlm"])
+def test_the_template_lists_the_tools_and_carries_calls_and_results(
+    kind: str, request: pytest.FixtureRequest
+) -> None:
+    policy: HFPolicy = request.getfixturevalue(kind)
+    ids = policy._encode(TOOL_TURNS, [], tools=[GOTO], to_device=False)["input_ids"][0]
+    prompt = policy.tokenizer.decode(ids)
+    assert "<tools>\n" + json.dumps(GOTO) + "\n</tools>" in prompt
+    assert prompt.count("You are a helpful assistant.") == 1  # the system turn holds the tools too
+    assert '<tool_call>\n{"name": "goto_waypoint", "arguments": {"index": 2}}\n</tool_call>' in prompt
+    assert '<tool_response>\n{"reached": true}\n</tool_response>' in prompt
+    # without tools, the prompt is what it always was
+    plain = policy.tokenizer.decode(policy._encode(MESSAGES, [], to_device=False)["input_ids"][0])
+    assert "<tools>" not in plain and plain.startswith(
+        "<|im_start|>system\nYou are a helpful assistant.<|im_end|>"
+    )
+    completion = policy.complete(TOOL_TURNS, tools=[GOTO], max_tokens=4)
+    assert completion.prompt_tokens == len(ids) and completion.completion_tokens == 4
+    assert all(call.id.startswith("call_1_") for call in completion.tool_calls)
