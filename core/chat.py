@@ -27,7 +27,14 @@ import numpy as np
 from numpy.typing import NDArray
 
 from embodia.core.random_weights import random_weights_label
-from embodia.core.tool_calls import ToolCall, ToolChoice, call_id_prefix, check_tools, parse_tool_calls
+from embodia.core.tool_calls import (
+    ToolCall,
+    ToolChoice,
+    call_id_prefix,
+    check_tools,
+    chosen_name,
+    parse_tool_calls,
+)
 from embodia.errors import EmbodiaError
 
 Role = Literal["system", "user", "assistant", "tool"]
@@ -470,7 +477,15 @@ class ChatPolicy(ABC):
         request = ChatRequest(messages, images, SamplingParams(**sampling), on_text, tuple(tools), choice)
         completion = self._generate(request)
         if request.tools and choice != "none" and not completion.tool_calls:
-            text, calls = parse_tool_calls(completion.text, id_prefix=call_id_prefix(messages))
+            prefix = call_id_prefix(messages)
+            text, calls = parse_tool_calls(completion.text, id_prefix=prefix)
+            if not calls and choice != "auto":
+                # the choice forced a call and the reply holds none (cut off, or prose): it
+                # is the forced call, unreadable, so that it is counted and answered
+                forced = chosen_name(choice) or ""
+                calls = (
+                    ToolCall(f"{prefix}_0", forced, None, text, error="the reply holds no complete call"),
+                )
             if calls:
                 completion = replace(completion, text=text, tool_calls=calls)
         return completion

@@ -120,6 +120,34 @@ def check_tools(tools: Sequence[Mapping[str, Any]], tool_choice: ToolChoice) -> 
     return tool_choice
 
 
+def forced_call_schema(tools: Sequence[Mapping[str, Any]], tool_choice: ToolChoice) -> dict[str, Any] | None:
+    """The JSON schema a reply must match when ``tool_choice`` forces a call (``"required"``
+    or a named tool): one call object, ``{"name": N, "arguments": {...}}``, for any tool the
+    choice allows, its arguments by that tool's schema; None when the choice forces none.
+    Backends that decode under a grammar (:mod:`embodia.policies.constrained`) hold a reply
+    to it, so that even a model with random weights returns a valid call."""
+    named = chosen_name(tool_choice)
+    if tool_choice != "required" and named is None:
+        return None
+    options = []
+    for tool in tools:
+        function = tool["function"]
+        if named is not None and function["name"] != named:
+            continue
+        options.append(
+            {
+                "type": "object",
+                "properties": {
+                    "name": {"const": function["name"]},
+                    "arguments": dict(function.get("parameters", {"type": "object"})),
+                },
+                "required": ["name", "arguments"],
+                "additionalProperties": False,
+            }
+        )
+    return options[0] if len(options) == 1 else {"anyOf": options}
+
+
 def chosen_name(tool_choice: ToolChoice) -> str | None:
     """The tool a named choice forces; None for the others."""
     return str(tool_choice["name"]) if isinstance(tool_choice, Mapping) else None

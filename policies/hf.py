@@ -49,6 +49,8 @@ from transformers.models.auto.modeling_auto import (
 from embodia.core import chat
 from embodia.core.chat import ContextOverflowError, PolicyError
 from embodia.core.random_weights import random_weights_note
+from embodia.core.tool_calls import forced_call_schema
+from embodia.policies.constrained import GrammarTokenizer, SchemaConstraint
 
 logger = logging.getLogger(__name__)
 
@@ -233,6 +235,7 @@ class HFPolicy(chat.ChatPolicy):
         self.pad_token_id = pad if pad is not None else self.tokenizer.pad_token_id or self.eos_token_ids[0]
         self.context_length = model_context_length(config, self.tokenizer)
         self._generator = torch.Generator(device=self.device).manual_seed(seed)
+        self._grammar: GrammarTokenizer | None = None
         logger.info(
             "loaded %s (%s, %s) on %s",
             self.path,
@@ -263,6 +266,9 @@ class HFPolicy(chat.ChatPolicy):
             logger.info("max_tokens %d capped to %d for %s", params.max_tokens, max_new_tokens, self.name)
 
         logits_processor = LogitsProcessorList()
+        schema = forced_call_schema(request.tools, request.tool_choice)
+        if schema is not None:  # before sampling: a forced call is decoded under its schema
+            logits_processor.append(SchemaConstraint(self._grammar_tokenizer(), schema))
         if params.temperature > 0:
             logits_processor.append(SeededSampler(params.temperature, self._generator))
         stopping_criteria = StoppingCriteriaList()
@@ -306,6 +312,13 @@ class HFPolicy(chat.ChatPolicy):
             model=self.name,
             extra={"completion_token_ids": completion_ids, "max_new_tokens": max_new_tokens},
         )
+
+    def _grammar_tokenizer(self) -> GrammarTokenizer:
+        """The tokenizer as the grammar engine reads it, built on first use."""
+        if self._grammar is None:
+            vocab_size = int(self.model.get_output_embeddings().weight.shape[0])
+            self._grammar = GrammarTokenizer(self.tokenizer, vocab_size, self.eos_token_ids)
+        return self._grammar
 
     def context_window(self) -> chat.ContextWindow | None:
         """The positions the model was built for (see :func:`model_context_length`)."""

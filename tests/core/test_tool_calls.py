@@ -221,3 +221,14 @@ def test_bad_tools_reach_the_caller_as_a_policy_error() -> None:
 def test_a_completion_without_calls_is_a_plain_assistant_message() -> None:
     completion = Completion("hello", "stop", 1, 1, 0.0)
     assert completion.assistant_message() == {"role": "assistant", "content": "hello"}
+
+
+def test_a_forced_call_missing_from_the_reply_is_an_unreadable_call() -> None:
+    policy = ScriptedPolicy(
+        ["I would rather describe the map.", '{"name": "goto_waypoint", "arguments": {"ind']
+    )
+    ask: list[Message] = [{"role": "user", "content": "go"}]
+    (prose,) = policy.complete(ask, tools=[GOTO, DESCRIBE], tool_choice="required").tool_calls
+    assert prose.name == "" and prose.arguments_text == "I would rather describe the map." and not prose.ok
+    (cut,) = policy.complete(ask, tools=[GOTO, DESCRIBE], tool_choice={"name": "goto_waypoint"}).tool_calls
+    assert cut.name == "goto_waypoint" and cut.error == "the reply holds no complete call"

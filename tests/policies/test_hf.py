@@ -340,3 +340,55 @@ def test_the_template_lists_the_tools_and_carries_calls_and_results(
     completion = policy.complete(TOOL_TURNS, tools=[GOTO], max_tokens=4)
     assert completion.prompt_tokens == len(ids) and completion.completion_tokens == 4
     assert all(call.id.startswith("call_1_") for call in completion.tool_calls)
+
+
+BOUNDED_GOTO = {
+    "type": "function",
+    "function": {
+        "name": "goto_waypoint",
+        "description": "Walk to a numbered waypoint.",
+        "parameters": {
+            "type": "object",
+            "properties": {"index": {"type": "integer", "minimum": 0, "maximum": 9}},
+            "required": ["index"],
+            "additionalProperties": False,
+        },
+    },
+}
+"""Bounded, and closed to other keys: with random weights an unbounded integer, or keys the
+schema leaves open, run on until the token budget."""
+DESCRIBE = {
+    "type": "function",
+    "function": {
+        "name": "describe_map",
+        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
+    },
+}
+
+
+@pytest.mark.parametrize(("kind", "temperature"), [("chat_lm", 0.0), ("chat_lm", 1.0), ("vlm", 0.0)])
+def test_a_forced_call_is_decoded_under_its_schema_even_with_random_weights(
+    kind: str, temperature: float, request: pytest.FixtureRequest
+) -> None:
+    from jsonschema import Draft202012Validator
+
+    chat_lm: HFPolicy = request.getfixturevalue(kind)
+
+    schemas = {t["function"]["name"]: t["function"]["parameters"] for t in (BOUNDED_GOTO, DESCRIBE)}
+    free = chat_lm.complete(MESSAGES, tools=[BOUNDED_GOTO, DESCRIBE], max_tokens=24, temperature=temperature)
+    assert not any(call.ok for call in free.tool_calls)  # left alone, random weights write noise
+    for choice in ("required", {"name": "goto_waypoint"}, {"name": "describe_map"}):
+        for turn in range(3):
+            messages: list[Message] = [*MESSAGES, {"role": "user", "content": f"Decision {turn}."}]
+            reply = chat_lm.complete(
+                messages,
+                tools=[BOUNDED_GOTO, DESCRIBE],
+                tool_choice=choice,
+                max_tokens=48,
+                temperature=temperature,
+            )  # type: ignore[arg-type]
+            (call,) = reply.tool_calls
+            assert call.ok and reply.finish_reason == "stop", reply.text
+            if isinstance(choice, dict):
+                assert call.name == choice["name"]
+            assert not list(Draft202012Validator(schemas[call.name]).iter_errors(call.arguments))
