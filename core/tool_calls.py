@@ -78,11 +78,11 @@ def check_tools(tools: Sequence[Mapping[str, Any]], tool_choice: ToolChoice) -> 
     """Refuse malformed ``tools`` entries or a ``tool_choice`` they cannot meet; returns the
     choice in its plain form (``{"type": "function", "function": {"name": N}}`` becomes
     ``{"name": N}``)."""
-    from jsonschema import Draft202012Validator
-    from jsonschema.exceptions import SchemaError
-
     names: list[str] = []
     for i, tool in enumerate(tools):
+        from jsonschema import Draft202012Validator  # here: a request without tools needs none
+        from jsonschema.exceptions import SchemaError
+
         function = tool.get("function") if isinstance(tool, Mapping) else None
         if (
             not isinstance(tool, Mapping)
