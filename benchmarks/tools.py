@@ -11,8 +11,9 @@ Two measures, each against its competitor in the same process:
   1 ms.
 - ``constrained_overhead_ms_per_token``: the tiny transformers chat model (random weights,
   built into a temporary folder) writing a call under ``tool_choice="required"``, so each
-  token is chosen under the call's schema, against the same model writing the same number of
-  tokens freely; the difference per generated token. Reported, no target.
+  token is chosen under the call's schema, against the same model given the same prompt (the
+  tools offered, ``tool_choice="auto"``) writing as many tokens freely; the difference per
+  generated token. Reported, no target.
 
 Last line: one JSON object with those keys, ``direct_call_us``, ``native_call_us``,
 ``free_ms_per_token``, ``constrained_ms_per_token`` and the repeat counts.
@@ -83,16 +84,26 @@ def main() -> None:
         messages = [{"role": "user", "content": "Which waypoint leads to the kitchen?"}]
         tools = [GOTO.openai_schema()]
         policy.complete(messages, tools=tools, tool_choice="required", max_tokens=32)  # warm-up
+        # Pairs of replies to the same prompt with as many tokens each, one forced and one
+        # free (a free reply that ends sooner, at an end-of-sequence token, is not a pair):
+        # the prompt's prefill is the same in both, so the difference is the constraint's.
         constrained, free = [], []
-        for i in range(replies):
+        for i in range(replies * 5):
+            if len(constrained) == replies:
+                break
             ask = [{"role": "user", "content": f"Decision {i}: which waypoint?"}]
             forced = policy.complete(ask, tools=tools, tool_choice="required", max_tokens=32)  # type: ignore[arg-type]
             if not forced.tool_calls or not forced.tool_calls[0].ok:
                 raise SystemExit(f"the forced reply is not a valid call: {forced.text!r}")
             tokens = forced.completion_tokens
-            loose = policy.complete(ask, max_tokens=tokens)  # type: ignore[arg-type]
-            constrained.append(forced.latency_s / tokens * 1e3)
-            free.append(loose.latency_s / max(loose.completion_tokens, 1) * 1e3)
+            loose = policy.complete(ask, tools=tools, tool_choice="auto", max_tokens=tokens)  # type: ignore[arg-type]
+            if loose.completion_tokens == tokens:
+                constrained.append(forced.latency_s / tokens * 1e3)
+                free.append(loose.latency_s / tokens * 1e3)
+        if len(constrained) < replies:
+            raise SystemExit(
+                f"only {len(constrained)} of {replies} free replies ran as long as the forced ones"
+            )
     constrained_ms, free_ms = statistics.median(constrained), statistics.median(free)
     print(
         json.dumps(
