@@ -77,8 +77,3 @@ class SchemaConstraint(LogitsProcessor):
         allowed[: min(vocab, bits.size)] = bits[:vocab].astype(bool)
         masked = scores.masked_fill(torch.from_numpy(~allowed), -float("inf"))
         return masked  # type: ignore[return-value]
-
-    @property
-    def complete(self) -> bool:
-        """Whether the reply so far is a whole match of the schema."""
-        return bool(self._matcher.is_accepting())

@@ -2,16 +2,11 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from benchmark_runs import run_benchmark
 
 pytest.importorskip("ray", reason="Ray is not installed (pip install 'embodia[ray]')")
 
-ROOT = Path(__file__).resolve().parents[2]
 TINY = ["--scenes", "3", "--steps", "20", "--instances", "30", "--noop-units", "50", "--rounds", "1"]
 
 
@@ -20,15 +15,7 @@ TINY = ["--scenes", "3", "--steps", "20", "--instances", "30", "--noop-units", "
 @pytest.mark.slow
 @pytest.mark.ray
 def test_tiny_run_prints_the_measures() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "scale_out.py"), *TINY],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_benchmark("scale_out", *TINY)
     assert result["workers"] == 2 and result["worker_threads"] == 1
     assert result["explore_units"] == 3 and result["dsr_units"] == 30 and result["steps"] == 20
     assert result["throughput_includes_startup"] is False

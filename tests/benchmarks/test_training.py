@@ -2,29 +2,15 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-import sys
-from pathlib import Path
-
 import pytest
+from benchmark_runs import run_benchmark
 
 pytest.importorskip("trl", reason="TRL is in the optional 'train' extra: pip install 'embodia[train]'")
-
-ROOT = Path(__file__).resolve().parents[2]
 
 
 @pytest.mark.slow
 def test_quick_run_prints_the_measures() -> None:
-    done = subprocess.run(
-        [sys.executable, str(ROOT / "benchmarks" / "training.py"), "--quick"],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        check=False,
-    )
-    assert done.returncode == 0, done.stderr[-4000:]
-    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result = run_benchmark("training", "--quick")
     assert result["quick"] is True
     # speed: both steps timed, a positive ratio; rollouts measured in both vector envs
     assert result["grpo_step_embodia_ms"] > 0 and result["grpo_step_trl_ms"] > 0
