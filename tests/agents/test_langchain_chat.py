@@ -7,23 +7,12 @@ from pathlib import Path
 import pytest
 from langchain_core.messages import AIMessage, HumanMessage, SystemMessage, ToolMessage
 from langgraph.prebuilt import create_react_agent
+from tool_specs import ADD
 
 from embodia.agents.langchain_chat import EmbodiaChatModel, langchain_tool
 from embodia.policies.hf import HFPolicy
 from embodia.policies.scripted import ScriptedPolicy
-from embodia.tools.base import Tool, ToolBox
-
-ADD = Tool(
-    "add",
-    "Add two integers.",
-    {
-        "type": "object",
-        "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "maximum": 10}},
-        "required": ["a", "b"],
-        "additionalProperties": False,
-    },
-    lambda a, b: a + b,
-)
+from embodia.tools.base import ToolBox
 
 
 def _call(arguments: str) -> str:

@@ -6,24 +6,13 @@ from __future__ import annotations
 import json
 
 import pytest
+from tool_specs import DESCRIBE, goto_waypoint
 
 from embodia.core.chat import Completion, Message, PolicyError
 from embodia.core.tool_calls import ToolSpecError, check_tools, parse_tool_calls
 from embodia.policies.scripted import ScriptedPolicy
 
-GOTO = {
-    "type": "function",
-    "function": {
-        "name": "goto_waypoint",
-        "description": "Walk to a numbered waypoint.",
-        "parameters": {
-            "type": "object",
-            "properties": {"index": {"type": "integer", "minimum": 0}},
-            "required": ["index"],
-        },
-    },
-}
-DESCRIBE = {"type": "function", "function": {"name": "describe_map", "parameters": {"type": "object"}}}
+GOTO = goto_waypoint()
 
 
 def _call(name: str, arguments: object) -> str:

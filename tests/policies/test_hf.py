@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tool_specs import DESCRIBE, goto_waypoint
 from transformers import AutoConfig, AutoProcessor, AutoTokenizer, CLIPVisionConfig
 
 from embodia.core.chat import Message, Policy, PolicyError
@@ -296,14 +297,7 @@ def test_bad_options(tiny_chat_lm_dir: Path) -> None:
 
 # --- native tool calls ---------------------------------------------------------------------------
 
-GOTO = {
-    "type": "function",
-    "function": {
-        "name": "goto_waypoint",
-        "description": "Walk to a numbered waypoint.",
-        "parameters": {"type": "object", "properties": {"index": {"type": "integer"}}, "required": ["index"]},
-    },
-}
+GOTO = goto_waypoint()
 TOOL_TURNS: list[Message] = [
     *MESSAGES,
     {
@@ -342,28 +336,7 @@ def test_the_template_lists_the_tools_and_carries_calls_and_results(
     assert all(call.id.startswith("call_1_") for call in completion.tool_calls)
 
 
-BOUNDED_GOTO = {
-    "type": "function",
-    "function": {
-        "name": "goto_waypoint",
-        "description": "Walk to a numbered waypoint.",
-        "parameters": {
-            "type": "object",
-            "properties": {"index": {"type": "integer", "minimum": 0, "maximum": 9}},
-            "required": ["index"],
-            "additionalProperties": False,
-        },
-    },
-}
-"""Bounded, and closed to other keys: with random weights an unbounded integer, or keys the
-schema leaves open, run on until the token budget."""
-DESCRIBE = {
-    "type": "function",
-    "function": {
-        "name": "describe_map",
-        "parameters": {"type": "object", "properties": {}, "additionalProperties": False},
-    },
-}
+BOUNDED_GOTO = goto_waypoint(maximum=9)
 
 
 @pytest.mark.parametrize(("kind", "temperature"), [("chat_lm", 0.0), ("chat_lm", 1.0), ("vlm", 0.0)])

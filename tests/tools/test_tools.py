@@ -4,27 +4,17 @@ from __future__ import annotations
 
 import gymnasium
 import pytest
+from tool_specs import ADD
 
 import embodia.envs  # noqa: F401
 from embodia.core.parsing import ParseFailure
 from embodia.policies.scripted import ScriptedPolicy
-from embodia.tools.base import Tool, ToolBox
+from embodia.tools.base import ToolBox
 from embodia.tools.exploration import exploration_tools
 
 
 def _box() -> ToolBox:
-    add = Tool(
-        "add",
-        "Add two integers.",
-        {
-            "type": "object",
-            "properties": {"a": {"type": "integer"}, "b": {"type": "integer", "maximum": 10}},
-            "required": ["a", "b"],
-            "additionalProperties": False,
-        },
-        lambda a, b: a + b,
-    )
-    return ToolBox([add])
+    return ToolBox([ADD])
 
 
 @pytest.mark.parametrize(
