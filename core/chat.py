@@ -156,12 +156,15 @@ def context_window(policy: object) -> ContextWindow | None:
 
 
 def count_prompt_tokens(
-    policy: object, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()
+    policy: object, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = (), tools: Tools = ()
 ) -> int | None:
-    """Tokens of the prompt ``messages`` (and ``images``) make for this policy's model, chat
-    template and generation prompt included; None when its backend cannot count them."""
+    """Tokens of the prompt ``messages`` (with ``images`` and the ``tools`` offered) make for
+    this policy's model, chat template and generation prompt included; None when its backend
+    cannot count them."""
     method = getattr(policy, "count_tokens", None)
-    return method(messages, images) if callable(method) else None
+    if not callable(method):
+        return None
+    return method(messages, images, tools) if tools else method(messages, images)
 
 
 def check_output_budget(
@@ -225,8 +228,8 @@ class Policy(Protocol):
 
     The backends also say what their model's context holds, which this protocol leaves
     optional so that any object with ``complete`` stays a policy: ``context_window() ->
-    ContextWindow | None`` and ``count_tokens(messages, images) -> int | None`` (the prompt's
-    tokens with the model's tokenizer and chat template). Use :func:`context_window` and
+    ContextWindow | None`` and ``count_tokens(messages, images, tools) -> int | None`` (the
+    prompt's tokens with the model's tokenizer and chat template). Use :func:`context_window` and
     :func:`count_prompt_tokens`, which answer None for a policy without them.
     """
 
@@ -499,13 +502,18 @@ class ChatPolicy(ABC):
         return None
 
     def count_tokens(
-        self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = ()
+        self, messages: Sequence[Message], images: Sequence[NDArray[np.uint8]] = (), tools: Tools = ()
     ) -> int | None:
-        """Tokens of the prompt ``messages`` and ``images`` make; None without a tokenizer. The
-        request is checked as :meth:`complete` checks it, then counted by :meth:`_count_tokens`."""
+        """Tokens of the prompt ``messages``, ``images`` and the ``tools`` offered make (the
+        template lists the tools in the prompt); None without a tokenizer. The request is
+        checked as :meth:`complete` checks it, then counted by :meth:`_count_tokens`."""
         check_messages(messages, images)
-        return self._count_tokens(messages, images)
+        try:
+            check_tools(tools, "auto")
+        except EmbodiaError as error:
+            raise PolicyError(str(error)) from None
+        return self._count_tokens(messages, images, tuple(tools))
 
-    def _count_tokens(self, messages: Sequence[Message], images: Images) -> int | None:
+    def _count_tokens(self, messages: Sequence[Message], images: Images, tools: Tools) -> int | None:
         """The backend's count of a checked prompt; None when it has no tokenizer."""
         return None

@@ -163,10 +163,11 @@ def parse_tool_calls(text: str, *, id_prefix: str = "call") -> tuple[str, tuple[
 
     Reads the Hermes markup, ``<tool_call>{"name": ..., "arguments": {...}}</tool_call>``,
     several per reply, a last one cut off by the token budget included (it comes back with
-    an error). Calls drafted inside ``<think>`` blocks are reasoning, not calls. A reply that
-    is nothing but one call object (no tags, perhaps in a code fence) counts as that call,
-    as small models often answer so; ``"parameters"`` is read as ``"arguments"``, a
-    ``"tool"`` key as ``"name"``, and arguments written as a JSON string are decoded.
+    an error, unless only its closing tag was cut). Calls drafted inside ``<think>`` blocks
+    are reasoning, not calls. A reply that is nothing but one call object (no tags, perhaps
+    in a code fence) counts as that call, as small models often answer so; ``"parameters"``
+    is read as ``"arguments"``, a ``"tool"`` key as ``"name"``, and arguments written as a
+    JSON string are decoded.
     """
     visible = _THINK.sub("", text)
     bodies = [m.group(1) for m in _CALL.finditer(visible)]
@@ -179,8 +180,20 @@ def parse_tool_calls(text: str, *, id_prefix: str = "call") -> tuple[str, tuple[
         if not (body.startswith("{") and _looks_like_call(body)):
             return text, ()
         bodies, content = [body], ""
-    calls = tuple(_read_call(body, f"{id_prefix}_{i}") for i, body in enumerate(bodies))
+    calls = tuple(_read_call(_without_partial_end(body), f"{id_prefix}_{i}") for i, body in enumerate(bodies))
     return content, calls
+
+
+_END = "</tool_call>"
+
+
+def _without_partial_end(body: str) -> str:
+    """``body`` without the start of a closing tag the token budget cut (``...}</tool``): the
+    call itself is whole."""
+    for size in range(len(_END) - 1, 0, -1):
+        if body.endswith(_END[:size]):
+            return body[:-size]
+    return body
 
 
 def _looks_like_call(body: str) -> bool:

@@ -326,11 +326,11 @@ class HFPolicy(chat.ChatPolicy):
             return None
         return chat.ContextWindow(self.context_length, str(self.path))
 
-    def _count_tokens(self, messages: Sequence[chat.Message], images: chat.Images) -> int:
+    def _count_tokens(self, messages: Sequence[chat.Message], images: chat.Images, tools: chat.Tools) -> int:
         """Tokens of the chat prompt as :meth:`complete` would feed it (template, generation
-        prompt and each image's tokens included)."""
+        prompt, the tools' listing and each image's tokens included)."""
         self._check_images(images)
-        return int(self._encode(messages, images, to_device=False)["input_ids"].shape[1])
+        return int(self._encode(messages, images, tools=tools, to_device=False)["input_ids"].shape[1])
 
     def _check_images(self, images: Sequence[NDArray[np.uint8]]) -> None:
         if images and not self.accepts_images:

@@ -37,7 +37,7 @@ from PIL import Image
 from embodia.core import chat
 from embodia.core.chat import ContextOverflowError, PolicyError
 from embodia.core.random_weights import random_weights_note
-from embodia.core.tool_calls import ToolCall, ToolChoice, call_from_parts, chosen_name
+from embodia.core.tool_calls import ToolCall, ToolChoice, call_from_parts, chosen_name, forced_call_schema
 
 logger = logging.getLogger(__name__)
 
@@ -104,6 +104,12 @@ def build_chat_request(
     only when asked for (``top_logprobs > 0`` implies ``logprobs``); ``stop`` and
     ``extra_body`` only when non-empty; ``tools`` with their ``tool_choice`` (a named one as
     ``{"type": "function", "function": {"name": N}}``) only when there are tools.
+
+    A choice that forces a call asks for exactly one (``parallel_tool_calls: false``) whose
+    arguments match their schema: each tool is sent ``strict`` unless it says otherwise,
+    which is what makes vLLM decode the arguments under the schema and not only the call's
+    envelope. The other backends decode a forced call the same way
+    (:func:`~embodia.core.tool_calls.forced_call_schema`).
     """
     params = params or chat.SamplingParams()
     request: dict[str, Any] = {
@@ -119,14 +125,28 @@ def build_chat_request(
     if params.stop:
         request["stop"] = list(params.stop)
     if tools:
-        request["tools"] = [dict(tool) for tool in tools]
         named = chosen_name(tool_choice)
+        request["tools"] = wire_tools(tools, tool_choice)
         request["tool_choice"] = (
             tool_choice if named is None else {"type": "function", "function": {"name": named}}
         )
+        if forced_call_schema(tools, tool_choice) is not None:
+            request["parallel_tool_calls"] = False
     if extra_body:
         request["extra_body"] = dict(extra_body)
     return request
+
+
+def wire_tools(tools: chat.Tools, tool_choice: ToolChoice) -> list[dict[str, Any]]:
+    """The ``tools`` as sent: under a choice that forces a call, each ``"strict": true``
+    unless it sets ``strict`` itself (the template lists them so, which the prompt's token
+    count must include)."""
+    if forced_call_schema(tools, tool_choice) is None:
+        return [dict(tool) for tool in tools]
+    return [
+        {**tool, "function": {**tool["function"], "strict": tool["function"].get("strict", True)}}
+        for tool in tools
+    ]
 
 
 def parse_chat_body(body: str, source: str) -> ChatCompletion:
@@ -472,7 +492,7 @@ class OpenAICompatPolicy(chat.ChatPolicy):
                     _server_message(error), model=self.model, at=self.base_url, max_tokens=params.max_tokens
                 )
                 if overflow is not None:
-                    raise self._counted(overflow, messages, images) from error
+                    raise self._counted(overflow, request) from error
             raise self._error(error) from error
         if on_text is None:
             response = parse_chat_body(raw.text, self.base_url)
@@ -483,18 +503,15 @@ class OpenAICompatPolicy(chat.ChatPolicy):
             response, latency, source=self.base_url, top_logprobs=top if top else None
         )
 
-    def _counted(
-        self,
-        overflow: ContextOverflowError,
-        messages: Sequence[chat.Message],
-        images: Sequence[NDArray[np.uint8]],
-    ) -> ContextOverflowError:
-        """The overflow with the prompt's exact size: vLLM 0.32 says only "at least N" (and N is
-        one past the context)."""
+    def _counted(self, overflow: ContextOverflowError, request: chat.ChatRequest) -> ContextOverflowError:
+        """The overflow with the prompt's exact size (the tools' listing included): vLLM 0.32
+        says only "at least N" (and N is one past the context)."""
         if overflow.prompt_tokens is None:
             return overflow
         try:
-            exact = self.count_tokens(messages, images)
+            exact = self.count_tokens(
+                request.messages, request.images, wire_tools(request.tools, request.tool_choice)
+            )
         except PolicyError:
             exact = None
         if exact is None:
@@ -546,17 +563,22 @@ class OpenAICompatPolicy(chat.ChatPolicy):
             self._window_asked = True
         return self._window
 
-    def _count_tokens(self, messages: Sequence[chat.Message], images: chat.Images) -> int | None:
+    def _count_tokens(
+        self, messages: Sequence[chat.Message], images: chat.Images, tools: chat.Tools
+    ) -> int | None:
         """Tokens of the chat prompt, from vLLM's ``POST /tokenize`` (the server's own chat
-        template and tokenizer, generation prompt included). None when the server has no such
-        endpoint (any OpenAI-compatible server but vLLM's); that is logged once."""
+        template and tokenizer, generation prompt and the tools' listing included). None when
+        the server has no such endpoint (any OpenAI-compatible server but vLLM's); that is
+        logged once."""
         if self._tokenize_missing:
             return None
-        payload = {
+        payload: dict[str, Any] = {
             "model": self.model,
             "messages": wire_messages(messages, images),
             "add_generation_prompt": True,
         }
+        if tools:
+            payload["tools"] = [dict(tool) for tool in tools]
         root = self.base_url.removesuffix("/v1")
         try:
             answer = self._client.post(f"{root}/tokenize", cast_to=object, body=payload)

@@ -27,6 +27,7 @@ from typing import Any
 from embodia.core import chat
 from embodia.core.chat import ContextOverflowError, PolicyError
 from embodia.core.random_weights import random_weights_note
+from embodia.core.tool_calls import forced_call_schema
 from embodia.policies.openai_compat import overflow_from_message, wire_messages
 
 logger = logging.getLogger(__name__)
@@ -106,6 +107,7 @@ class VLLMOfflinePolicy(chat.ChatPolicy):
         self.max_logprobs = int(max_logprobs)
         vllm = _import_vllm()
         self._sampling_params_type = vllm.SamplingParams
+        self._structured_type = importlib.import_module("vllm.sampling_params").StructuredOutputsParams
         started = time.perf_counter()
         try:
             self._llm = vllm.LLM(
@@ -140,14 +142,17 @@ class VLLMOfflinePolicy(chat.ChatPolicy):
         tokens = int(getattr(config, "max_model_len", self.max_model_len))
         return chat.ContextWindow(tokens, str(self.path), remedy=CONTEXT_REMEDY)
 
-    def _count_tokens(self, messages: Sequence[chat.Message], images: chat.Images) -> int | None:
-        """Tokens of the chat prompt from the engine's tokenizer and chat template; None with
-        images, whose tokens only vLLM's multimodal processor knows."""
+    def _count_tokens(
+        self, messages: Sequence[chat.Message], images: chat.Images, tools: chat.Tools
+    ) -> int | None:
+        """Tokens of the chat prompt from the engine's tokenizer and chat template (the tools'
+        listing included); None with images, whose tokens only vLLM's multimodal processor knows."""
         if images:
             return None
+        template_tools = {"tools": [dict(tool) for tool in tools]} if tools else {}
         try:
             ids = self._llm.get_tokenizer().apply_chat_template(
-                wire_messages(messages), add_generation_prompt=True, tokenize=True
+                wire_messages(messages), add_generation_prompt=True, tokenize=True, **template_tools
             )
         except Exception as error:  # a template that refuses the conversation
             raise PolicyError(f"cannot apply {self.path}'s chat template: {error}") from error
@@ -161,12 +166,17 @@ class VLLMOfflinePolicy(chat.ChatPolicy):
             raise PolicyError(
                 f"top_logprobs {params.top_logprobs} exceeds this policy's max_logprobs {self.max_logprobs}"
             )
+        # A forced call (``required``, a named tool) is decoded under its schema by vLLM's
+        # structured outputs, as its server does, so a random-weight model still calls validly.
+        schema = forced_call_schema(request.tools, request.tool_choice)
+        structured = {} if schema is None else {"structured_outputs": self._structured_type(json=schema)}
         sampling = self._sampling_params_type(
             max_tokens=params.max_tokens,
             temperature=params.temperature,
             logprobs=params.top_logprobs if params.wants_logprobs else None,
             stop=list(params.stop) or None,
             seed=self.seed,
+            **structured,
         )
         # The same wire messages as the OpenAI-compatible backend.
         conversation = wire_messages(messages, images)
@@ -188,7 +198,7 @@ class VLLMOfflinePolicy(chat.ChatPolicy):
                 )
                 if overflow is not None and overflow.prompt_tokens is not None and not images:
                     # vLLM says "at least N": the prompt's own size is the tokenizer's count
-                    exact = self.count_tokens(messages)
+                    exact = self.count_tokens(messages, tools=request.tools)
                     overflow = ContextOverflowError(
                         overflow.window, prompt_tokens=exact, max_tokens=params.max_tokens
                     )

@@ -119,6 +119,15 @@ def test_several_calls_without_closing_tags() -> None:
     assert [(c.name, c.arguments) for c in calls] == [("describe_map", {}), ("goto_waypoint", {"index": 0})]
 
 
+@pytest.mark.parametrize("cut", ["<", "</tool", "</tool_call"])
+def test_a_call_whose_closing_tag_the_budget_cut_is_whole(cut: str) -> None:
+    """vLLM under a schema writes JSON whitespace (``\\r``) a random model then fills the
+    budget with, so a reply may end in the middle of ``</tool_call>``."""
+    reply = '<tool_call>\n{"name": "goto_waypoint", "arguments": {"index"\r \r:\r 5}}\n' + cut
+    content, (call,) = parse_tool_calls(reply)
+    assert (call.arguments, call.ok, content) == ({"index": 5}, True, "")
+
+
 @pytest.mark.parametrize(
     ("tools", "choice", "message"),
     [

@@ -485,8 +485,9 @@ def test_tools_and_the_tool_conversation_go_on_the_wire() -> None:
         {"role": "assistant", "content": "", "tool_calls": [call]},
         {"role": "tool", "content": '{"reached": true}', "tool_call_id": "call_0_0"},
     ]
+    request = build_chat_request(messages, model="m", tools=TOOLS, tool_choice="auto")
+    assert request["tools"] == TOOLS and "parallel_tool_calls" not in request
     request = build_chat_request(messages, model="m", tools=TOOLS, tool_choice={"name": "goto_waypoint"})
-    assert request["tools"] == TOOLS
     assert request["tool_choice"] == {"type": "function", "function": {"name": "goto_waypoint"}}
     assert request["messages"][1]["tool_calls"] == [call]
     assert request["messages"][2] == {
@@ -498,6 +499,19 @@ def test_tools_and_the_tool_conversation_go_on_the_wire() -> None:
         build_chat_request(messages, model="m", tools=TOOLS, tool_choice="required")["tool_choice"]
         == "required"
     )
+
+
+def test_a_forced_call_is_asked_for_once_with_strict_arguments() -> None:
+    """vLLM pins a call's arguments to their schema only for ``strict`` tools; a tool that
+    says ``strict: false`` itself keeps it."""
+    say = {"name": "say", "strict": False, "parameters": {"type": "object"}}
+    loose = {"type": "function", "function": say}
+    for choice in ("required", {"name": "goto_waypoint"}):
+        request = build_chat_request(MESSAGES, model="m", tools=[*TOOLS, loose], tool_choice=choice)
+        assert request["parallel_tool_calls"] is False
+        assert [tool["function"]["strict"] for tool in request["tools"]] == [True, False]
+        assert request["tools"][0]["function"]["parameters"] == TOOLS[0]["function"]["parameters"]
+    assert "strict" not in TOOLS[0]["function"]  # the caller's tools are not changed
     assert "tools" not in build_chat_request(MESSAGES, model="m") and "tool_choice" not in build_chat_request(
         MESSAGES, model="m"
     )

@@ -24,9 +24,11 @@ def load_reference_model(model_dir: Path) -> Any:
     return AutoModelForCausalLM.from_pretrained(model_dir, local_files_only=True, dtype="float32").eval()
 
 
-def prompt_ids(tokenizer: Any, messages: list[Message]) -> list[int]:
-    """The chat template's token ids for ``messages`` plus the assistant header."""
-    encoded = tokenizer.apply_chat_template(messages, add_generation_prompt=True, tokenize=True)
+def prompt_ids(
+    tokenizer: Any, messages: list[Message], tools: list[dict[str, Any]] | None = None
+) -> list[int]:
+    """The chat template's token ids for ``messages`` (listing ``tools``) plus the assistant header."""
+    encoded = tokenizer.apply_chat_template(messages, tools=tools, add_generation_prompt=True, tokenize=True)
     ids = encoded["input_ids"] if hasattr(encoded, "keys") else encoded
     return [int(i) for i in ids]
 

@@ -35,6 +35,9 @@ OFFLINE_ENV = {
 }
 # The CPU backend reserves its KV cache up front; 1 GiB holds thousands of 512-token requests.
 CPU_ENV = {"VLLM_CPU_KVCACHE_SPACE": "1"}
+# Native tool calls (docs/vllm.md): the server reads the Hermes <tool_call> markup the tiny
+# models' Qwen-style template teaches, and decodes a forced call under its schema.
+TOOL_CALL_ARGS = ("--enable-auto-tool-choice", "--tool-call-parser", "hermes")
 
 
 def vllm_installed() -> bool:
@@ -132,6 +135,7 @@ class VLLMServer:
             # Sampling defaults come from the request, not the model's generation_config.json.
             "--generation-config",
             "vllm",
+            *TOOL_CALL_ARGS,
             *self.extra_args,
         ]
 
