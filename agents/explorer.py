@@ -45,11 +45,17 @@ from embodia.agents.explorer_schema import (
     PointChoice,
     VLMChoice,
 )
-from embodia.agents.instructions import instruction_categories, instruction_rooms, open_plan_signs, other_room
+from embodia.agents.instructions import (
+    foreign_signs,
+    instruction_categories,
+    instruction_rooms,
+    open_plan_signs,
+    other_room,
+)
 from embodia.agents.runtime import RunRecorder, emit
 from embodia.core.chat import Message, Policy
 from embodia.core.parsing import AskRecord
-from embodia.perception.bev import FrontierSegment
+from embodia.perception.bev import UNKNOWN, FrontierSegment
 from embodia.perception.planning import DistanceField, distance_field
 from embodia.perception.regions import Region, RegionTracker
 from embodia.perception.waypoints import (
@@ -83,6 +89,21 @@ class ExplorerConfig:
     """Panorama pixels it must cover, where the map does not show it (beyond its range)."""
     target_reach_m: float = 1.5
     """An object this close to the agent, or to one already walked to, is not sought."""
+    foreign_reach_m: float = 5.0
+    """A point in plain sight of a sure sign of a room not asked for (a bed while the kitchen
+    is) and this close to it lies in that room, which the search skips (rooms are 3-5 m)."""
+    search_reach_m: float = 3.0
+    """How far past a frontier the search looks into unknown space for what it opens."""
+    search_rays: int = 36
+    """Rays cast from a frontier into unknown space (10 degrees apart)."""
+    search_commitment: float = 2.0
+    """How many times the frontier the search last headed for counts, within ``tried_radius_m``
+    of it, so that a walk cut at the horizon goes on rather than turning back and forth."""
+    around_rays: int = 90
+    """Rays cast on the map to see what stands around an object sighted (4 degrees apart)."""
+    around_min_rays: int = 2
+    """Rays that must hit a category for it to count as standing around the object, so that
+    a glimpse through a doorway of the next room does not."""
     region_bonus_m2: float = 2.0
     """Score bonus for staying inside the current region (depth first)."""
     max_region_visits: int = 3
@@ -159,6 +180,13 @@ class ExplorerContext:
         the kitchen is asked for): sought when nothing of the room itself is in view."""
         known = set(self.env.simulator.categories)
         return frozenset(name for name in open_plan_signs(self.rooms) if name in known) - self.targets
+
+    @property
+    def foreign(self) -> frozenset[str]:
+        """Objects that surely stand in a room the instruction does not name (a bed when the
+        kitchen is asked for): the rooms around them are not searched."""
+        known = set(self.env.simulator.categories)
+        return frozenset(name for name in foreign_signs(self.rooms) if name in known)
 
 
 # ---------------------------------------------------------------------- tree helpers
@@ -299,12 +327,14 @@ def _other_room(context: ExplorerContext, categories: Sequence[str]) -> bool:
 
 
 def _heuristic_pick(state: ExplorerState, context: ExplorerContext) -> HeuristicChoice | None:
-    """Best informative candidate: gain - distance, plus depth-first and instruction bonuses."""
+    """Best informative candidate: gain - distance, plus depth-first and instruction bonuses;
+    told to explore a room first, none in a room seen to be another (:func:`_foreign_rooms`)."""
     cfg = context.config
     current = state.get("current_region", -1)
+    foreign = _foreign_rooms(context)
     best: tuple[float, Candidate] | None = None
     for c in state.get("candidates", []):
-        if c["gain_m2"] < cfg.min_gain_m2:
+        if c["gain_m2"] < cfg.min_gain_m2 or foreign(np.asarray(c["point"], dtype=np.float64)):
             continue
         score = c["gain_m2"] - context.env.waypoint_config.distance_weight * c["distance"]
         if c["region"] == current and current >= 0:
@@ -466,15 +496,7 @@ def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph)
     ancestors = set(nx.shortest_path(tree, ROOT, node)) if tree.has_node(node) else set()
     by_id = {region.id: region for region in context.regions}
     position = np.asarray(context.env.simulator.pose.position, dtype=np.float64)
-    # Frontier spots walked to already: a frontier still there after the walk cannot be seen
-    # past from where the agent can stand (a gap under furniture, a sliver behind a door).
-    tried = [np.asarray(p, dtype=np.float64) for p in tree.graph.setdefault("tried", [])]
-
-    def fresh(target: NDArray[np.float64]) -> bool:
-        return _flat_distance(target, position) > 0.5 and all(
-            _flat_distance(target, p) > cfg.tried_radius_m for p in tried
-        )
-
+    fresh = _untried(context, tree, position)
     options: list[tuple[FrontierSegment, str | None, float]] = []
     in_regions: set[tuple[float, float]] = set()
     for region_node in order:
@@ -493,18 +515,17 @@ def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph)
     for segment in context.env.bev.frontiers():
         if fresh(segment.target) and (float(segment.target[0]), float(segment.target[2])) not in in_regions:
             options.append((segment, None, 1.0))
+    # Told to explore a room first: not into rooms seen to be others while any frontier is
+    # left outside them (a room may be reached only through another).
+    foreign = _foreign_rooms(context)
+    elsewhere = [option for option in options if not foreign(option[0].target)]
+    options = elsewhere or options
     if not options:
         return None
     field = _map_paths(context, position)
     cost = [_path_cost(context, field, position, segment.target) for segment, _, _ in options]
-    # A frontier up or down a flight of stairs opens a whole floor, not the few cells of it
-    # seen from below: it counts as much as ``stairs_weight`` frontiers of this floor.
-    floor = float(position[1])
     value = [
-        w
-        * seg.size
-        * (cfg.stairs_weight if abs(float(seg.target[1]) - floor) > STAIRS_RISE_M else 1.0)
-        / (1.0 + c)
+        w * seg.size * _floor_weight(context, seg, position) / (1.0 + c)
         for (seg, _, w), c in zip(options, cost, strict=True)
     ]
     best, into, _ = options[int(np.argmax(value))]
@@ -524,6 +545,95 @@ def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph)
     if into is not None:
         choice["to"] = into
     return choice
+
+
+def _untried(
+    context: ExplorerContext, tree: nx.DiGraph, position: NDArray[np.float64]
+) -> Callable[[NDArray[np.float64]], bool]:
+    """Whether a frontier spot is worth walking to: not where the agent stands, nor near a
+    spot walked to already (the tree's ``tried`` list): a frontier still there after the walk
+    cannot be seen past from where the agent can stand (a gap under furniture, a sliver
+    behind a door)."""
+    tried = [np.asarray(p, dtype=np.float64) for p in tree.graph.setdefault("tried", [])]
+    radius = context.config.tried_radius_m
+
+    def fresh(target: NDArray[np.float64]) -> bool:
+        return _flat_distance(target, position) > 0.5 and all(
+            _flat_distance(target, p) > radius for p in tried
+        )
+
+    return fresh
+
+
+def _floor_weight(context: ExplorerContext, segment: FrontierSegment, position: NDArray[np.float64]) -> float:
+    """A frontier up or down a flight of stairs opens a whole floor, not the few cells of it
+    seen from below: it counts as much as ``stairs_weight`` frontiers of this floor."""
+    rise = abs(float(segment.target[1] - position[1]))
+    return context.config.stairs_weight if rise > STAIRS_RISE_M else 1.0
+
+
+def _search(context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | None:
+    """Told to explore a room first while nothing of it is on the map: walk to the frontier
+    that opens the most unseen space (:func:`unseen_behind`) per metre of path, outside the
+    rooms seen to be others (:func:`_foreign_rooms`) while there is one. A doorway into an
+    unseen room or the open end of a corridor opens metres of space, a corner behind a
+    piece of furniture little, so the search goes from door to door along the corridors,
+    where the depth-first order would finish each room it enters. A far frontier is walked
+    to ``walk_horizon_m`` at most, then the choice is made again."""
+    if not context.targets or _target_cells(context, context.targets).any():
+        return None
+    cfg = context.config
+    bev = context.env.bev
+    position = np.asarray(context.env.simulator.pose.position, dtype=np.float64)
+    fresh = _untried(context, tree, position)
+    foreign = _foreign_rooms(context)
+    options = [segment for segment in bev.frontiers() if fresh(segment.target)]
+    options = [segment for segment in options if not foreign(segment.target)] or options
+    if not options:
+        return None
+    field = _map_paths(context, position)
+    state = bev.state
+    reach = cfg.search_reach_m / bev.config.resolution
+    heading = tree.graph.get("heading")
+    value = []
+    for segment in options:
+        row, col = bev.to_grid(segment.target)
+        opened = unseen_behind(state, (float(row), float(col)), reach, cfg.search_rays)
+        cost = _path_cost(context, field, position, segment.target)
+        kept = (
+            heading is not None and _flat_distance(segment.target, np.asarray(heading)) <= cfg.tried_radius_m
+        )
+        value.append(
+            opened
+            * _floor_weight(context, segment, position)
+            * (cfg.search_commitment if kept else 1.0)
+            / (1.0 + cost)
+        )
+    best = options[int(np.argmax(value))]
+    tree.graph["heading"] = [round(float(v), 4) for v in best.target]
+    goal = _along_path(context, field, best.target)
+    if goal is None:
+        goal = best.target
+        tree.graph["tried"].append([round(float(v), 4) for v in goal])
+    return {"kind": "point", "point": [round(float(v), 4) for v in goal], "by": "search"}
+
+
+def unseen_behind(state: NDArray[np.uint8], cell: Sequence[float], reach: float, rays: int) -> float:
+    """Unknown area (cells) a frontier cell opens onto: rays cast from it go on while the map
+    is unknown (outside the grid counts as unknown), at most ``reach`` cells, and each sweeps
+    the sector out to where it stopped. Unknown space walled in close behind the frontier
+    (a gap behind a sofa) gives little, a doorway into an unseen room or a corridor's open
+    end a half disc."""
+    angles = np.linspace(0.0, 2.0 * np.pi, rays, endpoint=False)
+    along = np.arange(1.0, reach + 0.5, 0.5)
+    rows = np.rint(cell[0] + np.outer(np.sin(angles), along)).astype(np.int64)
+    cols = np.rint(cell[1] + np.outer(np.cos(angles), along)).astype(np.int64)
+    inside = (rows >= 0) & (rows < state.shape[0]) & (cols >= 0) & (cols < state.shape[1])
+    known = np.zeros(rows.shape, dtype=bool)
+    known[inside] = state[rows[inside], cols[inside]] != UNKNOWN
+    stop = np.where(known.any(axis=1), known.argmax(axis=1), len(along))
+    length = np.concatenate([[0.0], along])[stop]
+    return float(0.5 * np.sum(length**2) * (2.0 * np.pi / rays))
 
 
 def _map_paths(context: ExplorerContext, position: NDArray[np.float64]) -> DistanceField | None:
@@ -576,6 +686,43 @@ def _flat_distance(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
     return float(np.hypot(a[0] - b[0], a[2] - b[2]))
 
 
+def _foreign_rooms(context: ExplorerContext) -> Callable[[NDArray[np.float64]], bool]:
+    """Whether a world point lies in a room seen to be one the instruction does not name: in
+    plain sight on the map (no occupied cell between) of a cluster of its sure signs
+    (:attr:`ExplorerContext.foreign`) and within ``foreign_reach_m`` of it. The panorama
+    sees a room from its doorway, so the search need not walk in to tell a bedroom; only
+    sure signs count, as a sofa may stand in an office and a living room may be open to the
+    kitchen. Never true for an untold explorer."""
+    signs = context.foreign
+    if not signs:
+        return lambda point: False
+    bev = context.env.bev
+    cells = _target_cells(context, signs)
+    clusters = _largest_blobs(cells, context.config.min_target_cells, connected=2)
+    blocked = bev.occupied & ~cells
+    reach = context.config.foreign_reach_m
+    centres = [(bev.from_grid(*cluster.mean(axis=0)), cluster.mean(axis=0)) for cluster in clusters]
+
+    def foreign(point: NDArray[np.float64]) -> bool:
+        row, col = bev.to_grid(point)
+        return any(
+            _flat_distance(point, centre) <= reach and in_sight(blocked, grid, (float(row), float(col)))
+            for centre, grid in centres
+        )
+
+    return foreign
+
+
+def in_sight(blocked: NDArray[np.bool_], start: Sequence[float], end: Sequence[float]) -> bool:
+    """Whether the straight line between two (row, col) grid points crosses no ``blocked``
+    cell (the line's cells sampled at half-cell steps; outside the grid counts as clear)."""
+    a, b = np.asarray(start, dtype=np.float64), np.asarray(end, dtype=np.float64)
+    n = max(int(np.ceil(2.0 * float(np.abs(b - a).max()))), 1) + 1
+    rows, cols = np.rint(np.linspace(a, b, n)).astype(np.int64).T
+    inside = (rows >= 0) & (rows < blocked.shape[0]) & (cols >= 0) & (cols < blocked.shape[1])
+    return not bool(blocked[rows[inside], cols[inside]].any())
+
+
 def _target_cells(context: ExplorerContext, targets: frozenset[str]) -> NDArray[np.bool_]:
     """Occupied map cells whose category is one of ``targets`` (by majority vote)."""
     bev = context.env.bev
@@ -622,9 +769,11 @@ def _sighting(
     for centre in _target_clusters(context, targets):
         if new(centre):
             beside = _floor_beside(context, centre)
-            # a desk in a bedroom is not the office's
-            if beside is not None and not _other_room(
-                context, _region_categories(context, _label_at(context, beside))
+            # a desk in a bedroom is not the office's, nor a sofa beside a desk the living room's
+            if (
+                beside is not None
+                and not _other_room(context, _region_categories(context, _label_at(context, beside)))
+                and not _other_room(context, _seen_around(context, centre, targets))
             ):
                 return centre, beside
     for centre in _target_blobs(context, targets):
@@ -638,6 +787,32 @@ def _sighting(
             goal[1] = position[1]
             return centre, goal
     return None
+
+
+def _seen_around(context: ExplorerContext, centre: NDArray[np.float64], skip: frozenset[str]) -> set[str]:
+    """Categories the map shows in plain sight of a point, within ``foreign_reach_m``: the
+    first occupied cell (``skip`` categories seen through) along each of ``around_rays``
+    rays, counted when at least ``around_min_rays`` rays hit it. What stands in one room
+    with an object, unlike a region's categories, which gather the rooms around a corridor;
+    a category glimpsed through a doorway takes few rays."""
+    cfg = context.config
+    bev = context.env.bev
+    names = context.env.simulator.categories
+    label, confidence = bev.semantic_map()
+    label = np.where(confidence >= 0.5, label, 0)
+    blocked = bev.occupied & ~np.isin(label, [names.index(name) for name in skip])
+    row, col = (float(v) for v in bev.to_grid(centre))
+    angles = np.linspace(0.0, 2.0 * np.pi, cfg.around_rays, endpoint=False)
+    along = np.arange(0.0, cfg.foreign_reach_m / bev.config.resolution, 0.5)
+    rows = np.rint(row + np.outer(np.sin(angles), along)).astype(np.int64)
+    cols = np.rint(col + np.outer(np.cos(angles), along)).astype(np.int64)
+    inside = (rows >= 0) & (rows < blocked.shape[0]) & (cols >= 0) & (cols < blocked.shape[1])
+    hit = np.zeros(rows.shape, dtype=bool)
+    hit[inside] = blocked[rows[inside], cols[inside]]
+    rays = np.nonzero(hit.any(axis=1))[0]
+    first = hit[rays].argmax(axis=1)
+    seen, counts = np.unique(label[rows[rays, first], cols[rays, first]], return_counts=True)
+    return {names[int(k)] for k, n in zip(seen, counts, strict=True) if n >= cfg.around_min_rays}
 
 
 def _largest_blobs(mask: NDArray[np.bool_], min_size: int, connected: int = 1) -> list[NDArray[np.int64]]:
@@ -690,7 +865,7 @@ def select(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerS
     pick: Choice | None = (
         _vlm_pick(state, context)
         if context.policy is not None
-        else _seek_target(context, tree) or _heuristic_pick(state, context)
+        else _seek_target(context, tree) or _search(context, tree) or _heuristic_pick(state, context)
     )
     if pick is None:
         pick = _backtrack(state, context, tree) or {"kind": "stop", "by": "done"}

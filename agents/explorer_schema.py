@@ -74,12 +74,13 @@ class VLMChoice(TypedDict):
 
 class PointChoice(TypedDict):
     """A floor point the panorama need not show: an open region's nearest frontier
-    (``backtrack``, ``to`` the region's tree node), the map's nearest one (``frontier``), or
-    the floor beside an object the instruction asks for, seen on the map (``instruction``)."""
+    (``backtrack``, ``to`` the region's tree node), the map's nearest one (``frontier``), the
+    floor beside an object the instruction asks for, seen on the map (``instruction``), or,
+    while nothing of a room asked for is in view, the frontier that opens most (``search``)."""
 
     kind: Literal["point"]
     point: list[float]
-    by: Literal["backtrack", "frontier", "instruction"]
+    by: Literal["backtrack", "frontier", "instruction", "search"]
     to: NotRequired[str]
 
 

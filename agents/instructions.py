@@ -46,6 +46,10 @@ ROOM_SIGNS: tuple[tuple[str, str], ...] = (
 is a bedroom, one with a desk and a sofa an office. Tables, chairs, sinks and cabinets
 stand in many kinds of room and say nothing."""
 
+SURE_SIGNS = frozenset({"bed", "toilet", "bathtub"})
+"""Objects of :data:`ROOM_SIGNS` that stand in no other room than theirs (a desk stands in
+bedrooms too, a sofa in offices): where one is seen, the space around it is surely that room."""
+
 OPEN_PLAN = frozenset({"living room", "kitchen", "dining room"})
 """Rooms that often share one open space, so that what says one of them is there does not
 say the others are not."""
@@ -58,6 +62,15 @@ def open_plan_signs(rooms: frozenset[str]) -> frozenset[str]:
     if not rooms & OPEN_PLAN:
         return frozenset()
     return frozenset(sign for sign, room in ROOM_SIGNS if room in OPEN_PLAN - rooms)
+
+
+def foreign_signs(rooms: frozenset[str]) -> frozenset[str]:
+    """Sure signs (:data:`SURE_SIGNS`) of rooms other than ``rooms`` (a bed or a toilet while
+    the kitchen is asked for): the room around one need not be searched for ``rooms``. None
+    without rooms to search for."""
+    if not rooms:
+        return frozenset()
+    return frozenset(sign for sign, room in ROOM_SIGNS if sign in SURE_SIGNS and room not in rooms)
 
 
 def other_room(categories: Iterable[str], rooms: frozenset[str]) -> bool:

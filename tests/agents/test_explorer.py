@@ -14,6 +14,7 @@ from typing import get_args, get_type_hints
 
 import gymnasium
 import networkx as nx
+import numpy as np
 import pytest
 from scenes import box_room
 
@@ -26,6 +27,7 @@ from embodia.agents.explorer import (
     backtrack_order,
     build_decision_graph,
     build_explorer_graph,
+    in_sight,
     map_update,
     navigate,
     observe,
@@ -33,9 +35,11 @@ from embodia.agents.explorer import (
     regions,
     select,
     tree_of,
+    unseen_behind,
     update_tree,
 )
 from embodia.agents.instructions import (
+    foreign_signs,
     instruction_categories,
     instruction_rooms,
     open_plan_signs,
@@ -44,6 +48,7 @@ from embodia.agents.instructions import (
 )
 from embodia.envs.mapping.measures import RegionCoverage
 from embodia.evals.explore import ExploreSettings, run_exploration
+from embodia.perception.bev import FREE, OCCUPIED, UNKNOWN
 from embodia.sim import CATEGORIES, Pose
 
 SCENE = "procedural:seed=3,rooms=3"
@@ -179,6 +184,27 @@ def test_rooms_are_told_by_what_they_hold() -> None:
     assert open_plan_signs(frozenset({"kitchen"})) == {"tv", "sofa"}
     assert open_plan_signs(frozenset({"living room"})) == {"counter", "refrigerator"}
     assert open_plan_signs(frozenset({"bedroom"})) == frozenset()
+    # rooms the search skips: only where a sure sign stands (a desk may be a bedroom's)
+    assert foreign_signs(frozenset({"kitchen"})) == {"bed", "toilet", "bathtub"}
+    assert foreign_signs(frozenset({"bathroom"})) == {"bed"}
+    assert foreign_signs(frozenset()) == frozenset()
+
+
+def test_sight_lines_and_the_unseen_space_behind_a_frontier() -> None:
+    walls = np.zeros((20, 20), dtype=bool)
+    walls[:, 10] = True
+    walls[8:12, 10] = False  # a doorway
+    assert in_sight(walls, (9.0, 2.0), (10.0, 17.0))  # through the doorway
+    assert not in_sight(walls, (2.0, 2.0), (2.0, 17.0))  # through the wall
+    assert in_sight(walls, (2.0, 2.0), (2.0, 30.0)) is False and in_sight(walls, (2.0, 2.0), (5.0, 8.0))
+    # a frontier cell on the edge of a seen room: into an unseen room it opens a half disc,
+    # into a pocket walled in two cells behind it almost nothing
+    state = np.full((40, 40), UNKNOWN, dtype=np.uint8)
+    state[:, :20] = FREE
+    opened = unseen_behind(state, (20.0, 19.0), 10.0, 36)
+    assert 0.5 * np.pi * 10.0**2 / 2 < opened <= np.pi * 10.0**2 / 2  # rays along the edge stop
+    state[:, 22] = OCCUPIED
+    assert unseen_behind(state, (20.0, 19.0), 10.0, 36) < 0.1 * opened
 
 
 def _room_steps(scene: str, room_kind: str, instruction: str, steps: int) -> tuple[int | None, list[str]]:
