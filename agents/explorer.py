@@ -20,6 +20,7 @@ simulator is deterministic), then the graph carries on from its last finished no
 
 from __future__ import annotations
 
+import json
 import logging
 import math
 import operator
@@ -55,6 +56,7 @@ from embodia.agents.instructions import (
 from embodia.agents.runtime import RunRecorder, emit
 from embodia.core.chat import Message, Policy
 from embodia.core.parsing import AskRecord
+from embodia.core.tool_calls import ToolChoice
 from embodia.perception.bev import UNKNOWN, FrontierSegment
 from embodia.perception.planning import DistanceField, distance_field
 from embodia.perception.regions import Region, RegionTracker
@@ -64,6 +66,7 @@ from embodia.perception.waypoints import (
     pixel_to_world,
     propose_candidates,
 )
+from embodia.tools.base import ToolResult
 
 if TYPE_CHECKING:
     from embodia.envs.mapping.active_mapping import ActiveMappingWaypointEnv
@@ -119,6 +122,9 @@ class ExplorerConfig:
     """Re-asks of a VLM whose reply could not be parsed."""
     max_tokens: int = 256
     """Longest VLM reply, in tokens."""
+    tool_choice: ToolChoice = "required"
+    """How the VLM must use its tools: ``required`` makes every reply a call (backends that can
+    decode it under the tools' schemas do), ``auto`` lets it answer in text too."""
 
 
 class DecisionInput(TypedDict, total=False):
@@ -356,11 +362,13 @@ def _heuristic_pick(state: ExplorerState, context: ExplorerContext) -> Heuristic
 
 
 def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> VLMChoice | None:
-    """Ask the VLM, which answers by calling a tool: ``goto_waypoint`` ends the decision (the
-    navigate node walks there), ``describe_map`` is answered and the model asked again. A plain
-    "Answer: 3" or ``{"choice": 3}`` reply counts as ``goto_waypoint(3)``. A call that fails
-    validation goes back to the model as the re-ask message, and is counted."""
-    from embodia.core.parsing import FollowUp, ParseFailure, ask, parse_choice
+    """Ask the VLM, which answers with native tool calls (offered with
+    ``ExplorerConfig.tool_choice``): ``goto_waypoint`` ends the decision (the navigate node
+    walks there); ``describe_map``, ``look`` and ``recall`` are answered (a look's view goes
+    with the next request as an image) and the model asked again. A reply without a call
+    that names a waypoint ("Answer: 3") counts as ``goto_waypoint(3)``. A call that fails
+    validation is answered with its error and counted, and the model asked again."""
+    from embodia.core.parsing import ParseFailure, ask, parse_choice
     from embodia.perception.bev_image import bev_image
     from embodia.tools.exploration import exploration_tools
 
@@ -377,29 +385,23 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> VLMChoice | Non
         trajectory=env.bev.trajectory,
     )
     tools = exploration_tools(env, context.regions, walk=lambda c: {"walking_to": c.index})
-    n = len(env.candidates)
 
-    def parse(text: str) -> int | ParseFailure | FollowUp:
-        request = tools.parse_call(text)
-        if isinstance(request, ParseFailure):
-            index = parse_choice(text, n)
-            if isinstance(index, ParseFailure):
-                return ParseFailure(f"{request.reason}, and {index.reason}")
-            request = ("goto_waypoint", {"index": index})
-        result = tools.call(*request)
-        if not result.ok:
-            return ParseFailure(result.message())
-        if result.tool == "goto_waypoint":
-            return int(result.value["walking_to"])
-        return FollowUp(result.message())
+    def settles(result: ToolResult) -> int | None:
+        return int(result.value["walking_to"]) if result.tool == "goto_waypoint" else None
+
+    def parse(text: str) -> int | ParseFailure:
+        index = parse_choice(text, len(env.candidates))
+        if isinstance(index, ParseFailure):
+            return ParseFailure(f"no tool call, and {index.reason}")
+        return index
 
     numbers = ", ".join(str(c["index"]) for c in informative)
     instruction = context.instruction or "map the whole house"
     messages: list[Message] = [
         {
             "role": "system",
-            "content": "You control a robot that maps houses. Act by calling one tool per reply, "
-            'written as JSON: {"tool": NAME, "arguments": {...}}. Tools:\n' + tools.prompt(),
+            "content": "You control a robot that maps houses. Act by calling the tools: look around "
+            "or ask about the map if you need to, then walk to a waypoint with goto_waypoint.",
         },
         {
             "role": "user",
@@ -423,8 +425,11 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> VLMChoice | Non
         default=max(informative, key=lambda c: c["gain_m2"])["index"],
         max_retries=context.config.max_retries,
         max_tokens=context.config.max_tokens,
-        format_hint='one tool call, e.g. {"tool": "goto_waypoint", "arguments": {"index": N}}',
+        format_hint="one tool call: goto_waypoint with the waypoint's index",
         on_text=stream,
+        tools=tools.schemas(),
+        tool_choice=context.config.tool_choice,
+        on_calls=lambda calls: tools.answer(calls, settles),
     )
     chosen = next((c for c in state["candidates"] if c["index"] == decision.value), informative[0])
     _report(
@@ -433,7 +438,7 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> VLMChoice | Non
             "decision": number,
             "index": chosen["index"],
             "fallback": decision.fallback,
-            "replies": [a.reply for a in decision.attempts],
+            "replies": [_shown(a) for a in decision.attempts],
             "tool_errors": tools.errors,
         }
     )
@@ -451,6 +456,12 @@ def _vlm_pick(state: ExplorerState, context: ExplorerContext) -> VLMChoice | Non
     }
 
 
+def _shown(attempt: AskRecord) -> str:
+    """A reply as a person reads it: its text, then each call as ``name({...})``."""
+    calls = [f"{c['name']}({json.dumps(c['arguments'])})" for c in attempt.tool_calls]
+    return " ".join([attempt.reply, *calls]).strip()
+
+
 def _attempt_record(attempt: AskRecord) -> AttemptRecord:
     record: AttemptRecord = {
         "reply": attempt.reply,
@@ -460,6 +471,8 @@ def _attempt_record(attempt: AskRecord) -> AttemptRecord:
     }
     if attempt.reply_chars is not None:  # only when the reply was cut to max_reply_chars
         record["reply_chars"] = attempt.reply_chars
+    if attempt.tool_calls:
+        record["calls"] = [dict(call) for call in attempt.tool_calls]
     return record
 
 
@@ -773,7 +786,7 @@ def _sighting(
             if (
                 beside is not None
                 and not _other_room(context, _region_categories(context, _label_at(context, beside)))
-                and not _other_room(context, _seen_around(context, centre, targets))
+                and not _other_room(context, sorted(_seen_around(context, centre, targets)))
             ):
                 return centre, beside
     for centre in _target_blobs(context, targets):

@@ -12,7 +12,7 @@ They are plain dicts at run time, so records and checkpoints hold exactly what t
 
 # No ``from __future__ import annotations``: TypedDict tells NotRequired keys apart only from
 # evaluated annotations (``__optional_keys__``).
-from typing import Literal, NotRequired, TypedDict
+from typing import Any, Literal, NotRequired, TypedDict
 
 
 class Candidate(TypedDict):
@@ -55,6 +55,9 @@ class AttemptRecord(TypedDict):
     latency_s: float
     reply_chars: NotRequired[int]
     """Only when the reply was cut to ``ask``'s ``max_reply_chars``: its full length."""
+    calls: NotRequired[list[dict[str, Any]]]
+    """The reply's native tool calls: each call's id, name and arguments, with its
+    ``result``, or its ``error`` (an unreadable call, arguments against the schema)."""
 
 
 class VLMChoice(TypedDict):

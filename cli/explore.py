@@ -62,6 +62,10 @@ EXPLORE_OPTIONS: OptionTable = {
     "env": FieldOption("primitive (move/turn) or waypoint (pick a candidate); default per agent."),
     "policy": FieldOption("dfs: heuristic, or a VLM policy spec (openai:URL?model=M, hf:DIR)."),
     "instruction": FieldOption('dfs: e.g. "explore the bedroom first".'),
+    "tool_choice": FieldOption(
+        "dfs with a VLM policy: required (every reply a tool call, schema-constrained where the "
+        "backend can) or auto (text answers too)."
+    ),
     "show_graph": OWN,
     "seed": FieldOption("Episode seed."),
     "panorama_height": FieldOption(HEIGHT_HELP, "--height"),

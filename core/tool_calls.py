@@ -24,6 +24,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from embodia.core.json_bounds import Unreadable, load_bounded
 from embodia.errors import EmbodiaError
 
 ToolChoice = Literal["auto", "required", "none"] | Mapping[str, str]
@@ -197,26 +198,16 @@ def _without_partial_end(body: str) -> str:
 
 
 def _looks_like_call(body: str) -> bool:
-    try:
-        value = json.loads(body)
-    except json.JSONDecodeError:
-        return False
+    value = load_bounded(body)
     return isinstance(value, dict) and isinstance(value.get("name", value.get("tool")), str)
 
 
 def _read_call(body: str, call_id: str) -> ToolCall:
     raw = body.strip()
-    try:
-        value = json.loads(raw)
-    except json.JSONDecodeError as error:
+    value = load_bounded(raw)
+    if isinstance(value, Unreadable):
         name = re.search(r'"(?:name|tool)"\s*:\s*"([^"]*)"', raw)
-        return ToolCall(
-            call_id,
-            name.group(1) if name else "",
-            None,
-            raw,
-            error=f"the call is not valid JSON ({error.msg} at character {error.pos})",
-        )
+        return ToolCall(call_id, name.group(1) if name else "", None, raw, error=_json_error(raw))
     if not isinstance(value, dict):
         return ToolCall(call_id, "", None, raw, error=f"a call is a JSON object, got {type(value).__name__}")
     name = value.get("name", value.get("tool"))
@@ -225,16 +216,25 @@ def _read_call(body: str, call_id: str) -> ToolCall:
     return call_from_parts(call_id, name, value.get("arguments", value.get("parameters", {})))
 
 
+def _json_error(text: str) -> str:
+    """Why ``text`` is not a readable call: where its JSON breaks, or that it nests too deep."""
+    try:
+        json.loads(text)
+    except json.JSONDecodeError as error:
+        return f"the call is not valid JSON ({error.msg} at character {error.pos})"
+    except (ValueError, RecursionError):
+        pass
+    return "the call is JSON nested too deep, or holds a number too long to read"
+
+
 def call_from_parts(call_id: str, name: str, arguments: Any) -> ToolCall:
     """A call from its name and arguments, these either parsed JSON or JSON text (as an
     OpenAI server sends them, or a template that double-encodes them)."""
     if isinstance(arguments, str):
-        try:
-            parsed = json.loads(arguments) if arguments.strip() else {}
-        except json.JSONDecodeError as error:
-            return ToolCall(
-                call_id, name, None, arguments, error=f"the arguments are not valid JSON ({error.msg})"
-            )
+        parsed = load_bounded(arguments) if arguments.strip() else {}
+        if isinstance(parsed, Unreadable):
+            error = _json_error(arguments).replace("the call is", "the arguments are")
+            return ToolCall(call_id, name, None, arguments, error=error)
         return ToolCall(call_id, name, parsed, arguments)
     return ToolCall(call_id, name, arguments, json.dumps(arguments, ensure_ascii=False))
 

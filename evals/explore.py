@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, fields
 from functools import partial
 from pathlib import Path
-from typing import Any, cast
+from typing import Any, Literal, cast
 
 import numpy as np
 
@@ -141,6 +141,9 @@ class ExploreSettings:
     """``dfs`` only: ``heuristic`` or a chat-policy spec (``openai:...``, ``hf:...``)."""
     instruction: str = ""
     """``dfs`` only: a language instruction that steers the exploration."""
+    tool_choice: Literal["required", "auto"] = "required"
+    """``dfs`` with a chat policy: ``required`` makes every reply a tool call (decoded under the
+    tools' schemas where the backend can); ``auto`` lets the model answer in text too."""
     scene: str | None = None
     """Scene spec; None draws a procedural house from ``seed``."""
     up: UpAxis = "auto"
@@ -163,6 +166,8 @@ class ExploreSettings:
             raise EmbodiaError("the dfs agent picks panorama waypoints: it runs in the waypoint env only")
         if self.env not in ENV_IDS:
             raise EmbodiaError(f"unknown env {self.env!r}: expected one of {', '.join(ENV_IDS)}")
+        if self.tool_choice not in ("required", "auto"):
+            raise EmbodiaError(f"unknown tool choice {self.tool_choice!r}: expected required or auto")
         check_simulator_kind(self.sim, self.up)
         check_range("the step budget", self.steps, 1, MAX_STEPS)
         check_seed("the episode seed", self.seed)
@@ -386,7 +391,7 @@ def _run_dfs(
     one, means starting over, with the old records set aside too. Each case is a warning
     that names the decisions to be made again.
     """
-    from embodia.agents.explorer import ExplorerContext, build_explorer_graph, replay
+    from embodia.agents.explorer import ExplorerConfig, ExplorerContext, build_explorer_graph, replay
     from embodia.agents.runtime import RunRecorder, new_run_id, run_config, sqlite_checkpointer, stream_run
     from embodia.core.chat import ContextOverflowError
 
@@ -422,6 +427,7 @@ def _run_dfs(
                     env=base,
                     policy=policy,
                     instruction=settings.instruction,
+                    config=ExplorerConfig(tool_choice=settings.tool_choice),
                     recorder=recorder,
                     on_frame=frame,
                     check_record=limit.observe,

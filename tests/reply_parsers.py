@@ -7,12 +7,12 @@ from collections.abc import Callable
 
 from embodia.agents.csmr import _action
 from embodia.core.parsing import extract_json, parse_choice, parse_label, strip_thinking
+from embodia.core.tool_calls import parse_tool_calls
 from embodia.envs.dsr import suites
 from embodia.envs.dsr.env import _state_from_reply
 from embodia.envs.dsr.sandbox import extract_code
 from embodia.envs.dsr.scoring import parse_reply, score_reply
 from embodia.envs.puzzles import TASKS, find_answer, make_task
-from embodia.tools.base import ToolBox
 
 
 def reply_parsers() -> dict[str, Callable[[str], object]]:
@@ -27,7 +27,7 @@ def reply_parsers() -> dict[str, Callable[[str], object]]:
         "dsr.score_reply": lambda reply: score_reply(reply, dsr_instance),
         "dsr.env_state": _state_from_reply,
         "csmr.action": _action,
-        "tools.parse_call": ToolBox.parse_call,
+        "tool_calls.parse_tool_calls": parse_tool_calls,
         "dsr.extract_code": extract_code,
         "puzzles.find_answer": lambda reply: find_answer(reply, ("answer", "path")),
     }

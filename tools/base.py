@@ -1,13 +1,13 @@
 """Agent tools: a function with a JSON-schema argument contract, called from model output.
 
-A model asks for a tool natively (a request's ``tools``, the reply's
-:attr:`~embodia.core.chat.Completion.tool_calls`, run by :meth:`ToolBox.run`), or as JSON
-written in its reply (``{"tool": "goto_waypoint", "arguments": {"index": 2}}``, possibly
-inside prose or code fences), for models prompted with :meth:`ToolBox.prompt`.
-:meth:`ToolBox.call` parses and validates the arguments against the tool's schema before
-running it; anything wrong (unparseable JSON, an unknown tool, a missing or mistyped
-argument, a tool that raises) comes back as a :class:`ToolResult` with a one-line error to
-show the model, and is counted, never raised.
+A model asks for a tool natively: a request's ``tools``, the reply's
+:attr:`~embodia.core.chat.Completion.tool_calls` (read by the backend from a server's calls
+or from the model's ``<tool_call>`` markup, ``core/tool_calls.py``), run by
+:meth:`ToolBox.run`, or a reply's calls all at once by :meth:`ToolBox.answer`.
+:meth:`ToolBox.call` validates the arguments against the tool's schema before running it;
+anything wrong (unparseable JSON, an unknown tool, a missing or mistyped argument, a tool
+that raises) comes back as a :class:`ToolResult` with a one-line error to show the model,
+and is counted, never raised.
 """
 
 from __future__ import annotations
@@ -16,14 +16,19 @@ import json
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
 
 from embodia.core.chat import Message
-from embodia.core.parsing import ParseFailure
+from embodia.core.parsing import CallsAnswer, ParseFailure
 from embodia.core.tool_calls import ToolCall
 from embodia.errors import EmbodiaError
 
 logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -47,6 +52,15 @@ class Tool:
             "type": "function",
             "function": {"name": self.name, "description": self.description, "parameters": self.parameters},
         }
+
+
+@dataclass(frozen=True)
+class ToolImage:
+    """What a tool returns to show the model a picture (a view in some direction): the image
+    goes with the next request, the caption is the tool's answer."""
+
+    image: NDArray[np.uint8]
+    caption: str
 
 
 @dataclass(frozen=True)
@@ -122,27 +136,6 @@ class ToolBox:
             return self._fail(name, f"{type(exc).__name__}: {exc}")
         return ToolResult(tool=name, ok=True, value=value)
 
-    def prompt(self) -> str:
-        """The tools as text, for a model prompted to write calls as JSON in its reply."""
-        lines = []
-        for tool in self.tools.values():
-            properties = tool.parameters.get("properties", {})
-            args = ", ".join(f"{k}: {v.get('type', 'any')}" for k, v in properties.items())
-            lines.append(f"- {tool.name}({args}): {tool.description}")
-        return "\n".join(lines)
-
-    @staticmethod
-    def parse_call(text: str) -> tuple[str, object] | ParseFailure:
-        """The ``{"tool": NAME, "arguments": {...}}`` a model wrote somewhere in ``text``."""
-        from embodia.core.parsing import extract_json, strip_thinking
-
-        request = extract_json(strip_thinking(text))
-        if isinstance(request, ParseFailure):
-            return ParseFailure(f"no tool call found: {request.reason}")
-        if not isinstance(request, dict) or not isinstance(name := request.get("tool"), str):
-            return ParseFailure('a tool call is a JSON object {"tool": NAME, "arguments": {...}}')
-        return name, request.get("arguments", {})
-
     def run(self, call: ToolCall) -> ToolResult:
         """Run a native call (:attr:`Completion.tool_calls`); one that could not be read
         (truncated JSON, no name) fails with the reason, counted like a bad argument."""
@@ -151,10 +144,33 @@ class ToolBox:
             return self._fail(call.name or "?", call.error)
         return self.call(call.name, call.arguments)
 
-    def call_from_text(self, text: str) -> ToolResult:
-        """Parse the call a model wrote in ``text`` and run it."""
-        request = self.parse_call(text)
-        if isinstance(request, ParseFailure):
-            self.calls += 1
-            return self._fail("?", request.reason)
-        return self.call(*request)
+    def answer(self, calls: Sequence[ToolCall], settles: Callable[[ToolResult], T | None]) -> CallsAnswer[T]:
+        """Run a reply's calls in order (:func:`~embodia.core.parsing.ask`'s ``on_calls``).
+
+        ``settles`` turns a result into the decision's value, or None when the call only
+        informs (``describe_map``); the first call that settles ends the reply, and the calls
+        after it are not run. A :class:`ToolImage` result goes to the model as an image. A call
+        that fails makes the reply a failed attempt, its error in its tool message."""
+        messages: list[Message] = []
+        records: list[dict[str, Any]] = []
+        images: list[NDArray[np.uint8]] = []
+        failure: str | None = None
+        for call in calls:
+            result = self.run(call)
+            value = result.value
+            if isinstance(value, ToolImage):
+                images.append(value.image)
+                result = ToolResult(result.tool, True, value.caption)
+            messages.append(result.tool_message(call))
+            records.append(
+                {**call.record(), "result": result.value}
+                if result.ok
+                else {**call.record(), "error": result.error}
+            )
+            if not result.ok:
+                failure = failure or result.message()
+                continue
+            settled = settles(result)
+            if settled is not None:
+                return CallsAnswer(tuple(messages), tuple(records), settled, None, tuple(images))
+        return CallsAnswer(tuple(messages), tuple(records), None, failure, tuple(images))

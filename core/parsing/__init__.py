@@ -39,12 +39,12 @@ blocks), :mod:`.json_scan` (finding and decoding JSON), :mod:`.choice` (:func:`p
 name is importable from ``embodia.core.parsing`` itself.
 """
 
-from embodia.core.parsing.ask import MAX_REPLY_CHARS, AskRecord, Decision, FollowUp, ask
+from embodia.core.json_bounds import MAX_JSON_DEPTH, nested_deeper_than
+from embodia.core.parsing.ask import MAX_REPLY_CHARS, AskRecord, CallsAnswer, Decision, FollowUp, ask
 from embodia.core.parsing.choice import parse_choice
 from embodia.core.parsing.failure import ParseFailure
 from embodia.core.parsing.json_scan import (
     CUT_OFF,
-    MAX_JSON_DEPTH,
     NOT_JSON,
     TOO_DEEP,
     JsonScan,
@@ -52,7 +52,6 @@ from embodia.core.parsing.json_scan import (
     checked_depth,
     decode_bounded,
     extract_json,
-    nested_deeper_than,
     scan_json,
     scan_reply,
 )
@@ -66,6 +65,7 @@ __all__ = [
     "NOT_JSON",
     "TOO_DEEP",
     "AskRecord",
+    "CallsAnswer",
     "Decision",
     "FollowUp",
     "JsonScan",

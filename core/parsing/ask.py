@@ -7,13 +7,14 @@ import logging
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Generic, TypeVar
+from typing import Any, Generic, TypeVar
 
 import numpy as np
 from numpy.typing import NDArray
 
-from embodia.core.chat import ContextOverflowError, Message, Policy, PolicyError
+from embodia.core.chat import ContextOverflowError, Message, Policy, PolicyError, Tools
 from embodia.core.parsing.failure import ParseFailure
+from embodia.core.tool_calls import ToolCall, ToolChoice
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +38,8 @@ class AskRecord:
     reply_chars: int | None = None
     """The reply's length as the model gave it, when that was over ``max_reply_chars`` and it was
     cut (``reply`` holds what was kept and parsed); None when the reply was kept whole."""
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    """The reply's native tool calls, each with its arguments and its result or error."""
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,23 @@ class FollowUp:
     model needs): ``message`` goes back to it and it is asked again, without using a re-ask."""
 
     message: str
+
+
+@dataclass(frozen=True)
+class CallsAnswer(Generic[T]):
+    """What a reply's native tool calls came to (``ask``'s ``on_calls`` makes it).
+
+    ``messages`` answer the calls (``role: tool``, one per call run); ``images`` are what the
+    calls showed (a look in some direction), seen with the next attempt; ``records`` are the
+    calls for the run record, each with its result or error. ``value`` is the decision when a
+    call settled it; otherwise ``failure`` says what was wrong when a call was (counted as a
+    failed attempt), and with neither the calls were questions whose answers go back free."""
+
+    messages: tuple[Message, ...]
+    records: tuple[dict[str, Any], ...]
+    value: T | None = None
+    failure: str | None = None
+    images: tuple[NDArray[np.uint8], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -89,6 +109,9 @@ def ask(
     temperature: float = 0.0,
     format_hint: str = "the answer in the format asked for above",
     max_reply_chars: int = MAX_REPLY_CHARS,
+    tools: Tools = (),
+    tool_choice: ToolChoice = "auto",
+    on_calls: Callable[[tuple[ToolCall, ...]], CallsAnswer[T]] | None = None,
 ) -> Decision[T]:
     """Ask ``policy`` and parse its reply, re-asking up to ``max_retries`` times, then ``default``.
 
@@ -107,6 +130,14 @@ def ask(
 
     ``on_text(attempt, piece)`` streams each reply as the backend generates it.
 
+    With ``tools`` (OpenAI ``tools`` entries, offered with ``tool_choice``), a reply's native
+    calls go to ``on_calls``, and its :class:`CallsAnswer` says what they came to: the
+    assistant's calls and the tool messages answering them join the conversation, the images
+    the calls showed join the request's, and the answer's value ends the asking. Calls that
+    settle nothing are questions (free, up to ``max_follow_ups``, like a :class:`FollowUp`);
+    a bad call is a failed attempt, its error told in its tool message. A reply without calls
+    is read by ``parse`` as before.
+
     A reply longer than ``max_reply_chars`` is cut to that length before it is parsed, kept or
     sent back (degenerate repetition up to the token limit); the record keeps its full length
     in ``reply_chars``. An exception raised by ``parse`` (a parser bug) is logged and counts as a
@@ -120,7 +151,10 @@ def ask(
         raise ValueError(f"max_follow_ups must be >= 0, got {max_follow_ups}")
     if max_reply_chars < 1:
         raise ValueError(f"max_reply_chars must be >= 1, got {max_reply_chars}")
+    if tools and on_calls is None:
+        raise TypeError("ask() with tools needs on_calls: what the reply's tool calls come to")
     conversation: list[Message] = list(messages)
+    images = list(images)
     attempts: list[AskRecord] = []
     failures = follow_ups = 0
     while failures <= max_retries:
@@ -128,13 +162,16 @@ def ask(
         prompt_chars = sum(len(m["content"]) for m in conversation)
         started = time.perf_counter()
         try:
-            completion = policy.complete(
+            request = functools.partial(
+                policy.complete,
                 conversation,
                 images,
                 max_tokens=max_tokens,
                 temperature=temperature,
                 on_text=None if on_text is None else functools.partial(on_text, attempt),
             )
+            # tools only when offered: a policy of the protocol need not take them otherwise
+            completion = request(tools=tools, tool_choice=tool_choice) if tools else request()
         except PolicyError as error:
             if isinstance(error, ContextOverflowError) and not attempts:
                 raise  # the conversation as given does not fit: so would every other decision's
@@ -158,6 +195,27 @@ def ask(
         record = functools.partial(
             AskRecord, attempt, prompt_chars, reply, latency_s=completion.latency_s, reply_chars=reply_chars
         )
+        if completion.tool_calls and on_calls is not None:
+            answer = on_calls(completion.tool_calls)
+            conversation += [completion.assistant_message(), *answer.messages]
+            images += answer.images
+            calls = functools.partial(record, tool_calls=answer.records)
+            if answer.value is not None:
+                attempts.append(calls(answer.value, None))
+                return Decision(answer.value, False, tuple(attempts))
+            if answer.failure is None and follow_ups < max_follow_ups:
+                follow_ups += 1
+                attempts.append(calls(None, None, follow_up="\n".join(m["content"] for m in answer.messages)))
+                continue
+            failures += 1
+            reason = (
+                answer.failure or f"{max_follow_ups} tool results were given already; an answer is needed"
+            )
+            attempts.append(calls(None, reason))
+            logger.info("%s reply %d: %s", policy.name, attempt, reason)
+            if answer.failure is None:
+                conversation.append({"role": "user", "content": f"{reason}. Reply with {format_hint}."})
+            continue
         result = _parse_safely(parse, reply, policy.name, attempt)
         if isinstance(result, FollowUp) and follow_ups < max_follow_ups:
             follow_ups += 1

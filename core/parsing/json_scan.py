@@ -14,12 +14,10 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from embodia.core.json_bounds import MAX_JSON_DEPTH, Unreadable, load_bounded, too_deep
 from embodia.core.parsing.failure import ParseFailure
 from embodia.core.parsing.thinking import empty_reason, strip_thinking
 
-MAX_JSON_DEPTH = 100
-"""Deepest nesting of brackets a reply's JSON may have. Deeper replies (runaway brackets) fail
-with a clear reason before any decoder sees them: Python's decoders recurse per level."""
 TOO_DEEP = ParseFailure(f"the JSON in the reply is nested deeper than {MAX_JSON_DEPTH} levels")
 CUT_OFF = ParseFailure("the JSON in the reply is cut off (brackets left open)")
 _MAX_FAILED_LEVELS = 4
@@ -279,41 +277,21 @@ def _load_lenient(span: str) -> dict[str, object] | list[object] | None:
     return value if isinstance(value, dict | list) else None
 
 
-def nested_deeper_than(value: object, limit: int = MAX_JSON_DEPTH) -> bool:
-    """Whether a decoded value nests lists/dicts more than ``limit`` deep (walked without recursion)."""
-    pending: list[tuple[object, int]] = [(value, 1)]
-    while pending:
-        item, depth = pending.pop()
-        children = item.values() if isinstance(item, dict) else item if isinstance(item, list) else None
-        if children is None:
-            continue
-        if depth > limit:
-            return True
-        pending.extend((child, depth + 1) for child in children if isinstance(child, dict | list))
-    return False
-
-
 NOT_JSON = ParseFailure("the reply is not JSON as a whole")
 
 
 def decode_bounded(text: str) -> object:
     """``json.loads(text)`` for a reply that may be JSON as a whole: the value, :data:`NOT_JSON`,
     or :data:`TOO_DEEP` when it nests deeper than :data:`MAX_JSON_DEPTH`."""
-    try:
-        value = json.loads(text)
-    except ValueError:  # not JSON, or a number of more than 4,300 digits
+    value = load_bounded(text)
+    if value is Unreadable.NOT_JSON:
         return NOT_JSON
-    except RecursionError:  # the C decoder gives up near the interpreter's recursion limit
-        return TOO_DEEP
-    return checked_depth(value, text)
+    return TOO_DEEP if value is Unreadable.TOO_DEEP else value
 
 
 def checked_depth(value: object, text: str) -> object:
-    """``value`` decoded from ``text``, or :data:`TOO_DEEP`. The count of brackets in the text
-    bounds the depth, so the common small reply is not walked."""
-    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
-        return value
-    return TOO_DEEP if nested_deeper_than(value) else value
+    """``value`` decoded from ``text``, or :data:`TOO_DEEP`."""
+    return TOO_DEEP if too_deep(value, text) else value
 
 
 def scan_reply(text: str) -> tuple[str, JsonScan] | ParseFailure:

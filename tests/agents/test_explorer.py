@@ -46,6 +46,7 @@ from embodia.agents.instructions import (
     other_room,
     room_of,
 )
+from embodia.core.tool_calls import parse_tool_calls
 from embodia.envs.mapping.measures import RegionCoverage
 from embodia.evals.explore import ExploreSettings, run_exploration
 from embodia.perception.bev import FREE, OCCUPIED, UNKNOWN
@@ -273,7 +274,8 @@ def test_vlm_policy_is_asked_and_bad_replies_are_re_asked(tmp_path: Path) -> Non
     lines = ["I am not sure.", '{"choice": 1}', "Answer: 0", '```json\n{"choice": 2}\n```']
     replies.write_text("".join(json.dumps({"text": t}) + "\n" for t in lines))
     out = tmp_path / "run"
-    run_exploration(_settings(steps=40, policy=f"scripted:{replies}?loop=true"), out)
+    # tool_choice auto: a reply may answer in text, which is read for a waypoint's number
+    run_exploration(_settings(steps=40, policy=f"scripted:{replies}?loop=true", tool_choice="auto"), out)
     records = [r for r in _decisions(out) if r["choice"]["by"] == "vlm"]
     assert records, "the scripted VLM was never asked"
     first = records[0]
@@ -281,12 +283,18 @@ def test_vlm_policy_is_asked_and_bad_replies_are_re_asked(tmp_path: Path) -> Non
     assert "Instruction:" in first["choice"]["prompt"]
 
 
-def test_vlm_acts_through_tools_and_its_replies_stream(tmp_path: Path) -> None:
+def _call(name: str, arguments: dict) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def test_vlm_acts_through_native_tool_calls_and_its_replies_stream(tmp_path: Path) -> None:
     replies = tmp_path / "replies.jsonl"
     lines = [
-        '{"tool": "describe_map"}',  # information: answered, and asked again for free
-        '{"tool": "goto_waypoint", "arguments": {"index": "two"}}',  # invalid: re-asked
-        'Sure. {"tool": "goto_waypoint", "arguments": {"index": 0}}',
+        _call("describe_map", {}),  # information: answered, and asked again for free
+        _call("recall", {"category": "bed"}) + _call("look", {"direction_deg": 90}),  # two questions
+        _call("goto_waypoint", {"index": "two"}),  # against the schema: answered with the error
+        "Sure. " + _call("goto_waypoint", {"index": 0}),
+        "I do not know.",  # required: a reply without a call is an unreadable call
     ]
     replies.write_text("".join(json.dumps({"text": t}) + "\n" for t in lines))
     out = tmp_path / "run"
@@ -297,40 +305,39 @@ def test_vlm_acts_through_tools_and_its_replies_stream(tmp_path: Path) -> None:
     records = [r for r in _decisions(out) if r["choice"]["by"] == "vlm"]
     assert records, "the scripted VLM was never asked"
     first = records[0]
-    assert [a["reply"] for a in first["attempts"]] == lines
-    described, invalid, valid = first["attempts"]
+    described, looked, invalid, valid = first["attempts"]
+    assert [a["reply"] for a in first["attempts"]] == ["", "", "", "Sure."]  # the calls are apart
+    (describe,) = described["calls"]
+    assert describe["name"] == "describe_map" and "coverage_percent" in describe["result"]
     assert described["failure"] is None and "coverage_percent" in described["tool_result"]
-    assert "index" in invalid["failure"] and invalid["tool_result"] is None
-    assert valid["failure"] is None and not first["choice"]["fallback"]
-    assert first["choice"]["index"] == 0
-    assert (first["choice"]["tool_calls"], first["choice"]["tool_errors"]) == (3, 1)
+    recall, look = looked["calls"]
+    assert recall["arguments"] == {"category": "bed"} and "regions" in recall["result"]
+    assert look["result"].startswith("the next image is the view 90 degrees clockwise")
+    assert "index" in invalid["failure"] and "index" in invalid["calls"][0]["error"]
+    assert valid["failure"] is None and valid["calls"][0]["result"] == {"walking_to": 0}
+    assert [c["id"] for a in first["attempts"] for c in a["calls"]] == [
+        "call_0_0",
+        "call_1_0",
+        "call_1_1",
+        "call_2_0",
+        "call_3_0",
+    ]
+    assert not first["choice"]["fallback"] and first["choice"]["index"] == 0
+    assert (first["choice"]["tool_calls"], first["choice"]["tool_errors"]) == (5, 1)
     _check_schema(_decisions(out), events)
     # The tokens of each reply reach the caller as they stream, and add up to the reply.
     tokens = [e for e in events if e["event"] == "token" and e["decision"] == first["decision"]]
-    for attempt, line in enumerate(lines):
+    for attempt, line in enumerate(lines[:4]):
         assert "".join(e["text"] for e in tokens if e["attempt"] == attempt) == line
     # Events from inside the decision subgraph reach the caller: one navigate per record.
     navigated = [e["decision"] for e in events if e["event"] == "navigate"]
     assert navigated == [r["decision"] for r in _decisions(out)]
     observed = [e["decision"] for e in events if e["event"] == "observe"]
     assert observed[: len(navigated)] == navigated  # both number the decision in progress
-    selects = [e for e in events if e["event"] == "select"]
-    assert selects[0] == {
-        "event": "select",
-        "decision": first["decision"],
-        "index": 0,
-        "fallback": False,
-        "replies": lines,
-        "tool_errors": 1,
-    }
-    assert summary["vlm"] == {
-        "decisions": len(records),
-        "fallbacks": 0,
-        "replies": 3 * len(records),
-        "failed_replies": len(records),
-        "tool_calls": 3 * len(records),
-        "tool_errors": len(records),
-    }
+    # The second decision starts at the fifth line: no call, so an unreadable one, counted.
+    second = records[1]
+    assert second["attempts"][0]["calls"][0]["error"] == "the reply holds no complete call"
+    assert summary["vlm"]["tool_errors"] >= 2
 
 
 def test_a_real_vlm_sees_both_pictures_and_its_replies_stream(tmp_path: Path) -> None:
@@ -364,7 +371,7 @@ def test_a_real_vlm_sees_both_pictures_and_its_replies_stream(tmp_path: Path) ->
         policy=vlm,
         instruction="explore the bedroom first",
         recorder=recorder,
-        config=ExplorerConfig(max_retries=1, max_tokens=12),
+        config=ExplorerConfig(max_retries=1, max_tokens=96),
     )
     events: list[dict] = []
     stream_run(
@@ -378,20 +385,38 @@ def test_a_real_vlm_sees_both_pictures_and_its_replies_stream(tmp_path: Path) ->
     env.close()
     records = [r for r in _decisions(tmp_path) if r["choice"]["by"] == "vlm"]
     assert records, "the VLM was never asked"
-    # Every request carried the marked panorama and the BEV picture.
-    assert vlm.shapes and all(len(shapes) == 2 for shapes in vlm.shapes)
-    assert all(shape[2] == 3 for shapes in vlm.shapes for shape in shapes)
+    # Every request carried the marked panorama and the BEV picture, then the views the
+    # decision's looks so far showed.
+    from embodia.tools.exploration import LOOK_SIZE
+
+    asked = iter(vlm.shapes)
+    for record in records:
+        looks = 0
+        for attempt in record["attempts"]:
+            shapes = next(asked)
+            assert shapes[0] == (48, 96, 3) and shapes[1][2] == 3
+            assert shapes[2:] == [(LOOK_SIZE, LOOK_SIZE, 3)] * looks
+            looks += sum(c["name"] == "look" for c in attempt["calls"])
     tokens = [e["data"] for e in events if e["type"] == "custom" and e["data"]["event"] == "token"]
     for record in records:
         for attempt, entry in enumerate(record["attempts"]):
             streamed = "".join(
                 t["text"] for t in tokens if t["decision"] == record["decision"] and t["attempt"] == attempt
             )
-            assert streamed == entry["reply"]
-        # Random weights rarely write a valid call: whatever happened is accounted for.
+            # the reply streamed whole; the record keeps its text apart from its calls
+            content, calls = parse_tool_calls(streamed)
+            assert (content, [c.arguments for c in calls]) == (
+                entry["reply"],
+                [c["arguments"] for c in entry["calls"]],
+            )
         answered = any(a["failure"] is None and a["tool_result"] is None for a in record["attempts"])
         assert record["choice"]["fallback"] == (not answered)
-    assert any(a["reply"].strip() for r in records for a in r["attempts"]), "nothing was generated"
+    # Every reply was one native call, decoded under the tools' schemas: random weights, and
+    # every call valid, the waypoint one of those drawn.
+    calls = [c for r in records for a in r["attempts"] for c in a["calls"]]
+    assert calls and all("error" not in c for c in calls), calls
+    assert {c["name"] for c in calls} <= {"goto_waypoint", "describe_map", "look", "recall"}
+    assert any(not r["choice"]["fallback"] for r in records)
 
 
 def test_killed_run_resumes_to_the_uninterrupted_result(tmp_path: Path) -> None:

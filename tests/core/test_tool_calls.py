@@ -119,6 +119,21 @@ def test_several_calls_without_closing_tags() -> None:
     assert [(c.name, c.arguments) for c in calls] == [("describe_map", {}), ("goto_waypoint", {"index": 0})]
 
 
+@pytest.mark.parametrize(
+    "reply",
+    [
+        '<tool_call>{"name": "look", "arguments": ' + '{"a": ' * 3000 + "1" + "}" * 3001 + "</tool_call>",
+        '<tool_call>{"name": "look", "arguments": "' + "[" * 3000 + '"}</tool_call>',
+        '<tool_call>{"name": "look", "arguments": {"n": ' + "9" * 5000 + "}}</tool_call>",
+    ],
+)
+def test_calls_nested_too_deep_or_too_long_are_errors_not_crashes(reply: str) -> None:
+    """The JSON decoder raises RecursionError past ~1000 levels and ValueError on 4,300-digit
+    numbers; a model repeating itself writes either."""
+    _, (call,) = parse_tool_calls(reply)
+    assert call.name == "look" and not call.ok and call.arguments is None
+
+
 @pytest.mark.parametrize("cut", ["<", "</tool", "</tool_call"])
 def test_a_call_whose_closing_tag_the_budget_cut_is_whole(cut: str) -> None:
     """vLLM under a schema writes JSON whitespace (``\\r``) a random model then fills the

@@ -144,6 +144,8 @@ def test_waypoint_run_records_candidates_and_resumes(tmp_path: Path) -> None:
     assert resumed["coverage_auc"] == whole["coverage_auc"]
     with pytest.raises(EmbodiaError, match="unknown env"):
         _settings(env="continuous")
+    with pytest.raises(EmbodiaError, match="unknown tool choice 'none': expected required or auto"):
+        _settings(tool_choice="none")
 
 
 def test_cli_explore_shows_the_vlm_decisions(tmp_path: Path) -> None:
@@ -174,5 +176,5 @@ def test_cli_explore_shows_the_vlm_decisions(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     vlm = json.loads((out / "summary.json").read_text())["vlm"]
     assert vlm["decisions"] >= 1 and vlm["tool_errors"] == 0
-    assert 'decision 1: waypoint 1 <- {"tool": "goto_waypoint", "arguments": {"index": 1}}' in result.output
+    assert 'decision 1: waypoint 1 <- goto_waypoint({"index": 1})' in result.output
     assert f"vlm: {vlm['decisions']} decisions (0 fell back)" in result.output

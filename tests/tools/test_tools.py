@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 import gymnasium
+import numpy as np
 import pytest
 from tool_specs import ADD
 
 import embodia.envs  # noqa: F401
-from embodia.core.parsing import ParseFailure
+from embodia.core.tool_calls import parse_tool_calls
 from embodia.policies.scripted import ScriptedPolicy
-from embodia.tools.base import ToolBox
+from embodia.tools.base import Tool, ToolBox, ToolImage
 from embodia.tools.exploration import exploration_tools
+
+PIXEL = np.zeros((1, 1, 3), dtype=np.uint8)
 
 
 def _box() -> ToolBox:
@@ -18,35 +21,50 @@ def _box() -> ToolBox:
 
 
 @pytest.mark.parametrize(
-    ("text", "error"),
+    ("arguments", "error"),
     [
-        ('{"tool": "add", "arguments": {"a": 1}}', "'b' is a required property"),
-        ('{"tool": "add", "arguments": {"a": "one", "b": 2}}', "invalid a: 'one' is not of type 'integer'"),
-        (
-            '{"tool": "add", "arguments": {"a": 1, "b": 99}}',
-            "invalid b: 99 is greater than the maximum of 10",
-        ),
-        ('{"tool": "add", "arguments": {"a": 1, "b": 2, "c": 3}}', "Additional properties are not allowed"),
-        ('{"tool": "mul", "arguments": {}}', "unknown tool 'mul'"),
-        ("I would add them.", "no tool call found"),
-        ('{"tool": "add", "arguments": {"a": 1, "b": 2', "no tool call found"),
+        ({"a": 1}, "'b' is a required property"),
+        ({"a": "one", "b": 2}, "invalid a: 'one' is not of type 'integer'"),
+        ({"a": 1, "b": 99}, "invalid b: 99 is greater than the maximum of 10"),
+        ({"a": 1, "b": 2, "c": 3}, "Additional properties are not allowed"),
+        ([1, 2], "arguments must be a JSON object, got list"),
+        ('{"a": 1, "b": 2', "arguments are not JSON"),
     ],
 )
-def test_bad_calls_become_counted_messages(text: str, error: str) -> None:
+def test_bad_calls_become_counted_messages(arguments: object, error: str) -> None:
     box = _box()
-    result = box.call_from_text(text)
+    result = box.call("add", arguments)
     assert not result.ok and error in (result.error or "")
     assert box.errors == 1 and box.calls == 1
     assert "failed" in result.message()
 
 
-def test_a_good_call_in_prose_and_fences_runs() -> None:
+def test_an_unknown_tool_is_named_with_those_there_are() -> None:
     box = _box()
-    result = box.call_from_text(
-        '<think>sum?</think> Sure:\n```json\n{"tool": "add", "arguments": {"a": 2, "b": 3}}\n```'
+    result = box.call("mul", {})
+    assert not result.ok and result.error == "unknown tool 'mul': available are add"
+
+
+def test_a_replys_calls_are_answered_until_one_settles_the_decision() -> None:
+    """``answer`` runs the calls in order; the first that settles ends the reply (later calls
+    are not run), a failing one is answered with its error, an image goes to the model."""
+    box = ToolBox(
+        [ADD, Tool("show", "Show a picture.", {"type": "object"}, lambda: ToolImage(PIXEL, "a dot"))]
     )
-    assert result.ok and result.value == 5 and box.errors == 0
-    assert box.schemas()[0]["function"]["parameters"]["required"] == ["a", "b"]
+    _, calls = parse_tool_calls(
+        '<tool_call>{"name": "show", "arguments": {}}</tool_call>'
+        '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 20}}</tool_call>'
+        '<tool_call>{"name": "add", "arguments": {"a": 1, "b": 2}}</tool_call>'
+        '<tool_call>{"name": "add", "arguments": {"a": 5, "b": 5}}</tool_call>'
+    )
+    answer = box.answer(calls, lambda result: result.value if result.tool == "add" else None)
+    assert answer.value == 3 and answer.failure is None  # settled: the bad call is the model's past
+    assert [m["tool_call_id"] for m in answer.messages] == ["call_0", "call_1", "call_2"]
+    assert answer.messages[0]["content"] == '"a dot"' and len(answer.images) == 1
+    assert [r.get("result") for r in answer.records] == ["a dot", None, 3]
+    assert "maximum of 10" in answer.records[1]["error"] and (box.calls, box.errors) == (3, 1)
+    unsettled = box.answer(calls[:2], lambda result: None)
+    assert unsettled.value is None and unsettled.failure is not None and "maximum" in unsettled.failure
 
 
 def test_native_calls_run_and_answer_with_a_tool_message() -> None:
@@ -71,36 +89,6 @@ def test_native_calls_run_and_answer_with_a_tool_message() -> None:
     ScriptedPolicy(["done"]).complete(follow, tools=box.schemas())  # type: ignore[arg-type]
 
 
-def test_the_prompt_lists_each_tool_with_its_arguments() -> None:
-    box = _box()
-    assert box.prompt() == "- add(a: integer, b: integer): Add two integers."
-
-
-@pytest.mark.parametrize(
-    ("text", "expected"),
-    [
-        ('{"tool": "add", "arguments": {"a": 1, "b": 2}}', ("add", {"a": 1, "b": 2})),
-        ('<think>{"tool": "no"}</think> {"tool": "add"}', ("add", {})),  # thinking is not a call
-        (
-            '{"tool": "add", "arguments": "{\\"a\\": 1}"}',
-            ("add", '{"a": 1}'),
-        ),  # string arguments, as the API sends
-        (
-            '{"name": "add", "arguments": {}}',
-            'a tool call is a JSON object {"tool": NAME, "arguments": {...}}',
-        ),
-        ("[1, 2]", 'a tool call is a JSON object {"tool": NAME, "arguments": {...}}'),
-        ("add 1 and 2", "no tool call found"),
-    ],
-)
-def test_parse_call(text: str, expected: object) -> None:
-    parsed = ToolBox.parse_call(text)
-    if isinstance(expected, tuple):
-        assert parsed == expected
-    else:
-        assert isinstance(parsed, ParseFailure) and str(expected) in parsed.reason
-
-
 def test_exploration_tools_drive_the_waypoint_env() -> None:
     env = gymnasium.make(
         "embodia/ActiveMappingWaypoint-v0", panorama_height=48, panorama_width=96, max_steps=100
@@ -111,7 +99,22 @@ def test_exploration_tools_drive_the_waypoint_env() -> None:
     assert before.ok and before.value["steps_left"] == 100
     moved = box.call("goto_waypoint", {"index": 0})
     assert moved.ok and moved.value["steps_left"] < 100
+    # the schema bounds the index by the waypoints drawn when the tools were made
+    last = box.tools["goto_waypoint"].parameters["properties"]["index"]["maximum"]
+    assert last == len(env.unwrapped.candidates) - 1 or moved.value["done"]
     wrong = box.call("goto_waypoint", {"index": 99})
-    assert not wrong.ok and "not on the image" in (wrong.error or "")
-    assert box.errors == 1
+    assert not wrong.ok and f"greater than the maximum of {last}" in (wrong.error or "")
+    looked = box.call("look", {"direction_deg": -90})
+    assert looked.ok and isinstance(looked.value, ToolImage) and looked.value.image.shape == (128, 128, 3)
+    assert (
+        looked.value.caption.startswith("the next image is the view -90 degrees clockwise")
+        and "wall" in looked.value.caption
+    )
+    assert not box.call("look", {"direction_deg": 270}).ok
+    assert box.call("recall", {"category": "bed"}).value == {
+        "category": "bed",
+        "regions": [],
+    }  # no regions given
+    assert "is not one of" in (box.call("recall", {"category": "dragon"}).error or "")
+    assert box.errors == 3
     env.close()
