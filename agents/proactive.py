@@ -45,6 +45,7 @@ from embodia.agents.runtime import emit
 from embodia.core.chat import Message, Policy, PolicyError
 from embodia.envs.streams.core import SILENCE, Chunk, StreamError
 from embodia.envs.streams.env import LiveGamingEnv, cap_tokens, history_text
+from embodia.tools.streams import stream_tools
 
 DEFAULT_BUDGET = 16_384
 EVICT_FRACTION = 0.2
@@ -213,6 +214,20 @@ class HudSpeaker:
         self.commentator.observe(chunk)
 
 
+def _recent_turns(system: str, chunk: Chunk, context: Sequence[Mapping[str, str]]) -> list[Message]:
+    """A decision's prompt: ``system``, the last 6 turns of the conversation, and this
+    second's user turn last."""
+    recent = [m for m in context if m.get("role") in ("user", "assistant")][-6:]
+    messages: list[Message] = [{"role": "system", "content": system}]
+    messages.extend(
+        Message(role="assistant" if m["role"] == "assistant" else "user", content=m["content"])
+        for m in recent
+    )
+    if messages[-1]["role"] != "user":
+        messages.append({"role": "user", "content": user_turn(chunk)})
+    return messages
+
+
 DECIDE_PROMPT = (
     "You are watching a live game stream one second at a time. Decide whether the commentator "
     "should speak now. Answer with exactly one word: SPEAK or SILENT."
@@ -231,14 +246,7 @@ class PromptDecider:
         self.unreadable = 0
 
     def score(self, chunk: Chunk, context: Sequence[Mapping[str, str]] = ()) -> float:
-        recent = [m for m in context if m.get("role") in ("user", "assistant")][-6:]
-        messages: list[Message] = [{"role": "system", "content": DECIDE_PROMPT}]
-        messages.extend(
-            Message(role="assistant" if m["role"] == "assistant" else "user", content=m["content"])
-            for m in recent
-        )
-        if messages[-1]["role"] != "user":
-            messages.append({"role": "user", "content": user_turn(chunk)})
+        messages = _recent_turns(DECIDE_PROMPT, chunk, context)
         messages[-1] = {"role": "user", "content": messages[-1]["content"] + "\nSPEAK or SILENT?"}
         try:
             completion = self.policy.complete(
@@ -267,6 +275,56 @@ class PromptDecider:
             return 0.0
         self.unreadable += 1
         return 0.0
+
+
+TOOL_PROMPT = (
+    "You are watching a live game stream one second at a time. Each second, call speak with "
+    "one short line when something is worth saying, else call stay_silent."
+)
+
+
+class ToolCommentator:
+    """A tool-calling VLM that decides and speaks in one reply: each second it is offered
+    ``speak(text)`` and ``stay_silent()`` (``tools/streams.py``) with a choice that forces one
+    call. The score is 1 for a valid ``speak``, else 0; the line is the call's text. A call
+    that cannot be read or breaks the schema is silence, counted in ``unreadable``; the
+    second's calls, each with its result or error, are in ``last_calls``."""
+
+    def __init__(self, policy: Policy, threshold: float = 0.5, reply_tokens: int = 160) -> None:
+        self.policy = policy
+        self.name = f"tools:{policy.name}"
+        self.threshold = threshold
+        self.reply_tokens = reply_tokens
+        self.tools = stream_tools()
+        self.unreadable = 0
+        self.last_calls: list[dict[str, Any]] = []
+        self._line = ""
+
+    def score(self, chunk: Chunk, context: Sequence[Mapping[str, str]] = ()) -> float:
+        messages = _recent_turns(TOOL_PROMPT, chunk, context)
+        completion = self.policy.complete(
+            messages,
+            images=list(chunk.frames),
+            max_tokens=self.reply_tokens,
+            tools=self.tools.schemas(),
+            tool_choice="required",
+        )
+        self._line, self.last_calls = "", []
+        for call in completion.tool_calls[:1]:  # one decision a second
+            result = self.tools.run(call)
+            outcome = {"result": result.value} if result.ok else {"error": result.error}
+            self.last_calls.append({**call.record(), **outcome})
+            if not result.ok:
+                self.unreadable += 1
+            elif result.tool == "speak":
+                self._line = str(result.value["said"])
+        return 1.0 if self._line else 0.0
+
+    def line(self, request: LineRequest) -> str:
+        text = cap_tokens(self._line, request.max_words)
+        if request.on_text is not None:
+            request.on_text(text)
+        return text
 
 
 @dataclass
@@ -327,7 +385,11 @@ def score(task: ScoreTask, runtime: Runtime[ChunkContext]) -> dict[str, Any]:
         started = time.perf_counter()
         probability = float(agent.decider.score(runtime.context.chunk, agent.budget.turn_messages()))
         decide_s = time.perf_counter() - started
-    return {"scores": [{"agent": task["agent"], "score": probability, "decide_s": decide_s}]}
+        entry: dict[str, Any] = {"agent": task["agent"], "score": probability, "decide_s": decide_s}
+        calls = getattr(agent.decider, "last_calls", None)  # a tool-calling decider's, this second
+        if calls is not None:
+            entry["calls"] = list(calls)
+    return {"scores": [entry]}
 
 
 def select(state: ChunkState, runtime: Runtime[ChunkContext]) -> Command[Literal["speak", "__end__"]]:
@@ -560,6 +622,9 @@ def _chunk_record(
     }
     if utterance and utterance.get("prompt_tokens") is not None:
         entry["prompt_tokens"] = utterance["prompt_tokens"]  # the speaker's, as its backend counted
+    calls = {str(s["agent"]): s["calls"] for s in scores if "calls" in s}
+    if calls:
+        entry["calls"] = calls
     if chunk.query:
         entry["query"] = chunk.query
     return entry

@@ -35,6 +35,9 @@ EVAL_CSMR_OPTIONS: OptionTable = {
     "seed": FieldOption(),
     "k": FieldOption("Looks for always-k."),
     "max_queries": FieldOption(),
+    "tool_choice": FieldOption(
+        "auto (a JSON action in the reply counts too) or required (every reply a tool call)."
+    ),
     "resume": OWN,
     "backend": OWN,
     "num_workers": OWN,

@@ -34,7 +34,10 @@ STREAM_RUN_OPTIONS: OptionTable = {
         default="procedural:arena,seed=0",
     ),
     "scenario": FieldOption("solo, co-commentary or guidance."),
-    "agent": FieldOption("heuristic, gate:DIR (a trained gate) or a chat policy spec (hf:DIR, openai:URL)."),
+    "agent": FieldOption(
+        "heuristic, gate:DIR (a trained gate), a chat policy spec (hf:DIR, openai:URL) asked SPEAK or "
+        "SILENT, or tools:SPEC (a tool-calling VLM that calls speak or stay_silent each second)."
+    ),
     "speaker": FieldOption("Policy spec that writes the lines (default: the agent's own)."),
     "agents": FieldOption("Co-commentary self-play: agents sharing the stream."),
     "threshold": FieldOption("Speak when the score exceeds this."),

@@ -39,10 +39,12 @@ def too_deep(value: object, text: str) -> bool:
     return text.count("[") + text.count("{") > MAX_JSON_DEPTH and nested_deeper_than(value)
 
 
-def load_bounded(text: str) -> object:
-    """``json.loads(text)``, or :class:`Unreadable` saying why there is no value; never raises."""
+def load_bounded(text: str, *, strict: bool = True) -> object:
+    """``json.loads(text, strict=strict)``, or :class:`Unreadable` saying why there is no
+    value; never raises. ``strict=False`` takes control characters (a raw tab or newline)
+    inside strings, which models write and some grammar engines let through."""
     try:
-        value = json.loads(text)
+        value = json.loads(text, strict=strict)
     except ValueError:  # not JSON, or a number of more than 4,300 digits
         return Unreadable.NOT_JSON
     except RecursionError:  # the C decoder gives up near the interpreter's recursion limit

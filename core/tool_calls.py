@@ -198,13 +198,13 @@ def _without_partial_end(body: str) -> str:
 
 
 def _looks_like_call(body: str) -> bool:
-    value = load_bounded(body)
+    value = load_bounded(body, strict=False)
     return isinstance(value, dict) and isinstance(value.get("name", value.get("tool")), str)
 
 
 def _read_call(body: str, call_id: str) -> ToolCall:
     raw = body.strip()
-    value = load_bounded(raw)
+    value = load_bounded(raw, strict=False)
     if isinstance(value, Unreadable):
         name = re.search(r'"(?:name|tool)"\s*:\s*"([^"]*)"', raw)
         return ToolCall(call_id, name.group(1) if name else "", None, raw, error=_json_error(raw))
@@ -231,7 +231,7 @@ def call_from_parts(call_id: str, name: str, arguments: Any) -> ToolCall:
     """A call from its name and arguments, these either parsed JSON or JSON text (as an
     OpenAI server sends them, or a template that double-encodes them)."""
     if isinstance(arguments, str):
-        parsed = load_bounded(arguments) if arguments.strip() else {}
+        parsed = load_bounded(arguments, strict=False) if arguments.strip() else {}
         if isinstance(parsed, Unreadable):
             error = _json_error(arguments).replace("the call is", "the arguments are")
             return ToolCall(call_id, name, None, arguments, error=error)

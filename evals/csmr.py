@@ -22,13 +22,14 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from embodia.agents.csmr import CSMRSettings, solve
 from embodia.core.chat import ContextOverflowError, Policy, check_output_budget, context_window
 from embodia.core.limits import MAX_SET_SIZE, check_range
 from embodia.core.runs import RecordCallback, RunFolder, runner
 from embodia.core.scale_out import LOCAL, Backend, Unit, WorkerPool
+from embodia.core.tool_calls import ToolChoice
 from embodia.envs.puzzles import make_task
 from embodia.envs.puzzles.core import PuzzleTask, SceneGraphTask
 from embodia.errors import EmbodiaError
@@ -49,6 +50,10 @@ class CSMRRunSettings:
     k: int = 3
     max_queries: int = 6
     max_tokens: int = 4096
+    tool_choice: str = "auto"
+    """How the reasoner uses ``ask_perception`` and ``answer``: ``auto`` (a JSON action in
+    the reply also counts) or ``required`` (every reply a call, schema-constrained where the
+    backend can)."""
 
 
 def make_perceiver(spec: str, task: PuzzleTask) -> Perceiver:
@@ -85,6 +90,7 @@ def _csmr_settings(settings: CSMRRunSettings) -> CSMRSettings:
         k=settings.k,
         max_queries=settings.max_queries,
         max_tokens=settings.max_tokens,
+        tool_choice=cast(ToolChoice, settings.tool_choice),
     )
 
 

@@ -31,6 +31,7 @@ from embodia.agents.proactive import (
     ProactiveAgent,
     PromptDecider,
     Speaker,
+    ToolCommentator,
     run_stream,
 )
 from embodia.core.chat import (
@@ -243,16 +244,20 @@ def make_agents(
             from embodia.core.chat import require_images
             from embodia.policies.spec import make_policy
 
+            tool_calling = spec.startswith("tools:")
             if shared_policy is None:
-                shared_policy = make_policy(spec, connect=True)
+                shared_policy = make_policy(spec.removeprefix("tools:"), connect=True)
                 require_images(shared_policy, "a stream agent")
-            decider = PromptDecider(shared_policy)
-            speaker = make_speaker(settings.speaker, shared_policy)
+            if tool_calling:  # one call a second decides and carries the line
+                decider = speaker = ToolCommentator(shared_policy)
+            else:
+                decider = PromptDecider(shared_policy)
+                speaker = make_speaker(settings.speaker, shared_policy)
         if settings.threshold is not None:
             decider.threshold = settings.threshold
         persona = PERSONA[settings.scenario].format(name=name)
         if plan is None:  # one speaking model for every agent
-            writer = speaker.policy if isinstance(speaker, PolicySpeaker) else None
+            writer = speaker.policy if isinstance(speaker, PolicySpeaker | ToolCommentator) else None
             plan = plan_context(writer, settings, persona, frames)
             logger.info("context budget: %s", plan.as_dict())
         budget = ContextBudget(persona, plan.budget, measure=plan.measure)

@@ -33,7 +33,7 @@ from numpy.typing import NDArray
 
 from embodia.core import chat
 from embodia.core.chat import PolicyError
-from embodia.core.tool_calls import ToolCall, call_from_parts, call_id_prefix
+from embodia.core.tool_calls import ToolCall, ToolChoice, call_from_parts, call_id_prefix
 from embodia.errors import read_text_file
 
 _FINISH_REASONS: tuple[chat.FinishReason, ...] = ("stop", "length", "error")
@@ -50,6 +50,8 @@ class ScriptedRequest:
     logprobs: bool
     top_logprobs: int
     stop: tuple[str, ...]
+    tools: chat.Tools = ()
+    tool_choice: ToolChoice = "auto"
 
 
 @dataclass(frozen=True)
@@ -157,6 +159,8 @@ class ScriptedPolicy(chat.ChatPolicy):
                 params.logprobs,
                 params.top_logprobs,
                 tuple(params.stop),
+                request.tools,
+                request.tool_choice,
             )
         )
         index = self.calls - 1

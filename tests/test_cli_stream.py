@@ -221,6 +221,30 @@ def test_a_chat_vlm_decides_or_speaks(tmp_path: Path) -> None:
     assert spoken and all(d["gen_ms"] > 0 and len(d["text"].split()) <= 12 for d in spoken)
 
 
+def test_a_tool_calling_vlm_runs_the_stream_and_each_call_is_recorded(tmp_path: Path) -> None:
+    """`--agent tools:SPEC`: one forced call a second (speak or stay_silent), written to the
+    decisions with its result or error, bad ones counted in the summary."""
+    replies = tmp_path / "replies.jsonl"
+    calls = [{"name": "speak", "arguments": {"text": "Nice move."}}, {"name": "stay_silent", "arguments": {}}]
+    replies.write_text(
+        "".join(json.dumps({"text": f"<tool_call>{json.dumps(c)}</tool_call>"}) + "\n" for c in calls)
+    )
+    out = tmp_path / "tools"
+    decisions = _run_decisions(
+        out,
+        "procedural:dungeon,seed=2,duration=6",
+        "--agent",
+        f"tools:scripted:{replies}?loop=true",
+        "--no-video",
+    )
+    assert [d["text"] for d in decisions] == ["Nice move.", ""] * 3
+    assert [d["calls"]["0"][0]["name"] for d in decisions] == ["speak", "stay_silent"] * 3
+    assert decisions[0]["calls"]["0"][0]["result"] == {"said": "Nice move."}
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["deciders"][0]["decider"].startswith("tools:scripted:")
+    assert summary["deciders"][0]["unreadable"] == 0
+
+
 def test_an_out_that_is_a_file_or_a_broken_run_is_named(tmp_path: Path) -> None:
     taken = tmp_path / "taken"
     taken.write_text("not a folder")

@@ -207,3 +207,65 @@ def test_guard_normalises_repeated_questions() -> None:
     guard.record(Evidence("How many red objects?", "2", "oracle"))
     assert guard.earlier("how many  RED objects") is not None and guard.repeats == 1
     assert guard.earlier("How many blue objects?") is None
+
+
+def call(name: str, **arguments: object) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def test_the_reasoner_acts_through_native_tool_calls_and_each_is_recorded() -> None:
+    """``ask_perception`` goes through the guard to the perceiver, a bad call is answered as an
+    unreadable reply and counted, ``answer`` ends the item."""
+    oracle = OraclePerceiver(count_oracle)
+    reasoner = ScriptedPolicy(
+        [
+            call(
+                "ask_perception",
+                question="How many red cubes?",
+                query={"kind": "count", "filters": {"colour": "red"}},
+            ),
+            call("ask_perception", region=[0, 0, 1, 1]),  # no question: against the schema
+            call("ask_perception", question="How many red cubes?", query={"kind": "count", "filters": {}}),
+            "I think " + call("answer", answer="1"),
+        ]
+    )
+    result = solve(
+        SCENE, "How many red objects are not cubes?", oracle, reasoner, CSMRSettings(tool_choice="required")
+    )
+    assert (result.answer, result.stop, result.queries) == ("1", "answered", 1)
+    asked, bad, repeated, answered = result.calls
+    assert asked["action"]["query"] == {"kind": "count", "filters": {"colour": "red"}}
+    assert "'question' is a required property" in bad["error"] and "action" not in bad
+    assert repeated["name"] == "ask_perception" and answered["action"] == {"action": "answer", "answer": "1"}
+    assert [e["answer"] for e in result.evidence] == ["2", "2"]  # the repeat answered by the guard
+    assert result.evidence[1]["repeated"]
+    # the tools were offered with the request, the choice forcing a call
+    assert {t["function"]["name"] for t in reasoner.requests[0].tools} == {"ask_perception", "answer"}
+    assert reasoner.requests[0].tool_choice == "required"
+    assert "unreadable reply: bad ask_perception call" in reasoner.requests[2].messages[-1]["content"]
+    assert json.loads(json.dumps(result.to_record()))["calls"] == result.calls
+
+
+def test_a_required_choice_takes_no_json_action_written_in_text() -> None:
+    reasoner = ScriptedPolicy([a("2")], loop=True)
+    result = solve(
+        SCENE, "?", CountingPerceiver(), reasoner, CSMRSettings(tool_choice="required", max_rereads=1)
+    )
+    assert result.stop == "unreadable" and result.answer is None
+    assert all(c["error"] == "the reply holds no complete call" for c in result.calls)
+    with pytest.raises(CSMRError, match="unknown tool choice 'none'"):
+        CSMRSettings(tool_choice="none")
+
+
+def test_a_tiny_random_model_asks_and_answers_with_schema_valid_calls(tiny_chat_lm_dir: Any) -> None:
+    """Constrained decoding under ``required``: random weights, yet every call is valid."""
+    from embodia.policies.hf import HFPolicy
+
+    reasoner = HFPolicy(tiny_chat_lm_dir)
+    perceiver = CountingPerceiver()
+    settings = CSMRSettings(tool_choice="required", reply_tokens=320, max_queries=3, max_tokens=20_000)
+    result = solve(SCENE, "How many red objects?", perceiver, reasoner, settings)
+    assert result.calls and all("error" not in c for c in result.calls), result.calls
+    assert {c["name"] for c in result.calls} <= {"ask_perception", "answer"}
+    assert perceiver.questions == [e["question"] for e in result.evidence if not e["repeated"]]
+    assert result.stop in ("answered", "max_queries", "refused")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
@@ -16,6 +17,7 @@ from embodia.agents.proactive import (
     PolicySpeaker,
     ProactiveAgent,
     PromptDecider,
+    ToolCommentator,
     run_stream,
 )
 from embodia.core.chat import Message
@@ -337,3 +339,49 @@ def test_nothing_an_agent_is_given_leads_to_the_stream_or_its_labels() -> None:
     peeker = PeekingDecider()
     run_stream(env, [agent("CASTER", peeker)])
     assert peeker.calls == list(range(6)) and not peeker.found
+
+
+def _call(name: str, **arguments: object) -> str:
+    return "<tool_call>" + json.dumps({"name": name, "arguments": arguments}) + "</tool_call>"
+
+
+def test_a_tool_calling_vlm_decides_and_speaks_in_one_call_each_second() -> None:
+    """``speak`` says its line (capped), ``stay_silent`` and bad calls are silence; each
+    second's call is in the chunk's record with its result or error."""
+    policy = ScriptedPolicy(
+        [
+            _call("stay_silent"),
+            _call("speak", text="What a   goal " + "from the reds " * 6),
+            _call("speak", text="   "),  # blank: refused by the tool, silence
+            "SPEAK",  # no call under a forced choice: an unreadable call, silence
+            _call("speak", text="Corner."),
+        ]
+    )
+    commentator = ToolCommentator(policy)
+    caster = ProactiveAgent("CASTER", commentator, commentator, ContextBudget("persona"))
+    run = run_stream(LiveGamingEnv(stream=flash_stream(5)), [caster])
+    assert run.predictions["CASTER"] == {1: "What a goal " + " ".join(["from the reds"] * 3), 4: "Corner."}
+    assert commentator.unreadable == 2
+    calls = [run.records[s]["calls"]["0"][0] for s in range(5)]
+    assert [c["name"] for c in calls] == ["stay_silent", "speak", "speak", "", "speak"]
+    assert calls[0]["result"] == {"said": ""} and "blank" in calls[2]["error"]
+    assert calls[3]["error"] == "the reply holds no complete call"
+    request = policy.requests[1]
+    assert request.tool_choice == "required" and len(request.images) == 2
+    assert {t["function"]["name"] for t in request.tools} == {"speak", "stay_silent"}
+    assert request.messages[-1]["content"].startswith("t=1")
+
+
+def test_a_tiny_random_vlm_drives_the_stream_with_schema_valid_calls(tmp_path: Path) -> None:
+    """Constrained decoding under the forced choice: every second's call is valid."""
+    from embodia.policies.hf import HFPolicy
+    from embodia.policies.tiny_models import build_tiny_vlm
+
+    commentator = ToolCommentator(HFPolicy(build_tiny_vlm(tmp_path / "vlm")))
+    caster = ProactiveAgent("CASTER", commentator, commentator, ContextBudget("persona"))
+    run = run_stream(LiveGamingEnv(stream=flash_stream(4)), [caster])
+    calls = [run.records[s]["calls"]["0"][0] for s in range(4)]
+    assert all("error" not in c for c in calls), calls
+    assert commentator.unreadable == 0
+    spoken = {s for s, c in enumerate(calls) if c["name"] == "speak"}
+    assert set(run.predictions["CASTER"]) == spoken

@@ -134,6 +134,14 @@ def test_calls_nested_too_deep_or_too_long_are_errors_not_crashes(reply: str) ->
     assert call.name == "look" and not call.ok and call.arguments is None
 
 
+def test_control_characters_inside_strings_are_read() -> None:
+    """xgrammar's JSON strings admit raw control characters, which strict JSON refuses."""
+    _, (call,) = parse_tool_calls(
+        '<tool_call>{"name": "answer", "arguments": {"answer": "a\x1fb\tc"}}</tool_call>'
+    )
+    assert call.ok and call.arguments == {"answer": "a\x1fb\tc"}
+
+
 @pytest.mark.parametrize("cut", ["<", "</tool", "</tool_call"])
 def test_a_call_whose_closing_tag_the_budget_cut_is_whole(cut: str) -> None:
     """vLLM under a schema writes JSON whitespace (``\\r``) a random model then fills the

@@ -15,8 +15,10 @@ from tool_specs import DESCRIBE, goto_waypoint
 from vllm_suite.checks import prompt_ids
 from vllm_suite.server import VLLMServer, skip_reason
 
+from embodia.agents.csmr import CSMRSettings, solve
 from embodia.core.chat import ChatPolicy, ContextOverflowError, Message
 from embodia.core.tool_calls import ToolChoice
+from embodia.perception.scheduler import Evidence
 from embodia.policies.openai_compat import OpenAICompatPolicy
 from embodia.policies.vllm_offline import VLLMOfflinePolicy
 from embodia.tools.base import Tool, ToolBox
@@ -157,3 +159,29 @@ def test_prompts_are_counted_with_their_tools(
     with pytest.raises(ContextOverflowError) as forced:
         policy.complete(CHAT, tools=many, tool_choice="required", max_tokens=8)
     assert forced.value.prompt_tokens is not None and forced.value.prompt_tokens >= too_long
+
+
+class CountingPerceiver:
+    """Answers every visual question with the same words, noting each question."""
+
+    name = "counting"
+
+    def __init__(self) -> None:
+        self.questions: list[str] = []
+
+    def look(self, item: Any, question: str, query: Any = None) -> Evidence:
+        self.questions.append(question)
+        return Evidence(question, "two red cubes", self.name)
+
+
+def test_a_csmr_reasoner_served_by_vllm_acts_through_schema_valid_calls(server: VLLMServer) -> None:
+    """CSMR's reasoner is a text model: served by vLLM under ``tool_choice=required``, every
+    turn is a valid ``ask_perception`` or ``answer`` call, and the guards bound the looks."""
+    perceiver = CountingPerceiver()
+    settings = CSMRSettings(tool_choice="required", reply_tokens=320, max_queries=3, max_tokens=30_000)
+    result = solve(object(), "How many red objects are there?", perceiver, served(server, 11), settings)
+    assert result.calls and all("error" not in c for c in result.calls), result.calls
+    assert {c["name"] for c in result.calls} <= {"ask_perception", "answer"}
+    assert perceiver.questions == [e["question"] for e in result.evidence if not e["repeated"]]
+    assert result.queries <= settings.max_queries
+    assert result.stop in ("answered", "max_queries", "refused")
