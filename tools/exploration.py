@@ -22,7 +22,7 @@ def exploration_tools(
     env: Any,
     regions: list[Region] | None = None,
     *,
-    walk: Callable[[WaypointCandidate], dict[str, Any]] | None = None,
+    walk: Callable[[WaypointCandidate], Any] | None = None,
 ) -> ToolBox:
     """Tools over an ``ActiveMappingWaypointEnv`` (unwrapped), as it stands now:
     ``goto_waypoint`` (its index bounded by the waypoints drawn, so a constrained decoder
