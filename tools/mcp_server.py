@@ -10,8 +10,9 @@ play an embodia episode through tools:
   image and the rest as JSON text.
 - the env's own tools: for ``embodia/ActiveMappingWaypoint-v0`` the explorer's
   (``goto_waypoint`` walks there, ``describe_map``, ``look``; ``tools/exploration.py``),
-  listed with the waypoint bound of the moment; for the others ``step(action)``, the
-  env's text action.
+  listed with the waypoint bound of the moment; for the DSR envs the answer as JSON
+  arguments (``report_state`` / ``final_answer``, ``tools/dsr.py``); for the others
+  ``step(action)``, the env's text action.
 
 A call is validated against its tool's JSON schema (``ToolBox``); a bad one comes back as
 an MCP tool error naming the problem, and a call before ``reset`` says so. Built on the
@@ -33,6 +34,7 @@ from embodia.errors import EmbodiaError
 from embodia.tools.base import Tool, ToolBox, ToolImage, ToolResult
 
 WAYPOINT_ENV = "embodia/ActiveMappingWaypoint-v0"
+DSR_ENVS = ("embodia/DSR-v0", "embodia/DSRInteractive-v0")
 ARRAY_ITEMS_SHOWN = 64
 """Arrays of an observation up to this many items go into its text whole; larger ones by shape."""
 
@@ -106,6 +108,11 @@ class EpisodeServer:
                 for t in exploration_tools(self.env.unwrapped, walk=self._walk).tools.values()
                 if t.name != "recall"
             ]
+        if self.env_id in DSR_ENVS:
+            from embodia.tools.dsr import dsr_answer_tool
+
+            interactive = self.env_id == "embodia/DSRInteractive-v0"
+            return [dsr_answer_tool(interactive, lambda reply: self._step(lambda: self.env.step(reply)))]
         return [
             Tool(
                 "step",

@@ -78,22 +78,35 @@ def test_an_exploration_episode_is_played_through_the_sdks_client() -> None:
     assert look_images[0].shape == (128, 128, 3)
 
 
-def test_a_text_env_is_played_with_its_step_action() -> None:
-    async def play() -> tuple[list[str], bool]:
-        server = StdioServerParameters(
-            command=sys.executable,
-            args=["-m", "embodia.cli", "mcp", "serve", "--env", "embodia/DSRInteractive-v0"],
-        )
-        async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
-            await session.initialize()
-            first = await session.call_tool("reset", {"seed": 0})
-            stepped = await session.call_tool("step", {"action": "I do not know."})
-            return _texts(first) + _texts(stepped), stepped.is_error
+async def _play(env: str, calls: list[tuple[str, dict[str, Any]]]) -> list[Any]:
+    server = StdioServerParameters(
+        command=sys.executable, args=["-m", "embodia.cli", "mcp", "serve", "--env", env]
+    )
+    async with stdio_client(server) as (read, write), ClientSession(read, write) as session:
+        await session.initialize()
+        results = [await session.call_tool("reset", {"seed": 0})]
+        results.append(sorted(tool.name for tool in (await session.list_tools()).tools))
+        for name, arguments in calls:
+            results.append(await session.call_tool(name, arguments))
+        return results
 
-    texts, error = anyio.run(play)
-    assert not error and "cache" in texts[0].lower()
-    outcome = json.loads(texts[1])
-    assert set(outcome) == {"reward", "terminated", "truncated"}
+
+def test_a_dsr_state_is_reported_as_json_arguments_and_scored() -> None:
+    """DSRInteractive-v0's first operation on an empty LRU cache is (access, 8): [8]."""
+    first, tools, right, wrong = anyio.run(
+        _play,
+        "embodia/DSRInteractive-v0",
+        [("report_state", {"state": [8]}), ("report_state", {"state": [1, 2]})],
+    )
+    assert "Apply the operation (access, 8)" in _texts(first)[0]
+    assert tools == ["observe", "report_state", "reset"]
+    assert json.loads(_texts(right)[0])["reward"] == 1.0 and json.loads(_texts(wrong)[0])["reward"] < 1.0
+
+
+def test_a_text_env_is_played_with_its_step_action() -> None:
+    first, tools, stepped = anyio.run(_play, "embodia/Puzzle-v0", [("step", {"action": "I do not know."})])
+    assert "step" in tools and not stepped.is_error
+    assert set(json.loads(_texts(stepped)[0])) == {"reward", "terminated", "truncated"}
 
 
 @pytest.mark.parametrize(("args", "message"), [(["--env", "nope"], "unknown env 'nope'")])
