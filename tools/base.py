@@ -31,6 +31,16 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
+def object_schema(properties: dict[str, Any], required: Sequence[str] = ()) -> dict[str, Any]:
+    """The JSON schema of a closed arguments object: these ``properties``, ``required`` ones
+    among them, no others (a constrained decoder then cannot wander into extra keys)."""
+    schema: dict[str, Any] = {"type": "object", "properties": properties}
+    if required:
+        schema["required"] = list(required)
+    schema["additionalProperties"] = False
+    return schema
+
+
 @dataclass(frozen=True)
 class Tool:
     name: str

@@ -12,7 +12,7 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from embodia.tools.base import Tool
+from embodia.tools.base import Tool, object_schema
 
 ANY_JSON: dict[str, Any] = {}
 """A state may be any JSON value (a list of pages, a dict of key to value, a nested tree)."""
@@ -29,6 +29,6 @@ def dsr_answer_tool(interactive: bool, step: Callable[[str], Any]) -> Tool:
     return Tool(
         "report_state" if interactive else "final_answer",
         description,
-        {"type": "object", "properties": {key: ANY_JSON}, "required": [key], "additionalProperties": False},
+        object_schema({key: ANY_JSON}, [key]),
         lambda **answer: step(json.dumps({key: answer[key]})),
     )

@@ -11,7 +11,7 @@ import numpy as np
 from embodia.perception.regions import Region
 from embodia.perception.views import panorama_view
 from embodia.perception.waypoints import WaypointCandidate
-from embodia.tools.base import Tool, ToolBox, ToolImage
+from embodia.tools.base import Tool, ToolBox, ToolImage, object_schema
 
 LOOK_SIZE = 128
 """Pixels on a side of a ``look`` view."""
@@ -102,40 +102,29 @@ def exploration_tools(
             Tool(
                 "goto_waypoint",
                 "Walk to the numbered waypoint drawn on the panorama.",
-                {
-                    "type": "object",
-                    "properties": {"index": {"type": "integer", "minimum": 0, "maximum": last}},
-                    "required": ["index"],
-                    "additionalProperties": False,
-                },
+                object_schema({"index": {"type": "integer", "minimum": 0, "maximum": last}}, ["index"]),
                 goto_waypoint,
             ),
             Tool(
                 "look",
                 "See the view some degrees clockwise from ahead (90 is right, -90 left, 180 behind).",
-                {
-                    "type": "object",
-                    "properties": {"direction_deg": {"type": "integer", "minimum": -180, "maximum": 180}},
-                    "required": ["direction_deg"],
-                    "additionalProperties": False,
-                },
+                object_schema(
+                    {"direction_deg": {"type": "integer", "minimum": -180, "maximum": 180}}, ["direction_deg"]
+                ),
                 look,
             ),
             Tool(
                 "recall",
                 "Which regions of the map hold a kind of object.",
-                {
-                    "type": "object",
-                    "properties": {"category": {"type": "string", "enum": list(env.simulator.categories)}},
-                    "required": ["category"],
-                    "additionalProperties": False,
-                },
+                object_schema(
+                    {"category": {"type": "string", "enum": list(env.simulator.categories)}}, ["category"]
+                ),
                 recall,
             ),
             Tool(
                 "describe_map",
                 "Coverage so far, steps left, and the regions seen with their objects.",
-                {"type": "object", "properties": {}, "additionalProperties": False},
+                object_schema({}),
                 describe_map,
             ),
         ]

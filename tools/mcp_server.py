@@ -31,7 +31,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from embodia.errors import EmbodiaError
-from embodia.tools.base import Tool, ToolBox, ToolImage, ToolResult
+from embodia.tools.base import Tool, ToolBox, ToolImage, ToolResult, object_schema
 
 WAYPOINT_ENV = "embodia/ActiveMappingWaypoint-v0"
 DSR_ENVS = ("embodia/DSR-v0", "embodia/DSRInteractive-v0")
@@ -65,17 +65,13 @@ class EpisodeServer:
             Tool(
                 "reset",
                 "Start a new episode and see its first observation.",
-                {
-                    "type": "object",
-                    "properties": {"seed": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}},
-                    "additionalProperties": False,
-                },
+                object_schema({"seed": {"type": "integer", "minimum": 0, "maximum": 2**31 - 1}}),
                 self._reset,
             ),
             Tool(
                 "observe",
                 "See the current observation again.",
-                {"type": "object", "properties": {}, "additionalProperties": False},
+                object_schema({}),
                 lambda: self._observation(),
             ),
         ]
@@ -117,12 +113,7 @@ class EpisodeServer:
             Tool(
                 "step",
                 "Act in the environment with its text action; see what follows.",
-                {
-                    "type": "object",
-                    "properties": {"action": {"type": "string"}},
-                    "required": ["action"],
-                    "additionalProperties": False,
-                },
+                object_schema({"action": {"type": "string"}}, ["action"]),
                 lambda action: self._step(lambda: self.env.step(action)),
             )
         ]

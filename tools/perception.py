@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from embodia.tools.base import Tool, ToolBox
+from embodia.tools.base import Tool, ToolBox, object_schema
 
 REGION = {
     "type": "array",
@@ -43,9 +43,8 @@ def csmr_tools() -> ToolBox:
             Tool(
                 "ask_perception",
                 "Ask the perception module, which sees the image, one short visual question.",
-                {
-                    "type": "object",
-                    "properties": {
+                object_schema(
+                    {
                         "question": {"type": "string", "minLength": 1, "maxLength": 200},
                         "region": REGION,
                         "query": {
@@ -53,20 +52,14 @@ def csmr_tools() -> ToolBox:
                             "description": "Optional structured form an exact perception module reads.",
                         },
                     },
-                    "required": ["question"],
-                    "additionalProperties": False,
-                },
+                    ["question"],
+                ),
                 _ask,
             ),
             Tool(
                 "answer",
                 "Give the final answer to the question, once the evidence is enough.",
-                {
-                    "type": "object",
-                    "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 100}},
-                    "required": ["answer"],
-                    "additionalProperties": False,
-                },
+                object_schema({"answer": {"type": "string", "minLength": 1, "maxLength": 100}}, ["answer"]),
                 _answer,
             ),
         ]

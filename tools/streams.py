@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from embodia.tools.base import Tool, ToolBox
+from embodia.tools.base import Tool, ToolBox, object_schema
 
 MAX_LINE_CHARS = 120
 """Longest line a ``speak`` call may carry: a commentator's line is a few words."""
@@ -29,18 +29,15 @@ def stream_tools() -> ToolBox:
             Tool(
                 "speak",
                 "Say one short line to the viewers now.",
-                {
-                    "type": "object",
-                    "properties": {"text": {"type": "string", "minLength": 1, "maxLength": MAX_LINE_CHARS}},
-                    "required": ["text"],
-                    "additionalProperties": False,
-                },
+                object_schema(
+                    {"text": {"type": "string", "minLength": 1, "maxLength": MAX_LINE_CHARS}}, ["text"]
+                ),
                 _speak,
             ),
             Tool(
                 "stay_silent",
                 "Say nothing this second.",
-                {"type": "object", "properties": {}, "additionalProperties": False},
+                object_schema({}),
                 _stay_silent,
             ),
         ]
