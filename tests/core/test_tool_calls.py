@@ -4,8 +4,11 @@ included), checking the tools a request offers, and the chat contract that carri
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 from tool_specs import DESCRIBE, goto_waypoint
 
 from embodia.core.chat import Completion, Message, PolicyError
@@ -253,3 +256,43 @@ def test_a_forced_call_missing_from_the_reply_is_an_unreadable_call() -> None:
     assert prose.name == "" and prose.arguments_text == "I would rather describe the map." and not prose.ok
     (cut,) = policy.complete(ask, tools=[GOTO, DESCRIBE], tool_choice={"name": "goto_waypoint"}).tool_calls
     assert cut.name == "goto_waypoint" and cut.error == "the reply holds no complete call"
+
+
+# What small models write around and inside calls: tags opened and not closed, truncated
+# objects, wrong types, extra keys, prose, reasoning blocks, fences.
+FRAGMENTS = [
+    "<tool_call>",
+    "</tool_call>",
+    "<think>",
+    "</think>",
+    "```json\n",
+    "```",
+    '{"name": "goto_waypoint", "arguments": {"index": 2}}',
+    '{"name": "goto_waypoint", "arguments": {"index": "two", "extra": [1, {"a": null}]}}',
+    '{"name": "describe_map", "arguments": "{}"}',
+    '{"tool": "look", "parameters": {"direction_deg": 90',
+    '{"name": 7, "arguments": []}',
+    '"arguments": {"index": ',
+    "[[[[",
+    "}}}",
+    "I will go to waypoint 3.",
+    "\n",
+    '\\"',
+    "9" * 40,
+]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(st.sampled_from(FRAGMENTS), max_size=24))
+def test_no_reply_makes_the_reader_raise_and_every_opened_call_is_counted(parts: list[str]) -> None:
+    reply = "".join(parts)
+    content, calls = parse_tool_calls(reply, id_prefix="call_1")
+    visible = re.sub(r"<think>.*?(?:</think>|\Z)", "", reply, flags=re.DOTALL)
+    if "<tool_call>" in visible:  # each opened call comes back, read or with its error
+        assert len(calls) == visible.count("<tool_call>")
+    for i, call in enumerate(calls):
+        assert call.id == f"call_1_{i}"
+        assert call.ok == (call.error is None)
+        assert call.ok or call.arguments is None
+        json.dumps(call.record())  # a record can always be written
+    assert isinstance(content, str)
