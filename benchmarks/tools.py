@@ -4,9 +4,10 @@
 
 Two measures, each against its competitor in the same process:
 
-- ``tool_call_overhead_ms``: a native call as an agent handles it in one decision (checking
-  the call's arguments against the tool's JSON schema, dispatching to the function, and the
-  record an agent keeps: the call's record and the ``role: tool`` answer as JSON), minus a
+- ``tool_call_overhead_ms``: a native call as an agent handles it in one decision
+  (``ToolBox.answer``: checking the call's arguments against the tool's JSON schema,
+  dispatching to the function, the call's record with its result and the ``role: tool``
+  answer, written as JSON), minus a
   direct Python call of the same function (``direct_call_us``). Issue #23's target: at most
   1 ms.
 - ``constrained_overhead_ms_per_token``: the tiny transformers chat model (random weights,
@@ -71,9 +72,9 @@ def main() -> None:
     box = ToolBox([GOTO])
     call = call_from_parts("call_0_0", "goto_waypoint", '{"index": 3}')
 
-    def native() -> None:
-        result = box.run(call)
-        json.dumps({"tool_call": call.record(), "result": result.tool_message(call)})
+    def native() -> None:  # as a decision handles a reply's call (core.parsing.ask's on_calls)
+        answer = box.answer((call,), lambda result: result.value)
+        json.dumps({"calls": answer.records, "messages": answer.messages})
 
     direct_us = per_call_us(lambda: GOTO.function(index=3), calls, rounds)
     native_us = per_call_us(native, calls, rounds)
