@@ -18,10 +18,10 @@ from typer.testing import CliRunner
 from embodia.cli import app
 
 SCENE = "procedural:seed=0,rooms=5"
-VLM_REPLIES = [
-    '{"tool": "describe_map"}',  # information: answered, then asked again
-    '{"tool": "goto_waypoint", "arguments": {"index": "two"}}',  # invalid: re-asked
-    'Sure. {"tool": "goto_waypoint", "arguments": {"index": 0}}',
+VLM_REPLIES = [  # native tool calls, as the model's Hermes markup
+    '<tool_call>{"name": "describe_map", "arguments": {}}</tool_call>',  # answered, asked again
+    '<tool_call>{"name": "goto_waypoint", "arguments": {"index": "two"}}</tool_call>',  # invalid
+    'Sure. <tool_call>{"name": "goto_waypoint", "arguments": {"index": 0}}</tool_call>',
 ]
 
 

@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 
+from embodia.core.tool_calls import parse_tool_calls
 from embodia.viewer.server import serving
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
@@ -144,7 +145,8 @@ def test_each_step_shows_the_prompt_the_raw_answers_the_re_asks_and_the_decision
     page: Any, base: str, runs_root: Path
 ) -> None:
     script = (runs_root.parent / "vlm-replies.jsonl").read_text().splitlines()
-    replies = [json.loads(line)["text"] for line in script]
+    # each reply's text apart from its calls, and each call with what it came to
+    replies = [parse_tool_calls(json.loads(line)["text"])[0] for line in script]
     records = [
         json.loads(x) for x in (runs_root / "house" / "vlm" / "episodes.jsonl").read_text().splitlines()
     ]
@@ -155,6 +157,10 @@ def test_each_step_shows_the_prompt_the_raw_answers_the_re_asks_and_the_decision
     panel = '[data-view="decision"]'
     assert "Instruction:" in page.inner_text(f"{panel} pre.prompt")
     assert page.eval_on_selector_all(f"{panel} pre.raw", "ps => ps.map(p => p.textContent)") == replies
+    calls = page.eval_on_selector_all(f"{panel} pre.call", "ps => ps.map(p => p.textContent)")
+    assert [c.split("(")[0] for c in calls] == ["describe_map", "goto_waypoint", "goto_waypoint"]
+    assert "coverage_percent" in calls[0] and "error: invalid index" in calls[1]
+    assert calls[2] == 'goto_waypoint({"index":0}) -> {"walking_to":0}'
     headings = page.eval_on_selector_all(f"{panel} .attempt h4", "hs => hs.map(h => h.textContent)")
     assert headings == ["answer", "re-ask 1", "re-ask 2"]
     failed = page.eval_on_selector_all(f"{panel} .attempt.failed", "as => as.length")

@@ -301,6 +301,9 @@ class ExplorePanel {
         el("div", { class: "attempt" + (a.failure ? " failed" : "") },
           el("h4", { text: i === 0 ? "answer" : `re-ask ${i}` }),
           el("pre", { class: "raw", text: a.reply ?? "" }),
+          ...(a.calls || []).map((c) => el("pre", { class: "call" + (c.error ? " failed" : ""),
+            text: `${c.name || "?"}(${JSON.stringify(c.arguments ?? c.arguments_text ?? null)})` +
+              (c.error ? ` -> error: ${c.error}` : ` -> ${JSON.stringify(c.result)}`) })),
           a.failure ? el("p", { class: "error", text: `could not use it: ${a.failure}` }) : null,
           a.tool_result ? el("pre", { class: "muted", text: `tool: ${a.tool_result}` }) : null),
       );
