@@ -191,12 +191,7 @@ def reason(
         call = completion.tool_calls[0]
         result = tools.run(call)
         action = result.value if result.ok else f"bad {call.name or 'tool'} call: {result.error}"
-        recorded = (
-            {**call.record(), "action": result.value}
-            if result.ok
-            else {**call.record(), "error": result.error}
-        )
-        update["calls"] = [recorded]
+        update["calls"] = [result.call_record(call, "action")]
     else:
         action = _action(completion.text)
     if not guard.spend_tokens(completion.prompt_tokens + completion.completion_tokens):

@@ -637,16 +637,26 @@ def unseen_behind(state: NDArray[np.uint8], cell: Sequence[float], reach: float,
     the sector out to where it stopped. Unknown space walled in close behind the frontier
     (a gap behind a sofa) gives little, a doorway into an unseen room or a corridor's open
     end a half disc."""
-    angles = np.linspace(0.0, 2.0 * np.pi, rays, endpoint=False)
     along = np.arange(1.0, reach + 0.5, 0.5)
-    rows = np.rint(cell[0] + np.outer(np.sin(angles), along)).astype(np.int64)
-    cols = np.rint(cell[1] + np.outer(np.cos(angles), along)).astype(np.int64)
-    inside = (rows >= 0) & (rows < state.shape[0]) & (cols >= 0) & (cols < state.shape[1])
-    known = np.zeros(rows.shape, dtype=bool)
-    known[inside] = state[rows[inside], cols[inside]] != UNKNOWN
+    known, _, _ = _ray_samples(state != UNKNOWN, cell, rays, along)
     stop = np.where(known.any(axis=1), known.argmax(axis=1), len(along))
     length = np.concatenate([[0.0], along])[stop]
     return float(0.5 * np.sum(length**2) * (2.0 * np.pi / rays))
+
+
+def _ray_samples(
+    mask: NDArray[np.bool_], cell: Sequence[float], rays: int, along: NDArray[np.float64]
+) -> tuple[NDArray[np.bool_], NDArray[np.int64], NDArray[np.int64]]:
+    """``mask`` sampled along ``rays`` rays cast evenly round from a (row, col) grid point, at
+    the distances ``along`` (cells): the (rays, len(along)) samples, False outside the grid,
+    and the sampled rows and columns."""
+    angles = np.linspace(0.0, 2.0 * np.pi, rays, endpoint=False)
+    rows = np.rint(cell[0] + np.outer(np.sin(angles), along)).astype(np.int64)
+    cols = np.rint(cell[1] + np.outer(np.cos(angles), along)).astype(np.int64)
+    inside = (rows >= 0) & (rows < mask.shape[0]) & (cols >= 0) & (cols < mask.shape[1])
+    samples = np.zeros(rows.shape, dtype=bool)
+    samples[inside] = mask[rows[inside], cols[inside]]
+    return samples, rows, cols
 
 
 def _map_paths(context: ExplorerContext, position: NDArray[np.float64]) -> DistanceField | None:
@@ -814,14 +824,9 @@ def _seen_around(context: ExplorerContext, centre: NDArray[np.float64], skip: fr
     label, confidence = bev.semantic_map()
     label = np.where(confidence >= 0.5, label, 0)
     blocked = bev.occupied & ~np.isin(label, [names.index(name) for name in skip])
-    row, col = (float(v) for v in bev.to_grid(centre))
-    angles = np.linspace(0.0, 2.0 * np.pi, cfg.around_rays, endpoint=False)
+    cell = [float(v) for v in bev.to_grid(centre)]
     along = np.arange(0.0, cfg.foreign_reach_m / bev.config.resolution, 0.5)
-    rows = np.rint(row + np.outer(np.sin(angles), along)).astype(np.int64)
-    cols = np.rint(col + np.outer(np.cos(angles), along)).astype(np.int64)
-    inside = (rows >= 0) & (rows < blocked.shape[0]) & (cols >= 0) & (cols < blocked.shape[1])
-    hit = np.zeros(rows.shape, dtype=bool)
-    hit[inside] = blocked[rows[inside], cols[inside]]
+    hit, rows, cols = _ray_samples(blocked, cell, cfg.around_rays, along)
     rays = np.nonzero(hit.any(axis=1))[0]
     first = hit[rays].argmax(axis=1)
     seen, counts = np.unique(label[rows[rays, first], cols[rays, first]], return_counts=True)

@@ -312,8 +312,7 @@ class ToolCommentator:
         self._line, self.last_calls = "", []
         for call in completion.tool_calls[:1]:  # one decision a second
             result = self.tools.run(call)
-            outcome = {"result": result.value} if result.ok else {"error": result.error}
-            self.last_calls.append({**call.record(), **outcome})
+            self.last_calls.append(result.call_record(call))
             if not result.ok:
                 self.unreadable += 1
             elif result.tool == "speak":

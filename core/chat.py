@@ -43,6 +43,12 @@ Tools = Sequence[Mapping[str, Any]]
 """OpenAI ``tools`` entries (:meth:`embodia.tools.base.Tool.openai_schema`)."""
 
 
+def template_tools(tools: Tools) -> dict[str, Any]:
+    """Keywords for a chat template's ``apply_chat_template``: ``tools`` when there are any,
+    so that a prompt without tools renders as it always did."""
+    return {"tools": [dict(tool) for tool in tools]} if tools else {}
+
+
 class Message(TypedDict):
     role: Role
     content: str

@@ -127,9 +127,9 @@ def forced_call_schema(tools: Sequence[Mapping[str, Any]], tool_choice: ToolChoi
     choice allows, its arguments by that tool's schema; None when the choice forces none.
     Backends that decode under a grammar (:mod:`embodia.policies.constrained`) hold a reply
     to it, so that even a model with random weights returns a valid call."""
-    named = chosen_name(tool_choice)
-    if tool_choice != "required" and named is None:
+    if not forces_call(tool_choice):
         return None
+    named = chosen_name(tool_choice)
     options = []
     for tool in tools:
         function = tool["function"]
@@ -147,6 +147,11 @@ def forced_call_schema(tools: Sequence[Mapping[str, Any]], tool_choice: ToolChoi
             }
         )
     return options[0] if len(options) == 1 else {"anyOf": options}
+
+
+def forces_call(tool_choice: ToolChoice) -> bool:
+    """Whether the reply must be a call: ``"required"`` or a named tool."""
+    return tool_choice == "required" or chosen_name(tool_choice) is not None
 
 
 def chosen_name(tool_choice: ToolChoice) -> str | None:

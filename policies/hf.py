@@ -349,7 +349,7 @@ class HFPolicy(chat.ChatPolicy):
         """The chat-templated prompt as model inputs, images attached to the last user message;
         ``tools`` go to the template, which lists them (the model writes its calls as the
         template teaches, and :meth:`ChatPolicy.complete` reads them)."""
-        template_tools = {"tools": [dict(tool) for tool in tools]} if tools else {}
+        template_tools = chat.template_tools(tools)
         if self.processor is None:
             prompt = self.tokenizer.apply_chat_template(
                 [dict(m) for m in messages], add_generation_prompt=True, tokenize=False, **template_tools

@@ -37,7 +37,7 @@ from PIL import Image
 from embodia.core import chat
 from embodia.core.chat import ContextOverflowError, PolicyError
 from embodia.core.random_weights import random_weights_note
-from embodia.core.tool_calls import ToolCall, ToolChoice, call_from_parts, chosen_name, forced_call_schema
+from embodia.core.tool_calls import ToolCall, ToolChoice, call_from_parts, chosen_name, forces_call
 
 logger = logging.getLogger(__name__)
 
@@ -58,11 +58,16 @@ _FINISH_REASONS: dict[str, chat.FinishReason] = {
 }
 
 
-def image_data_url(image: NDArray[np.uint8]) -> str:
-    """An (H, W, 3) uint8 RGB image as a lossless ``data:image/png;base64,...`` URL."""
+def png_base64(image: NDArray[np.uint8]) -> str:
+    """An (H, W, 3) uint8 RGB image as lossless PNG bytes in base64."""
     buffer = io.BytesIO()
     Image.fromarray(np.ascontiguousarray(image)).save(buffer, format="PNG")
-    return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode("ascii")
+    return base64.b64encode(buffer.getvalue()).decode("ascii")
+
+
+def image_data_url(image: NDArray[np.uint8]) -> str:
+    """An (H, W, 3) uint8 RGB image as a lossless ``data:image/png;base64,...`` URL."""
+    return "data:image/png;base64," + png_base64(image)
 
 
 def wire_messages(
@@ -130,7 +135,7 @@ def build_chat_request(
         request["tool_choice"] = (
             tool_choice if named is None else {"type": "function", "function": {"name": named}}
         )
-        if forced_call_schema(tools, tool_choice) is not None:
+        if forces_call(tool_choice):
             request["parallel_tool_calls"] = False
     if extra_body:
         request["extra_body"] = dict(extra_body)
@@ -141,7 +146,7 @@ def wire_tools(tools: chat.Tools, tool_choice: ToolChoice) -> list[dict[str, Any
     """The ``tools`` as sent: under a choice that forces a call, each ``"strict": true``
     unless it sets ``strict`` itself (the template lists them so, which the prompt's token
     count must include)."""
-    if forced_call_schema(tools, tool_choice) is None:
+    if not forces_call(tool_choice):
         return [dict(tool) for tool in tools]
     return [
         {**tool, "function": {**tool["function"], "strict": tool["function"].get("strict", True)}}

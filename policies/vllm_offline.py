@@ -149,10 +149,12 @@ class VLLMOfflinePolicy(chat.ChatPolicy):
         listing included); None with images, whose tokens only vLLM's multimodal processor knows."""
         if images:
             return None
-        template_tools = {"tools": [dict(tool) for tool in tools]} if tools else {}
         try:
             ids = self._llm.get_tokenizer().apply_chat_template(
-                wire_messages(messages), add_generation_prompt=True, tokenize=True, **template_tools
+                wire_messages(messages),
+                add_generation_prompt=True,
+                tokenize=True,
+                **chat.template_tools(tools),
             )
         except Exception as error:  # a template that refuses the conversation
             raise PolicyError(f"cannot apply {self.path}'s chat template: {error}") from error
@@ -186,8 +188,9 @@ class VLLMOfflinePolicy(chat.ChatPolicy):
                 raise PolicyError(f"the vllm policy for {self.path} was closed")
             try:
                 # the chat template lists the tools; the reply's markup is read by ChatPolicy
-                tools = {"tools": [dict(tool) for tool in request.tools]} if request.tools else {}
-                outputs = self._llm.chat(conversation, sampling, use_tqdm=False, **tools)
+                outputs = self._llm.chat(
+                    conversation, sampling, use_tqdm=False, **chat.template_tools(request.tools)
+                )
             except Exception as error:  # prompt too long, bad template, engine failure
                 overflow = overflow_from_message(
                     str(error),

@@ -84,6 +84,10 @@ class ToolResult:
         """What to tell the model."""
         return f"{self.tool}: {self.value}" if self.ok else f"{self.tool} failed: {self.error}"
 
+    def call_record(self, call: ToolCall, key: str = "result") -> dict[str, Any]:
+        """``call`` for a run record, with this result's value under ``key`` or its ``error``."""
+        return {**call.record(), key: self.value} if self.ok else {**call.record(), "error": self.error}
+
     def tool_message(self, call: ToolCall) -> Message:
         """The result as the ``role: tool`` message answering ``call``: the value as JSON,
         or the error."""
@@ -172,11 +176,7 @@ class ToolBox:
                 images.append(value.image)
                 result = ToolResult(result.tool, True, value.caption)
             messages.append(result.tool_message(call))
-            records.append(
-                {**call.record(), "result": result.value}
-                if result.ok
-                else {**call.record(), "error": result.error}
-            )
+            records.append(result.call_record(call))
             if not result.ok:
                 failure = failure or result.message()
                 continue

@@ -16,6 +16,7 @@ from embodia.tools.base import Tool, ToolBox, ToolImage, object_schema
 LOOK_SIZE = 128
 """Pixels on a side of a ``look`` view."""
 LOOK_HFOV_DEG = 90.0
+"""Horizontal field of view of a ``look`` view, in degrees."""
 
 
 def exploration_tools(

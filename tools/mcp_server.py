@@ -21,14 +21,11 @@ official Python SDK's low-level server, so each tool keeps its own JSON schema.
 
 from __future__ import annotations
 
-import base64
-import io
 import json
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-from numpy.typing import NDArray
 
 from embodia.errors import EmbodiaError
 from embodia.tools.base import Tool, ToolBox, ToolImage, ToolResult, object_schema
@@ -190,17 +187,11 @@ def _plain(value: Any) -> Any:
     return value
 
 
-def png_base64(image: NDArray[np.uint8]) -> str:
-    from PIL import Image
-
-    buffer = io.BytesIO()
-    Image.fromarray(np.ascontiguousarray(image)).save(buffer, format="PNG")
-    return base64.b64encode(buffer.getvalue()).decode()
-
-
 def mcp_content(result: ToolResult) -> tuple[list[Any], bool]:
     """A tool result as MCP content parts (text, PNG images) and whether it is an error."""
     from mcp import types
+
+    from embodia.policies.openai_compat import png_base64
 
     if not result.ok:
         return [types.TextContent(text=result.message())], True
