@@ -1,0 +1,50 @@
+"""``benchmarks/explore.py``: the instruction-following summary, computed by hand, and the
+``--instruction-only --quick`` run ending with its JSON line."""
+
+from __future__ import annotations
+
+import importlib.util
+from types import ModuleType
+
+import pytest
+from benchmark_runs import ROOT, run_benchmark
+
+
+def _explore_benchmark() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("explore_benchmark", ROOT / "benchmarks" / "explore.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_instruction_summary_means_and_pools_the_houses() -> None:
+    summary = _explore_benchmark().instruction_summary(
+        [
+            {"instructed_room": "kitchen", "room_steps_plain": 7, "room_steps_instructed": 5},
+            {"instructed_room": "living", "room_steps_plain": 400, "room_steps_instructed": 100},
+            # never covered told: counts the whole budget
+            {"instructed_room": "office", "room_steps_plain": 100, "room_steps_instructed": None},
+            {},  # a house with no room of a kind it has one of
+        ],
+        steps=500,
+    )
+    assert summary["instruction_houses"] == 3
+    assert summary["instruction_runs_not_covered"] == 1
+    # mean of 5/7, 100/400 and 500/100
+    assert summary["instruction_steps_ratio"] == pytest.approx((5 / 7 + 0.25 + 5.0) / 3, abs=1e-4)
+    # (5 + 100 + 500) / (7 + 400 + 100)
+    assert summary["instruction_steps_ratio_pooled"] == pytest.approx(605 / 507, abs=1e-4)
+
+
+def test_instruction_summary_of_no_house_is_empty() -> None:
+    summary = _explore_benchmark().instruction_summary([{}, {}], steps=500)
+    assert summary["instruction_steps_ratio"] is None and summary["instruction_steps_ratio_pooled"] is None
+    assert summary["instruction_houses"] == 0
+
+
+@pytest.mark.slow
+def test_quick_instruction_run_prints_the_keys() -> None:
+    result = run_benchmark("explore", "--instruction-only", "--quick")
+    assert result["instruction_houses"] >= 1
+    assert result["instruction_steps_ratio_pooled"] > 0 and result["instruction_steps_ratio"] > 0
