@@ -48,3 +48,16 @@ def test_quick_instruction_run_prints_the_keys() -> None:
     result = run_benchmark("explore", "--instruction-only", "--quick")
     assert result["instruction_houses"] >= 1
     assert result["instruction_steps_ratio_pooled"] > 0 and result["instruction_steps_ratio"] > 0
+
+
+def test_ratio_interval_brackets_the_ratio_of_means() -> None:
+    ratio_interval = _explore_benchmark().ratio_interval
+    # every house twice the other's: every resample's ratio is 2
+    assert ratio_interval([2.0, 4.0, 6.0], [1.0, 2.0, 3.0]) == [2.0, 2.0]
+    ours, theirs = [150.0, 90.0, 120.0, 200.0], [100.0, 100.0, 110.0, 150.0]
+    low, high = ratio_interval(ours, theirs)
+    point = sum(ours) / sum(theirs)
+    assert low < point < high
+    # no resample can leave the range of the houses' own ratios
+    assert min(o / t for o, t in zip(ours, theirs, strict=True)) <= low
+    assert high <= max(o / t for o, t in zip(ours, theirs, strict=True))
