@@ -115,6 +115,9 @@ class ExplorerConfig:
     """A frontier this close to one already walked to is not walked to again."""
     stairs_weight: float = 3.0
     """How many times a frontier on a flight of stairs (leading to another floor) counts."""
+    stairs_lead_cap: float = 4.0
+    """The most a stairs frontier's weight is scaled by how much more of this floor is mapped
+    than of the floor it leads to (and the inverse, the least)."""
     walk_horizon_m: float = 6.0
     """A walk to a farther frontier stops this far along the map's path, and the agent
     decides again from there."""
@@ -538,7 +541,7 @@ def _backtrack(state: ExplorerState, context: ExplorerContext, tree: nx.DiGraph)
     field = _map_paths(context, position)
     cost = [_path_cost(context, field, position, segment.target) for segment, _, _ in options]
     value = [
-        w * seg.size * _floor_weight(context, seg, position) / (1.0 + c)
+        w * seg.size * _floor_weight(context, seg) / (1.0 + c)
         for (seg, _, w), c in zip(options, cost, strict=True)
     ]
     best, into, _ = options[int(np.argmax(value))]
@@ -578,11 +581,28 @@ def _untried(
     return fresh
 
 
-def _floor_weight(context: ExplorerContext, segment: FrontierSegment, position: NDArray[np.float64]) -> float:
+def _floor_weight(context: ExplorerContext, segment: FrontierSegment) -> float:
     """A frontier up or down a flight of stairs opens a whole floor, not the few cells of it
-    seen from below: it counts as much as ``stairs_weight`` frontiers of this floor."""
-    rise = abs(float(segment.target[1] - position[1]))
-    return context.config.stairs_weight if rise > STAIRS_RISE_M else 1.0
+    seen from below: it counts as much as ``stairs_weight`` frontiers of this floor, times
+    how much more of this floor is mapped than of the floor it leads to (at most
+    ``stairs_lead_cap``, at least its inverse). So the agent climbs once this floor is largely
+    mapped and the next barely seen, and stays up until the new floor is mapped as well.
+    The rise is taken from this floor's level, not the agent's height: halfway up a flight,
+    the floor it came from is still its floor, not another to go back to."""
+    cfg = context.config
+    here = context.env.bev
+    rise = float(segment.target[1]) - here.floor_height
+    if abs(rise) <= STAIRS_RISE_M:
+        return 1.0
+    beyond = [
+        bev
+        for bev in context.env.bevs.values()
+        if bev is not here and (bev.floor_height - here.floor_height) * rise > 0
+    ]
+    there = min(beyond, key=lambda bev: abs(bev.floor_height - here.floor_height)) if beyond else None
+    mapped_there = there.explored_area_m2 if there is not None else 0.0
+    lead = here.explored_area_m2 / max(mapped_there, 1.0)
+    return cfg.stairs_weight * min(max(lead, 1.0 / cfg.stairs_lead_cap), cfg.stairs_lead_cap)
 
 
 def _search(context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | None:
@@ -617,10 +637,7 @@ def _search(context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | None:
             heading is not None and _flat_distance(segment.target, np.asarray(heading)) <= cfg.tried_radius_m
         )
         value.append(
-            opened
-            * _floor_weight(context, segment, position)
-            * (cfg.search_commitment if kept else 1.0)
-            / (1.0 + cost)
+            opened * _floor_weight(context, segment) * (cfg.search_commitment if kept else 1.0) / (1.0 + cost)
         )
     best = options[int(np.argmax(value))]
     tree.graph["heading"] = [round(float(v), 4) for v in best.target]

@@ -21,7 +21,9 @@ from scenes import box_room
 from embodia.agents import explorer_schema as schema
 from embodia.agents.explorer import (
     ROOT,
+    ExplorerConfig,
     ExplorerContext,
+    _floor_weight,
     _seek_target,
     _target_cells,
     backtrack_order,
@@ -49,7 +51,7 @@ from embodia.agents.instructions import (
 from embodia.core.tool_calls import parse_tool_calls
 from embodia.envs.mapping.measures import RegionCoverage
 from embodia.evals.explore import ExploreSettings, run_exploration
-from embodia.perception.bev import FREE, OCCUPIED, UNKNOWN
+from embodia.perception.bev import FREE, OCCUPIED, UNKNOWN, BEVMap
 from embodia.sim import CATEGORIES, Pose
 
 SCENE = "procedural:seed=3,rooms=3"
@@ -471,3 +473,36 @@ def test_an_instructed_object_beyond_the_maps_range_is_sought_from_the_panorama(
     untold = ExplorerContext(env=env.unwrapped, policy=None, instruction="", recorder=None)
     assert _seek_target(untold, tree_of({})) is None
     env.close()
+
+
+def _floor_map(height: float, mapped_m2: float) -> BEVMap:
+    """A floor's map with ``mapped_m2`` of floor seen, at ``height``."""
+    bev = BEVMap(CATEGORIES)
+    bev.ensure_covers((0.0, 20.0), (0.0, 20.0))
+    bev.floor_height = height
+    bev.free_count.flat[: round(mapped_m2 / bev.config.resolution**2)] = 1.0
+    return bev
+
+
+def _weight(here: BEVMap, floors: list[BEVMap], frontier_y: float) -> float:
+    env = SimpleNamespace(bev=here, bevs=dict(enumerate(floors)))
+    context = SimpleNamespace(env=env, config=ExplorerConfig())
+    return _floor_weight(context, SimpleNamespace(target=np.array([5.0, frontier_y, 5.0])))  # type: ignore[arg-type]
+
+
+def test_stairs_count_by_how_much_more_of_this_floor_is_mapped() -> None:
+    ground, upper = _floor_map(0.0, 100.0), _floor_map(2.8, 0.0)
+    assert ground.explored_area_m2 == pytest.approx(100.0)
+    # a frontier on this floor counts once
+    assert _weight(ground, [ground, upper], 0.1) == 1.0
+    # up the flight to a floor not yet seen: stairs_weight (3) times the cap (4)
+    assert _weight(ground, [ground], 1.4) == pytest.approx(12.0)
+    assert _weight(ground, [ground, upper], 1.4) == pytest.approx(12.0)
+    # to a floor half as much mapped as this one: 3 x 2
+    assert _weight(ground, [ground, _floor_map(2.8, 50.0)], 1.4) == pytest.approx(6.0)
+    # back down from a floor barely mapped to one mapped well: 3 x 1/4, so the agent stays up
+    fresh = _floor_map(2.8, 10.0)
+    assert _weight(fresh, [ground, fresh], 1.4) == pytest.approx(0.75)
+    # the rise is from the map's floor, not the agent: halfway up the flight, with the ground
+    # floor's map still its map, the ground floor's frontiers are its own
+    assert _weight(ground, [ground, upper], 0.0) == 1.0
