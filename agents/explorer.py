@@ -52,12 +52,13 @@ from embodia.agents.instructions import (
     instruction_rooms,
     open_plan_signs,
     other_room,
+    room_of,
 )
 from embodia.agents.runtime import RunRecorder, emit
 from embodia.core.chat import Message, Policy
 from embodia.core.parsing import AskRecord
 from embodia.core.tool_calls import ToolChoice
-from embodia.perception.bev import UNKNOWN, FrontierSegment
+from embodia.perception.bev import FrontierSegment
 from embodia.perception.planning import DistanceField, distance_field
 from embodia.perception.regions import Region, RegionTracker
 from embodia.perception.waypoints import (
@@ -92,16 +93,12 @@ class ExplorerConfig:
     """Panorama pixels it must cover, where the map does not show it (beyond its range)."""
     target_reach_m: float = 1.5
     """An object this close to the agent, or to one already walked to, is not sought."""
+    beside_candidates: int = 2000
+    """Navigable cells, nearest first, tried for one in plain sight of an object sought
+    (2000 cells of 5 cm: open floor within about 1.3 m)."""
     foreign_reach_m: float = 5.0
     """A point in plain sight of a sure sign of a room not asked for (a bed while the kitchen
-    is) and this close to it lies in that room, which the search skips (rooms are 3-5 m)."""
-    search_reach_m: float = 3.0
-    """How far past a frontier the search looks into unknown space for what it opens."""
-    search_rays: int = 36
-    """Rays cast from a frontier into unknown space (10 degrees apart)."""
-    search_commitment: float = 2.0
-    """How many times the frontier the search last headed for counts, within ``tried_radius_m``
-    of it, so that a walk cut at the horizon goes on rather than turning back and forth."""
+    is) and this close to it lies in that room, which a told explorer skips (rooms are 3-5 m)."""
     around_rays: int = 90
     """Rays cast on the map to see what stands around an object sighted (4 degrees apart)."""
     around_min_rays: int = 2
@@ -182,6 +179,12 @@ class ExplorerContext:
     def rooms(self) -> frozenset[str]:
         """The rooms the instruction names ("bedroom", "kitchen", ...)."""
         return instruction_rooms(self.instruction)
+
+    @property
+    def room_signs(self) -> bool:
+        """Whether the instruction's objects say their room (:data:`ROOM_SIGNS`: a bed, a
+        refrigerator), unlike a dining room's tables and chairs, which offices hold too."""
+        return any(room_of([name]) in self.rooms for name in self.targets)
 
     @property
     def beacons(self) -> frozenset[str]:
@@ -605,62 +608,6 @@ def _floor_weight(context: ExplorerContext, segment: FrontierSegment) -> float:
     return cfg.stairs_weight * min(max(lead, 1.0 / cfg.stairs_lead_cap), cfg.stairs_lead_cap)
 
 
-def _search(context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | None:
-    """Told to explore a room first while nothing of it is on the map: walk to the frontier
-    that opens the most unseen space (:func:`unseen_behind`) per metre of path, outside the
-    rooms seen to be others (:func:`_foreign_rooms`) while there is one. A doorway into an
-    unseen room or the open end of a corridor opens metres of space, a corner behind a
-    piece of furniture little, so the search goes from door to door along the corridors,
-    where the depth-first order would finish each room it enters. A far frontier is walked
-    to ``walk_horizon_m`` at most, then the choice is made again."""
-    if not context.targets or _target_cells(context, context.targets).any():
-        return None
-    cfg = context.config
-    bev = context.env.bev
-    position = np.asarray(context.env.simulator.pose.position, dtype=np.float64)
-    fresh = _untried(context, tree, position)
-    foreign = _foreign_rooms(context)
-    options = [segment for segment in bev.frontiers() if fresh(segment.target)]
-    options = [segment for segment in options if not foreign(segment.target)] or options
-    if not options:
-        return None
-    field = _map_paths(context, position)
-    state = bev.state
-    reach = cfg.search_reach_m / bev.config.resolution
-    heading = tree.graph.get("heading")
-    value = []
-    for segment in options:
-        row, col = bev.to_grid(segment.target)
-        opened = unseen_behind(state, (float(row), float(col)), reach, cfg.search_rays)
-        cost = _path_cost(context, field, position, segment.target)
-        kept = (
-            heading is not None and _flat_distance(segment.target, np.asarray(heading)) <= cfg.tried_radius_m
-        )
-        value.append(
-            opened * _floor_weight(context, segment) * (cfg.search_commitment if kept else 1.0) / (1.0 + cost)
-        )
-    best = options[int(np.argmax(value))]
-    tree.graph["heading"] = [round(float(v), 4) for v in best.target]
-    goal = _along_path(context, field, best.target)
-    if goal is None:
-        goal = best.target
-        tree.graph["tried"].append([round(float(v), 4) for v in goal])
-    return {"kind": "point", "point": [round(float(v), 4) for v in goal], "by": "search"}
-
-
-def unseen_behind(state: NDArray[np.uint8], cell: Sequence[float], reach: float, rays: int) -> float:
-    """Unknown area (cells) a frontier cell opens onto: rays cast from it go on while the map
-    is unknown (outside the grid counts as unknown), at most ``reach`` cells, and each sweeps
-    the sector out to where it stopped. Unknown space walled in close behind the frontier
-    (a gap behind a sofa) gives little, a doorway into an unseen room or a corridor's open
-    end a half disc."""
-    along = np.arange(1.0, reach + 0.5, 0.5)
-    known, _, _ = _ray_samples(state != UNKNOWN, cell, rays, along)
-    stop = np.where(known.any(axis=1), known.argmax(axis=1), len(along))
-    length = np.concatenate([[0.0], along])[stop]
-    return float(0.5 * np.sum(length**2) * (2.0 * np.pi / rays))
-
-
 def _ray_samples(
     mask: NDArray[np.bool_], cell: Sequence[float], rays: int, along: NDArray[np.float64]
 ) -> tuple[NDArray[np.bool_], NDArray[np.int64], NDArray[np.int64]]:
@@ -730,7 +677,7 @@ def _foreign_rooms(context: ExplorerContext) -> Callable[[NDArray[np.float64]], 
     """Whether a world point lies in a room seen to be one the instruction does not name: in
     plain sight on the map (no occupied cell between) of a cluster of its sure signs
     (:attr:`ExplorerContext.foreign`) and within ``foreign_reach_m`` of it. The panorama
-    sees a room from its doorway, so the search need not walk in to tell a bedroom; only
+    sees a room from its doorway, so the agent need not walk in to tell a bedroom; only
     sure signs count, as a sofa may stand in an office and a living room may be open to the
     kitchen. Never true for an untold explorer."""
     signs = context.foreign
@@ -775,20 +722,26 @@ def _target_cells(context: ExplorerContext, targets: frozenset[str]) -> NDArray[
 
 def _seek_target(context: ExplorerContext, tree: nx.DiGraph) -> PointChoice | None:
     """Walk to an object the instruction asks for, once the agent has seen one it has not
-    yet been near: to the reachable floor beside the largest such cluster on the map, else
-    towards the largest such blob in the panorama (which sees farther than the map keeps);
-    where none is in view, to a beacon of the room (:attr:`ExplorerContext.beacons`) the
-    same way. The room around it is then explored first, depth first, by the region bonus.
-    Each object is sought once (the tree's ``sought`` list), so one that cannot be reached
-    is not chased again."""
+    yet been near: to the reachable floor in sight of the largest such cluster on the map,
+    else towards the largest such blob in the panorama (which sees farther than the map
+    keeps); where none is in view, to a beacon of the room (:attr:`ExplorerContext.beacons`)
+    the same way, until an object that says the room (:attr:`ExplorerContext.room_signs`)
+    has been walked to (the tree's ``found``). The room around it is then explored first,
+    depth first, by the region bonus. Each object is sought once (the tree's ``sought``
+    list), so one that cannot be reached is not chased again."""
     if not context.targets:
         return None
     sought = tree.graph.setdefault("sought", [])
-    for targets in (context.targets, context.beacons):
+    for beacon, targets in ((False, context.targets), (True, context.beacons)):
+        if beacon and tree.graph.get("found"):
+            # An object that says the room (a refrigerator, not a chair a dining room shares
+            # with offices) was walked to: the room is there, and a beacon leads away.
+            return None
         found = _sighting(context, targets, [np.asarray(p, dtype=np.float64) for p in sought])
         if found is not None:
             centre, goal = found
             sought.append([round(float(v), 4) for v in centre])
+            tree.graph["found"] = tree.graph.get("found", False) or (not beacon and context.room_signs)
             return {"kind": "point", "point": [round(float(v), 4) for v in goal], "by": "instruction"}
     return None
 
@@ -808,7 +761,7 @@ def _sighting(
 
     for centre in _target_clusters(context, targets):
         if new(centre):
-            beside = _floor_beside(context, centre)
+            beside = _floor_beside(context, centre, targets)
             # a desk in a bedroom is not the office's, nor a sofa beside a desk the living room's
             if (
                 beside is not None
@@ -817,7 +770,7 @@ def _sighting(
             ):
                 return centre, beside
     for centre in _target_blobs(context, targets):
-        if new(centre):
+        if new(centre) and not _other_room(context, sorted(_seen_around(context, centre, targets))):
             # Beyond the map: the floor short of it towards the agent; the simulator snaps
             # the point onto navigable floor when the agent walks there.
             away = np.asarray(centre - position, dtype=np.float64)
@@ -882,16 +835,26 @@ def _target_blobs(context: ExplorerContext, targets: frozenset[str]) -> list[NDA
     return points
 
 
-def _floor_beside(context: ExplorerContext, centre: NDArray[np.float64]) -> NDArray[np.float64] | None:
-    """The navigable map cell nearest a point (None: the map has none)."""
+def _floor_beside(
+    context: ExplorerContext, centre: NDArray[np.float64], seen_through: frozenset[str] = frozenset()
+) -> NDArray[np.float64] | None:
+    """The navigable map cell nearest a point that has it in plain sight (no occupied cell
+    between, ``seen_through`` categories aside: the object's own cells), else the nearest
+    one; None when the map has none. The nearest cell alone may lie behind a wall, in the
+    next room, from where the object is not seen and its room not entered."""
     bev = context.env.bev
     navigable = bev.navigable(context.env.simulator.config.agent_radius)
     if not navigable.any():
         return None
     rows, cols = np.nonzero(navigable)
     points = bev.from_grid(rows, cols)
-    nearest: NDArray[np.float64] = points[int(np.argmin(np.hypot(*(points - centre).T[[0, 2]])))]
-    return nearest
+    order = np.argsort(np.hypot(*(points - centre).T[[0, 2]]), kind="stable")
+    blocked = bev.occupied & ~_target_cells(context, seen_through) if seen_through else bev.occupied
+    grid = [float(v) for v in bev.to_grid(centre)]
+    for k in order[: context.config.beside_candidates]:
+        if in_sight(blocked, grid, (float(rows[k]), float(cols[k]))):
+            return np.asarray(points[k], dtype=np.float64)
+    return np.asarray(points[order[0]], dtype=np.float64)
 
 
 def select(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerState:
@@ -900,7 +863,7 @@ def select(state: ExplorerState, runtime: Runtime[ExplorerContext]) -> ExplorerS
     pick: Choice | None = (
         _vlm_pick(state, context)
         if context.policy is not None
-        else _seek_target(context, tree) or _search(context, tree) or _heuristic_pick(state, context)
+        else _seek_target(context, tree) or _heuristic_pick(state, context)
     )
     if pick is None:
         pick = _backtrack(state, context, tree) or {"kind": "stop", "by": "done"}

@@ -78,12 +78,12 @@ class VLMChoice(TypedDict):
 class PointChoice(TypedDict):
     """A floor point the panorama need not show: an open region's nearest frontier
     (``backtrack``, ``to`` the region's tree node), the map's nearest one (``frontier``), the
-    floor beside an object the instruction asks for, seen on the map (``instruction``), or,
-    while nothing of a room asked for is in view, the frontier that opens most (``search``)."""
+    floor beside an object the instruction asks for, or one of a room that shares its open
+    plan, in sight of it (``instruction``)."""
 
     kind: Literal["point"]
     point: list[float]
-    by: Literal["backtrack", "frontier", "instruction", "search"]
+    by: Literal["backtrack", "frontier", "instruction"]
     to: NotRequired[str]
 
 

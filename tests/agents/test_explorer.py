@@ -23,6 +23,7 @@ from embodia.agents.explorer import (
     ROOT,
     ExplorerConfig,
     ExplorerContext,
+    _floor_beside,
     _floor_weight,
     _seek_target,
     _target_cells,
@@ -37,7 +38,6 @@ from embodia.agents.explorer import (
     regions,
     select,
     tree_of,
-    unseen_behind,
     update_tree,
 )
 from embodia.agents.instructions import (
@@ -51,7 +51,8 @@ from embodia.agents.instructions import (
 from embodia.core.tool_calls import parse_tool_calls
 from embodia.envs.mapping.measures import RegionCoverage
 from embodia.evals.explore import ExploreSettings, run_exploration
-from embodia.perception.bev import FREE, OCCUPIED, UNKNOWN, BEVMap
+from embodia.perception.bev import BEVMap
+from embodia.perception.waypoints import world_to_pixel
 from embodia.sim import CATEGORIES, Pose
 
 SCENE = "procedural:seed=3,rooms=3"
@@ -193,21 +194,13 @@ def test_rooms_are_told_by_what_they_hold() -> None:
     assert foreign_signs(frozenset()) == frozenset()
 
 
-def test_sight_lines_and_the_unseen_space_behind_a_frontier() -> None:
+def test_sight_lines_through_doorways_not_walls() -> None:
     walls = np.zeros((20, 20), dtype=bool)
     walls[:, 10] = True
     walls[8:12, 10] = False  # a doorway
     assert in_sight(walls, (9.0, 2.0), (10.0, 17.0))  # through the doorway
     assert not in_sight(walls, (2.0, 2.0), (2.0, 17.0))  # through the wall
     assert in_sight(walls, (2.0, 2.0), (2.0, 30.0)) is False and in_sight(walls, (2.0, 2.0), (5.0, 8.0))
-    # a frontier cell on the edge of a seen room: into an unseen room it opens a half disc,
-    # into a pocket walled in two cells behind it almost nothing
-    state = np.full((40, 40), UNKNOWN, dtype=np.uint8)
-    state[:, :20] = FREE
-    opened = unseen_behind(state, (20.0, 19.0), 10.0, 36)
-    assert 0.5 * np.pi * 10.0**2 / 2 < opened <= np.pi * 10.0**2 / 2  # rays along the edge stop
-    state[:, 22] = OCCUPIED
-    assert unseen_behind(state, (20.0, 19.0), 10.0, 36) < 0.1 * opened
 
 
 def _room_steps(scene: str, room_kind: str, instruction: str, steps: int) -> tuple[int | None, list[str]]:
@@ -473,6 +466,112 @@ def test_an_instructed_object_beyond_the_maps_range_is_sought_from_the_panorama(
     untold = ExplorerContext(env=env.unwrapped, policy=None, instruction="", recorder=None)
     assert _seek_target(untold, tree_of({})) is None
     env.close()
+
+
+DRAWN = {"#": "wall", "K": "counter", "S": "sofa", "C": "chair", "D": "desk"}
+"""What a drawn map's letters stand for ('.' floor, ' ' unknown)."""
+
+
+def _drawn_context(drawing: list[str], instruction: str, at: tuple[float, float]) -> ExplorerContext:
+    """A told explorer's context on a map drawn in characters of 0.2 m (:data:`DRAWN`), row 0
+    at z = 0, with the agent at world ``at`` (x, z) and an empty panorama."""
+    bev = BEVMap(list(CATEGORIES))
+    cells = round(0.2 / bev.config.resolution)
+    rows, cols = len(drawing) * cells, max(map(len, drawing)) * cells
+    bev.ensure_covers((0.0, cols * bev.config.resolution), (0.0, rows * bev.config.resolution))
+    for r, line in enumerate(drawing):
+        for c, mark in enumerate(line):
+            row, col = bev.to_grid((c * 0.2 + 0.1, 0.0, r * 0.2 + 0.1))
+            block = (
+                slice(int(row) - cells // 2, int(row) + cells // 2),
+                slice(int(col) - cells // 2, int(col) + cells // 2),
+            )
+            if mark == ".":
+                bev.free_count[block] = 1.0
+            elif mark in DRAWN:
+                bev.occupied_count[block] = 10.0
+                bev.obstacle_semantic_count[(*block, CATEGORIES.index(DRAWN[mark]))] = 10
+    pose = Pose((at[0], 0.0, at[1]))
+    panorama = {
+        "semantic": np.zeros((64, 128), dtype=np.int32),
+        "depth": np.zeros((64, 128), dtype=np.float32),
+        "pose": pose,
+    }
+    simulator = SimpleNamespace(
+        pose=pose, categories=list(CATEGORIES), config=SimpleNamespace(agent_radius=0.1)
+    )
+    env = SimpleNamespace(
+        bev=bev, simulator=simulator, panorama=panorama, sim_config=SimpleNamespace(sensor_height=1.25)
+    )
+    return ExplorerContext(env=env, policy=None, instruction=instruction, recorder=None)  # type: ignore[arg-type]
+
+
+def _paint(context: ExplorerContext, point: tuple[float, float, float], category: str) -> None:
+    """Show an object at a world point in the context's panorama: 5 x 5 pixels of its category
+    at the point's range."""
+    panorama = context.env.panorama
+    pose = panorama["pose"]
+    row, col = world_to_pixel(point, pose, 64, 128, sensor_height=1.25)
+    block = (slice(round(row) - 2, round(row) + 3), slice(round(col) - 2, round(col) + 3))
+    panorama["semantic"][block] = CATEGORIES.index(category)
+    panorama["depth"][block] = np.linalg.norm(np.subtract(point, pose.sensor_position(1.25)))
+
+
+def test_the_floor_beside_an_object_is_on_its_side_of_the_wall() -> None:
+    # A counter against a wall, seen through the doorway at the top; the floor beside it
+    # is still unknown, the corridor behind the wall is mapped and nearer.
+    drawing = [
+        "..........  ....",
+        "....#     ......",
+        "....#KK   ......",
+        "....#KK   ......",
+        "....#     ......",
+        "....#     ......",
+    ]
+    context = _drawn_context(drawing, "explore the kitchen first", at=(0.3, 0.1))
+    centre = np.array([1.2, 0.0, 0.6])  # the counter's middle
+    beside = _floor_beside(context, centre, context.targets)
+    assert beside is not None and beside[0] > 1.0  # east of the wall (x 0.8-1.0), in sight
+    nearest = _floor_beside(context, centre)  # the counter itself hides every cell
+    assert nearest is not None and nearest[0] < 0.8  # the corridor, behind the wall
+
+
+def test_beacons_lead_to_the_room_until_an_object_that_says_the_room_is_found() -> None:
+    # A sofa (the living room, open to the kitchen) far off and a counter near; told the
+    # kitchen, the agent walks to the counter, then, beside it, not on to the sofa.
+    wide = "." * 40
+    drawing = [wide, "..KK" + "." * 32 + "SS..", wide]
+    context = _drawn_context(drawing, "explore the kitchen first", at=(3.0, 0.5))
+    tree = tree_of({})
+    first = _seek_target(context, tree)
+    assert first is not None and first["point"][0] < 1.5  # the counter
+    context.env.simulator.pose = Pose((0.7, 0.0, 0.5))  # beside it
+    assert _seek_target(context, tree) is None  # the room is here: no beacon
+    beacon = _seek_target(context, tree_of({}))
+    assert beacon is not None and beacon["point"][0] > 6.0  # nothing found yet: the sofa
+    # A dining room's chairs stand in offices too: one walked to does not stop the beacons.
+    drawing[1] = drawing[1].replace("KK", "CC")
+    dining = _drawn_context(drawing, "explore the dining room first", at=(3.0, 0.5))
+    tree = tree_of({})
+    chair = _seek_target(dining, tree)
+    assert chair is not None and chair["point"][0] < 1.5
+    dining.env.simulator.pose = Pose((0.7, 0.0, 0.5))
+    beacon = _seek_target(dining, tree)
+    assert beacon is not None and beacon["point"][0] > 6.0  # on to the sofa
+
+
+def test_a_target_seen_beside_a_sure_sign_of_another_room_is_not_sought() -> None:
+    # Told the dining room: a chair the panorama sees at a desk (too little of it on the map
+    # to count there) is an office's; one at a table is sought.
+    drawing = ["." * 20, "..DD" + "." * 16, "." * 20]
+    context = _drawn_context(drawing, "explore the dining room first", at=(3.0, 0.5))
+    _paint(context, (0.9, 0.4, 0.3), "chair")
+    assert _seek_target(context, tree_of({})) is None
+    drawing[1] = drawing[1].replace("DD", "..")
+    context = _drawn_context(drawing, "explore the dining room first", at=(3.0, 0.5))
+    _paint(context, (0.9, 0.4, 0.3), "chair")
+    choice = _seek_target(context, tree_of({}))
+    assert choice is not None and abs(choice["point"][0] - 0.9) < 0.8
 
 
 def _floor_map(height: float, mapped_m2: float) -> BEVMap:
