@@ -58,7 +58,7 @@ from embodia.agents.runtime import RunRecorder, emit
 from embodia.core.chat import Message, Policy
 from embodia.core.parsing import AskRecord
 from embodia.core.tool_calls import ToolChoice
-from embodia.perception.bev import FrontierSegment
+from embodia.perception.bev import BEVMap, FrontierSegment
 from embodia.perception.planning import DistanceField, distance_field
 from embodia.perception.regions import Region, RegionTracker
 from embodia.perception.waypoints import (
@@ -115,6 +115,9 @@ class ExplorerConfig:
     stairs_lead_cap: float = 4.0
     """The most a stairs frontier's weight is scaled by how much more of this floor is mapped
     than of the floor it leads to (and the inverse, the least)."""
+    stairs_known_radius_m: float = 1.0
+    """Around a stairs frontier, how far the map of the floor it leads to is looked up for
+    ground it already knows (which the frontier does not open)."""
     walk_horizon_m: float = 6.0
     """A walk to a farther frontier stops this far along the map's path, and the agent
     decides again from there."""
@@ -591,7 +594,9 @@ def _floor_weight(context: ExplorerContext, segment: FrontierSegment) -> float:
     ``stairs_lead_cap``, at least its inverse). So the agent climbs once this floor is largely
     mapped and the next barely seen, and stays up until the new floor is mapped as well.
     The rise is taken from this floor's level, not the agent's height: halfway up a flight,
-    the floor it came from is still its floor, not another to go back to."""
+    the floor it came from is still its floor, not another to go back to. Where the map of
+    the floor it leads to already knows the ground around the frontier (the flight walked
+    down, seen again from above), it opens only what is unknown there."""
     cfg = context.config
     here = context.env.bev
     rise = float(segment.target[1]) - here.floor_height
@@ -605,7 +610,22 @@ def _floor_weight(context: ExplorerContext, segment: FrontierSegment) -> float:
     there = min(beyond, key=lambda bev: abs(bev.floor_height - here.floor_height)) if beyond else None
     mapped_there = there.explored_area_m2 if there is not None else 0.0
     lead = here.explored_area_m2 / max(mapped_there, 1.0)
-    return cfg.stairs_weight * min(max(lead, 1.0 / cfg.stairs_lead_cap), cfg.stairs_lead_cap)
+    unknown = 1.0 if there is None else 1.0 - _known_share(there, segment.target, cfg.stairs_known_radius_m)
+    return cfg.stairs_weight * min(max(lead, 1.0 / cfg.stairs_lead_cap), cfg.stairs_lead_cap) * unknown
+
+
+def _known_share(bev: BEVMap, point: NDArray[np.float64], radius: float) -> float:
+    """Share of a map's cells within ``radius`` of a point (flat distance) that it has
+    explored; cells outside its grid count as unknown."""
+    res = bev.config.resolution
+    span = int(np.ceil(radius / res))
+    row, col = (int(v) for v in bev.to_grid(point))
+    rows, cols = np.mgrid[row - span : row + span + 1, col - span : col + span + 1]
+    disc = np.hypot(rows - row, cols - col) * res <= radius
+    rows, cols = rows[disc], cols[disc]
+    inside = bev.inside(rows, cols)
+    explored = bev.explored
+    return float(explored[rows[inside], cols[inside]].sum()) / float(disc.sum())
 
 
 def _ray_samples(

@@ -605,3 +605,12 @@ def test_stairs_count_by_how_much_more_of_this_floor_is_mapped() -> None:
     # the rise is from the map's floor, not the agent: halfway up the flight, with the ground
     # floor's map still its map, the ground floor's frontiers are its own
     assert _weight(ground, [ground, upper], 0.0) == 1.0
+    # down a flight to ground the floor below has mapped already (walked up, seen from
+    # above): it opens only what is unknown around it there
+    assert _weight(fresh, [ground, fresh], 1.4) == pytest.approx(0.75)  # nothing known at (5, 5)
+    row, col = ground.to_grid((5.0, 0.0, 5.0))
+    ground.free_count[int(row) - 30 : int(row) + 31, int(col) - 30 : int(col) + 31] = 1.0
+    assert ground.explored_area_m2 > 100.0
+    assert _weight(fresh, [ground, fresh], 1.4) < 0.1
+    ground.free_count[int(row) :, :] = 0.0  # half the ground around it unknown again
+    assert 0.3 < _weight(fresh, [ground, fresh], 1.4) < 0.45
