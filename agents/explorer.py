@@ -97,8 +97,9 @@ class ExplorerConfig:
     """Navigable cells, nearest first, tried for one in plain sight of an object sought
     (2000 cells of 5 cm: open floor within about 1.3 m)."""
     foreign_reach_m: float = 5.0
-    """A point in plain sight of a sure sign of a room not asked for (a bed while the kitchen
-    is) and this close to it lies in that room, which a told explorer skips (rooms are 3-5 m)."""
+    """A point in plain sight of an object that stands only in rooms not asked for (a bed or
+    a desk while the kitchen is) and this close to it lies in such a room, which a told
+    explorer skips (rooms are 3-5 m)."""
     around_rays: int = 90
     """Rays cast on the map to see what stands around an object sighted (4 degrees apart)."""
     around_min_rays: int = 2
@@ -198,8 +199,8 @@ class ExplorerContext:
 
     @property
     def foreign(self) -> frozenset[str]:
-        """Objects that surely stand in a room the instruction does not name (a bed when the
-        kitchen is asked for): the rooms around them are not searched."""
+        """Objects that stand only in rooms the instruction does not name (a bed or a desk when
+        the kitchen is asked for, not a sofa): the rooms around them are not searched."""
         known = set(self.env.simulator.categories)
         return frozenset(name for name in foreign_signs(self.rooms) if name in known)
 
@@ -695,11 +696,11 @@ def _flat_distance(a: NDArray[np.float64], b: NDArray[np.float64]) -> float:
 
 def _foreign_rooms(context: ExplorerContext) -> Callable[[NDArray[np.float64]], bool]:
     """Whether a world point lies in a room seen to be one the instruction does not name: in
-    plain sight on the map (no occupied cell between) of a cluster of its sure signs
-    (:attr:`ExplorerContext.foreign`) and within ``foreign_reach_m`` of it. The panorama
-    sees a room from its doorway, so the agent need not walk in to tell a bedroom; only
-    sure signs count, as a sofa may stand in an office and a living room may be open to the
-    kitchen. Never true for an untold explorer."""
+    plain sight on the map (no occupied cell between) of a cluster of objects that stand only
+    in other rooms (:attr:`ExplorerContext.foreign`) and within ``foreign_reach_m`` of it.
+    The panorama sees a room from its doorway, so the agent need not walk in to tell a
+    bedroom; a sofa does not count while the kitchen is asked for, as a living room may be
+    open to the kitchen. Never true for an untold explorer."""
     signs = context.foreign
     if not signs:
         return lambda point: False

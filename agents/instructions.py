@@ -46,9 +46,18 @@ ROOM_SIGNS: tuple[tuple[str, str], ...] = (
 is a bedroom, one with a desk and a sofa an office. Tables, chairs, sinks and cabinets
 stand in many kinds of room and say nothing."""
 
-SURE_SIGNS = frozenset({"bed", "toilet", "bathtub"})
-"""Objects of :data:`ROOM_SIGNS` that stand in no other room than theirs (a desk stands in
-bedrooms too, a sofa in offices): where one is seen, the space around it is surely that room."""
+ROOMS_HOLDING: dict[str, frozenset[str]] = {
+    "bed": frozenset({"bedroom"}),
+    "toilet": frozenset({"bathroom"}),
+    "bathtub": frozenset({"bathroom"}),
+    "desk": frozenset({"office", "bedroom"}),
+    "tv": frozenset({"living room", "bedroom"}),
+    "sofa": frozenset({"living room", "office", "bedroom"}),
+    "counter": frozenset({"kitchen"}),
+    "refrigerator": frozenset({"kitchen"}),
+}
+"""The rooms each object of :data:`ROOM_SIGNS` may stand in (a desk in an office or a
+bedroom): where one is seen, the room around it is one of these."""
 
 OPEN_PLAN = frozenset({"living room", "kitchen", "dining room"})
 """Rooms that often share one open space, so that what says one of them is there does not
@@ -65,12 +74,14 @@ def open_plan_signs(rooms: frozenset[str]) -> frozenset[str]:
 
 
 def foreign_signs(rooms: frozenset[str]) -> frozenset[str]:
-    """Sure signs (:data:`SURE_SIGNS`) of rooms other than ``rooms`` (a bed or a toilet while
-    the kitchen is asked for): the room around one need not be searched for ``rooms``. None
-    without rooms to search for."""
+    """Objects that stand only in rooms other than ``rooms`` and those sharing an open plan
+    with them (:data:`ROOMS_HOLDING`; a bed, a toilet or a desk while the kitchen is asked
+    for, not a sofa): the room around one need not be searched for ``rooms``. None without
+    rooms to search for."""
     if not rooms:
         return frozenset()
-    return frozenset(sign for sign, room in ROOM_SIGNS if sign in SURE_SIGNS and room not in rooms)
+    wanted = rooms | (OPEN_PLAN if rooms & OPEN_PLAN else frozenset())
+    return frozenset(name for name, holding in ROOMS_HOLDING.items() if not holding & wanted)
 
 
 def other_room(categories: Iterable[str], rooms: frozenset[str]) -> bool:

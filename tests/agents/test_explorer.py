@@ -188,9 +188,19 @@ def test_rooms_are_told_by_what_they_hold() -> None:
     assert open_plan_signs(frozenset({"kitchen"})) == {"tv", "sofa"}
     assert open_plan_signs(frozenset({"living room"})) == {"counter", "refrigerator"}
     assert open_plan_signs(frozenset({"bedroom"})) == frozenset()
-    # rooms the search skips: only where a sure sign stands (a desk may be a bedroom's)
-    assert foreign_signs(frozenset({"kitchen"})) == {"bed", "toilet", "bathtub"}
-    assert foreign_signs(frozenset({"bathroom"})) == {"bed"}
+    # rooms a told explorer skips: where an object stands that no room asked for (nor one
+    # open to it) holds; a desk may be a bedroom's, a TV too, a sofa a living room's
+    assert foreign_signs(frozenset({"kitchen"})) == {"bed", "toilet", "bathtub", "desk"}
+    assert foreign_signs(frozenset({"bedroom"})) == {"toilet", "bathtub", "counter", "refrigerator"}
+    assert foreign_signs(frozenset({"office"})) == {
+        "bed",
+        "toilet",
+        "bathtub",
+        "tv",
+        "counter",
+        "refrigerator",
+    }
+    assert foreign_signs(frozenset({"bathroom"})) == {"bed", "desk", "tv", "sofa", "counter", "refrigerator"}
     assert foreign_signs(frozenset()) == frozenset()
 
 
