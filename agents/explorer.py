@@ -91,6 +91,9 @@ class ExplorerConfig:
     """Map cells an object the instruction asks for must cover before the agent walks to it."""
     min_target_pixels: int = 12
     """Panorama pixels it must cover, where the map does not show it (beyond its range)."""
+    around_pixels: int = 6
+    """How far around such a blob, in panorama pixels, the image is read for what says its
+    room (a counter beside a table)."""
     target_reach_m: float = 1.5
     """An object this close to the agent, or to one already walked to, is not sought."""
     beside_candidates: int = 2000
@@ -336,10 +339,11 @@ def _region_has_target(context: ExplorerContext, region_id: int) -> bool:
     return any(name in targets for name in held) and not _other_room(context, held)
 
 
-def _other_room(context: ExplorerContext, categories: Sequence[str]) -> bool:
+def _other_room(context: ExplorerContext, categories: Sequence[str], open_plan: bool = True) -> bool:
     """Whether what a region holds says it is a room other than those the instruction names
-    (a bed: a bedroom, while the instruction asks for the kitchen)."""
-    return other_room(categories, context.rooms)
+    (a bed: a bedroom, while the instruction asks for the kitchen); see
+    :func:`~embodia.agents.instructions.other_room` for ``open_plan``."""
+    return other_room(categories, context.rooms, open_plan)
 
 
 def _heuristic_pick(state: ExplorerState, context: ExplorerContext) -> HeuristicChoice | None:
@@ -780,6 +784,14 @@ def _sighting(
     def new(centre: NDArray[np.float64]) -> bool:
         return all(_flat_distance(p, centre) >= cfg.target_reach_m for p in [position, *sought])
 
+    # A room asked for by objects that other rooms hold too (a dining room's table and
+    # chairs) is not where they stand beside what says another room, open to it or not: a
+    # table at a counter is the kitchen's.
+    open_plan = targets != context.targets or context.room_signs
+
+    def elsewhere(centre: NDArray[np.float64]) -> bool:
+        return _other_room(context, sorted(_seen_around(context, centre, targets)), open_plan)
+
     for centre in _target_clusters(context, targets):
         if new(centre):
             beside = _floor_beside(context, centre, targets)
@@ -787,11 +799,11 @@ def _sighting(
             if (
                 beside is not None
                 and not _other_room(context, _region_categories(context, _label_at(context, beside)))
-                and not _other_room(context, sorted(_seen_around(context, centre, targets)))
+                and not elsewhere(centre)
             ):
                 return centre, beside
-    for centre in _target_blobs(context, targets):
-        if new(centre) and not _other_room(context, sorted(_seen_around(context, centre, targets))):
+    for centre, around in _target_blobs(context, targets):
+        if new(centre) and not elsewhere(centre) and not _other_room(context, around, open_plan):
             # Beyond the map: the floor short of it towards the agent; the simulator snaps
             # the point onto navigable floor when the agent walks there.
             away = np.asarray(centre - position, dtype=np.float64)
@@ -839,21 +851,31 @@ def _target_clusters(context: ExplorerContext, targets: frozenset[str]) -> list[
     return [bev.from_grid(*cells.mean(axis=0)) for cells in clusters]
 
 
-def _target_blobs(context: ExplorerContext, targets: frozenset[str]) -> list[NDArray[np.float64]]:
-    """World points of the panorama's blobs of ``targets`` objects (median of their pixels'
-    hits), largest first."""
+def _target_blobs(
+    context: ExplorerContext, targets: frozenset[str]
+) -> list[tuple[NDArray[np.float64], list[str]]]:
+    """The panorama's blobs of ``targets`` objects, largest first: each one's world point
+    (median of its pixels' hits) and the categories seen around it in the image (at least
+    ``min_target_pixels`` pixels within ``around_pixels`` of it), which say its room where
+    the map does not reach."""
     env = context.env
+    cfg = context.config
     panorama = env.panorama
     names = env.simulator.categories
     semantic = np.asarray(panorama["semantic"])
     mask = np.isin(semantic, [names.index(t) for t in targets]) & (np.asarray(panorama["depth"]) > 0)
     height = env.sim_config.sensor_height
-    points = []
-    for pixels in _largest_blobs(mask, context.config.min_target_pixels):
+    found = []
+    for pixels in _largest_blobs(mask, cfg.min_target_pixels):
         pick = np.linspace(0, len(pixels) - 1, min(len(pixels), 16)).astype(int)
         hits = [pixel_to_world(panorama, int(pixels[i, 0]), int(pixels[i, 1]), height) for i in pick]
-        points.append(np.median(np.asarray(hits), axis=0))
-    return points
+        blob = np.zeros(mask.shape, dtype=bool)
+        blob[pixels[:, 0], pixels[:, 1]] = True
+        ring = ndimage.binary_dilation(blob, iterations=cfg.around_pixels) & ~mask
+        ids, counts = np.unique(semantic[ring], return_counts=True)
+        around = [names[int(k)] for k, n in zip(ids, counts, strict=True) if n >= cfg.min_target_pixels]
+        found.append((np.median(np.asarray(hits), axis=0), around))
+    return found
 
 
 def _floor_beside(

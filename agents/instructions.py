@@ -84,14 +84,14 @@ def foreign_signs(rooms: frozenset[str]) -> frozenset[str]:
     return frozenset(name for name, holding in ROOMS_HOLDING.items() if not holding & wanted)
 
 
-def other_room(categories: Iterable[str], rooms: frozenset[str]) -> bool:
+def other_room(categories: Iterable[str], rooms: frozenset[str], open_plan: bool = True) -> bool:
     """Whether objects seen together say they are in a room other than ``rooms`` (a bed
-    while the kitchen is asked for); never for a room that may share an open plan with one
-    of ``rooms`` (a sofa while the kitchen is asked for)."""
+    while the kitchen is asked for); with ``open_plan``, never for a room that may share an
+    open plan with one of ``rooms`` (a sofa while the kitchen is asked for)."""
     kind = room_of(categories)
     if not rooms or kind is None or kind in rooms:
         return False
-    return not (kind in OPEN_PLAN and rooms & OPEN_PLAN)
+    return not (open_plan and kind in OPEN_PLAN and rooms & OPEN_PLAN)
 
 
 REGION_WORDS: dict[str, str] = {

@@ -234,8 +234,9 @@ def instruction_summary(rows: Sequence[dict[str, Any]], steps: int) -> dict[str,
         if "instructed_room" not in row:
             continue
         told, plain = row["room_steps_instructed"], row["room_steps_plain"]
-        told_steps.append(told or steps)
-        plain_steps.append(max(plain or steps, 1))
+        # at least 1 step each: a room both runs see whole from the start is no gain
+        told_steps.append(max(steps if told is None else told, 1))
+        plain_steps.append(max(steps if plain is None else plain, 1))
         censored += (told is None) + (plain is None)
     ratios = [t / p for t, p in zip(told_steps, plain_steps, strict=True)]
     return {

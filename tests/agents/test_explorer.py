@@ -584,6 +584,28 @@ def test_a_target_seen_beside_a_sure_sign_of_another_room_is_not_sought() -> Non
     assert choice is not None and abs(choice["point"][0] - 0.9) < 0.8
 
 
+def test_a_dining_table_is_not_sought_beside_what_says_the_kitchen() -> None:
+    # A table the panorama sees beyond the map: beside a counter in the image it is the
+    # kitchen's (tables and chairs say no room, so the open plan does not excuse it), and
+    # the agent heads for the counter as a beacon (a kitchen may be open to the dining
+    # room), not the table; alone, the table is the dining room's.
+    drawing = ["." * 20, "." * 20, "." * 20]
+    context = _drawn_context(drawing, "explore the dining room first", at=(3.0, 0.3))
+    _paint(context, (9.0, 0.4, 0.3), "table")
+    _paint(context, (9.0, 0.4, 2.0), "counter")
+    beacon = _seek_target(context, tree_of({}))
+    assert beacon is not None and beacon["point"][2] > 1.2
+    context = _drawn_context(drawing, "explore the dining room first", at=(3.0, 0.3))
+    _paint(context, (9.0, 0.4, 0.3), "table")
+    choice = _seek_target(context, tree_of({}))
+    assert choice is not None and choice["point"][0] > 7.0 and choice["point"][2] < 1.2
+    # a counter beside a sofa still leads to the kitchen: both say their rooms, open plan
+    kitchen = _drawn_context(drawing, "explore the kitchen first", at=(3.0, 0.3))
+    _paint(kitchen, (9.0, 0.4, 0.3), "counter")
+    _paint(kitchen, (9.0, 0.4, 2.0), "sofa")
+    assert _seek_target(kitchen, tree_of({})) is not None
+
+
 def _floor_map(height: float, mapped_m2: float) -> BEVMap:
     """A floor's map with ``mapped_m2`` of floor seen, at ``height``."""
     bev = BEVMap(CATEGORIES)

@@ -37,6 +37,20 @@ def test_instruction_summary_means_and_pools_the_houses() -> None:
     assert summary["instruction_steps_ratio_pooled"] == pytest.approx(605 / 507, abs=1e-4)
 
 
+def test_a_room_covered_from_the_first_panorama_counts_one_step() -> None:
+    summary = _explore_benchmark().instruction_summary(
+        [
+            # 0 steps is a count, not a run that never got there
+            {"instructed_room": "kitchen", "room_steps_plain": 20, "room_steps_instructed": 0},
+            # seen whole from the start by both runs: no gain, not a free one
+            {"instructed_room": "living", "room_steps_plain": 0, "room_steps_instructed": 0},
+        ],
+        steps=500,
+    )
+    assert summary["instruction_steps_ratio"] == pytest.approx((1 / 20 + 1.0) / 2)
+    assert summary["instruction_runs_not_covered"] == 0
+
+
 def test_instruction_summary_of_no_house_is_empty() -> None:
     summary = _explore_benchmark().instruction_summary([{}, {}], steps=500)
     assert summary["instruction_steps_ratio"] is None and summary["instruction_steps_ratio_pooled"] is None
