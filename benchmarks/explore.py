@@ -27,8 +27,10 @@ exactly one of is drawn by its seed; the explorer runs told "explore the ROOM fi
 untold, each until the room is 90% observed (``RegionCoverage``); ``instruction_steps_ratio``
 is the mean over houses of told / untold steps, ``instruction_steps_ratio_pooled`` all told
 steps over all untold steps (a run that never gets there counts the whole budget, and
-``instruction_runs_not_covered`` says how many did not). ``--instruction-only``
-runs just this part.
+``instruction_runs_not_covered`` says how many did not). As a reference, an oracle that
+knows the house walks straight to the room's unobserved cells
+(``instruction_steps_ratio_oracle``, oracle / untold steps): the ratio no explorer without a
+map of the house can be expected to beat. ``--instruction-only`` runs just this part.
 
 Last line: one JSON object (strongest_baseline, baseline_coverage_ratio, setting_valid,
 coverage_ratio_vs_best, auc_ratio_vs_best and their 95% bootstrap intervals over houses
@@ -201,14 +203,61 @@ def steps_to_cover(spec: str, steps: int, seed: int, instructed: bool) -> tuple[
     return room.kind, watch.steps_until(INSTRUCTED_SHARE)
 
 
+ORACLE_CANDIDATES = 32
+"""The oracle weighs this many of the room's unobserved cells nearest in a straight line
+by their distance along the floor."""
+
+
+def oracle_steps_to_cover(spec: str, steps: int, seed: int) -> int | None:
+    """Steps until the instructed room is ``INSTRUCTED_SHARE`` observed by an agent that knows
+    the house: a reference for the instruction target, not an agent. It reads the room's
+    outline and the navigation mesh (what no explorer may read) and walks, decision after
+    decision, to the unobserved cell of the room nearest along the floor, with the same
+    waypoint budget, panoramas and coverage as the explorer; None: no such room, or not
+    covered within ``steps``."""
+    env = _explorer_env(spec, steps)
+    mapping = env.unwrapped
+    room = instructed_room(mapping.simulator.scene.regions, seed)
+    if room is None:
+        env.close()
+        return None
+    watch = RegionCoverage(room)
+    mapping.coverage.track(watch, mapping.bevs)
+    area = mapping.coverage.explorable
+    centres = np.concatenate([floor.centres for floor in area.floors])
+    in_room = area.region_cells(room)
+    refused: set[int] = set()  # cells whose walk the env rejected from where the agent stood
+    done = False
+    while not done and watch.get_metric() < INSTRUCTED_SHARE:
+        todo = np.nonzero(in_room & ~area.observed(mapping.bevs))[0]
+        todo = np.asarray([cell for cell in todo if cell not in refused], dtype=np.int64)
+        if not len(todo):
+            break
+        here = np.asarray(mapping.simulator.pose.position, dtype=np.float64)
+        nearest = todo[np.argsort(np.linalg.norm(centres[todo] - here, axis=1))[:ORACLE_CANDIDATES]]
+        walks = [mapping.simulator.geodesic_distance(here, centres[cell]) for cell in nearest]
+        cell = int(nearest[int(np.argmin(walks))])
+        _, _, terminated, truncated, info = mapping.step_to_point(centres[cell])
+        refused = refused | {cell} if info.get("rejection") else set()
+        done = terminated or truncated
+    env.close()
+    return watch.steps_until(INSTRUCTED_SHARE)
+
+
 def instruction_row(spec: str, steps: int, seed: int) -> dict[str, Any]:
     """One house's instruction-following numbers: the same explorer told "explore the ROOM
-    first" and untold, each stopped once the room is 90% observed (empty: no such room)."""
+    first" and untold, each stopped once the room is 90% observed, and the house-knowing
+    oracle (:func:`oracle_steps_to_cover`) as a reference (empty: no such room)."""
     plain = steps_to_cover(spec, steps, seed, instructed=False)
     told = steps_to_cover(spec, steps, seed, instructed=True)
     if plain is None or told is None:
         return {}
-    return {"instructed_room": plain[0], "room_steps_plain": plain[1], "room_steps_instructed": told[1]}
+    return {
+        "instructed_room": plain[0],
+        "room_steps_plain": plain[1],
+        "room_steps_instructed": told[1],
+        "room_steps_oracle": oracle_steps_to_cover(spec, steps, seed),
+    }
 
 
 def ratio_interval(
@@ -228,8 +277,10 @@ def instruction_summary(rows: Sequence[dict[str, Any]], steps: int) -> dict[str,
     whole budget: a lower bound): the mean of the houses' ratios (the issue's key), and the
     pooled ratio, all told steps over all untold steps, which weighs a house by how long its
     untold run took, so that a room in view from the start (5 steps told against 7) does
-    not count as much as one found after 400 steps; and how many runs never covered their room."""
-    told_steps, plain_steps, censored = [], [], 0
+    not count as much as one found after 400 steps; how many runs never covered their room;
+    and the oracle's mean ratio, oracle / untold steps, the least a target can ask of an agent
+    that does not know the house."""
+    told_steps, plain_steps, oracle_ratios, censored = [], [], [], 0
     for row in rows:
         if "instructed_room" not in row:
             continue
@@ -238,12 +289,18 @@ def instruction_summary(rows: Sequence[dict[str, Any]], steps: int) -> dict[str,
         told_steps.append(max(steps if told is None else told, 1))
         plain_steps.append(max(steps if plain is None else plain, 1))
         censored += (told is None) + (plain is None)
+        if "room_steps_oracle" in row:
+            oracle = row["room_steps_oracle"]
+            oracle_ratios.append(max(steps if oracle is None else oracle, 1) / plain_steps[-1])
     ratios = [t / p for t, p in zip(told_steps, plain_steps, strict=True)]
     return {
         "instruction_steps_ratio": round(statistics.fmean(ratios), 4) if ratios else None,
         "instruction_steps_ratio_pooled": round(sum(told_steps) / sum(plain_steps), 4) if ratios else None,
         "instruction_houses": len(ratios),
         "instruction_runs_not_covered": censored,
+        "instruction_steps_ratio_oracle": round(statistics.fmean(oracle_ratios), 4)
+        if oracle_ratios
+        else None,
     }
 
 

@@ -51,6 +51,42 @@ def test_a_room_covered_from_the_first_panorama_counts_one_step() -> None:
     assert summary["instruction_runs_not_covered"] == 0
 
 
+def test_the_oracle_ratio_is_the_mean_over_the_houses_it_ran() -> None:
+    summary = _explore_benchmark().instruction_summary(
+        [
+            {
+                "instructed_room": "kitchen",
+                "room_steps_plain": 400,
+                "room_steps_instructed": 300,
+                "room_steps_oracle": 100,
+            },
+            # an oracle that never got there counts the whole budget, as the explorer does
+            {
+                "instructed_room": "living",
+                "room_steps_plain": 250,
+                "room_steps_instructed": 200,
+                "room_steps_oracle": None,
+            },
+            # a row from before the oracle: left out of the oracle's mean only
+            {"instructed_room": "office", "room_steps_plain": 10, "room_steps_instructed": 10},
+        ],
+        steps=500,
+    )
+    assert summary["instruction_houses"] == 3
+    assert summary["instruction_steps_ratio_oracle"] == pytest.approx((100 / 400 + 500 / 250) / 2, abs=1e-4)
+
+
+@pytest.mark.slow
+def test_the_oracle_walks_to_a_far_room_before_the_untold_explorer_sees_it() -> None:
+    benchmark = _explore_benchmark()
+    spec, seed = benchmark.scene(1005), 1005  # its kitchen lies far from the start
+    oracle = benchmark.oracle_steps_to_cover(spec, 150, seed)
+    assert oracle is not None and 0 < oracle < 60
+    kind, untold = benchmark.steps_to_cover(spec, 150, seed, instructed=False)
+    assert kind == "kitchen"
+    assert untold is None or untold > 2 * oracle
+
+
 def test_instruction_summary_of_no_house_is_empty() -> None:
     summary = _explore_benchmark().instruction_summary([{}, {}], steps=500)
     assert summary["instruction_steps_ratio"] is None and summary["instruction_steps_ratio_pooled"] is None
@@ -62,6 +98,7 @@ def test_quick_instruction_run_prints_the_keys() -> None:
     result = run_benchmark("explore", "--instruction-only", "--quick")
     assert result["instruction_houses"] >= 1
     assert result["instruction_steps_ratio_pooled"] > 0 and result["instruction_steps_ratio"] > 0
+    assert result["instruction_steps_ratio_oracle"] > 0
 
 
 def test_ratio_interval_brackets_the_ratio_of_means() -> None:
