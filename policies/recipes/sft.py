@@ -291,7 +291,7 @@ def unigram_entropy(labels: Iterable[Sequence[int]]) -> float:
 # --------------------------------------------------------------------------- the run
 
 
-def _load_model(spec: str) -> tuple[Any, PreTrainedModel]:
+def load_causal_lm(spec: str) -> tuple[Any, PreTrainedModel]:
     """The tokenizer and causal LM of ``hf:DIR``, loaded by the ``hf`` policy backend (which
     checks config.json, the tokenizer and the chat template)."""
     from embodia.policies.hf import HFPolicy
@@ -407,7 +407,7 @@ def _trainer(
     from transformers import PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
-    tokenizer, model = _load_model(settings.model)
+    tokenizer, model = load_causal_lm(settings.model)
     config = SFTConfig(
         output_dir=str(out / CHECKPOINTS),
         num_train_epochs=float(settings.epochs),
