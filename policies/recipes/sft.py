@@ -15,6 +15,13 @@ Data: a JSONL file or an in-memory sequence of records, all of one of two kinds:
 
 Without the completion-only loss every token of a record is trained on.
 
+Either kind may carry ``completion_weights``: ``[[end, weight], ...]``, the completion cut at
+increasing character offsets ``end`` into spans, each with a loss weight (a token belongs to
+the span its first character is in; the last span runs on to the end of the turn). Records
+with weights are tokenised by the recipe itself, and the loss is the weighted mean over the
+completion tokens (weights of mean 1 keep the loss's scale); records without weigh 1. AIR's
+step weights (:mod:`embodia.policies.recipes.air`) are written in this form.
+
 The run folder (``out``), written through :class:`~embodia.core.runs.RunFolder`:
 
 - ``config.yaml``: the settings (in-memory data as its record count and SHA-256, a file as its
@@ -33,6 +40,7 @@ The run folder (``out``), written through :class:`~embodia.core.runs.RunFolder`:
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import logging
@@ -245,6 +253,7 @@ def record_kind(record: object, where: str = "record") -> Literal["chat", "compl
                 raise SFTError(f"{where}: message {index} has no string content")
         if messages[-1]["role"] != "assistant":
             raise SFTError(f"{where}: the last message must be the assistant's (the reply to learn)")
+        _check_weights(record, where)
         return "chat"
     if "prompt" in record or "completion" in record:
         for key in ("prompt", "completion"):
@@ -252,8 +261,28 @@ def record_kind(record: object, where: str = "record") -> Literal["chat", "compl
                 raise SFTError(f"{where}: {key} must be a string")
         if not record["completion"]:
             raise SFTError(f"{where}: completion is empty")
+        _check_weights(record, where)
         return "completion"
     raise SFTError(f'{where}: expected {{"messages": [...]}} or {{"prompt": ..., "completion": ...}}')
+
+
+def _check_weights(record: Mapping[str, Any], where: str) -> None:
+    """``completion_weights``, where a record has them: [[end, weight], ...] with increasing
+    integer ends and finite non-negative weights."""
+    if "completion_weights" not in record:
+        return
+    spans = record["completion_weights"]
+    if not isinstance(spans, list) or not spans:
+        raise SFTError(f"{where}: completion_weights must be a non-empty list of [end, weight] pairs")
+    last = 0
+    for index, span in enumerate(spans):
+        ok = isinstance(span, list | tuple) and len(span) == 2
+        end, weight = (span[0], span[1]) if ok else (None, None)
+        if not (isinstance(end, int) and not isinstance(end, bool) and end > last):
+            raise SFTError(f"{where}: completion_weights[{index}] must start with an end offset above {last}")
+        if not (isinstance(weight, int | float) and math.isfinite(weight) and weight >= 0):
+            raise SFTError(f"{where}: completion_weights[{index}] has no finite non-negative weight")
+        last = end
 
 
 def trainer_rows(records: Iterable[Record], completion_only_loss: bool) -> list[dict[str, Any]]:
@@ -305,11 +334,99 @@ def load_causal_lm(spec: str) -> tuple[Any, PreTrainedModel]:
     return policy.tokenizer, policy.model
 
 
-def _dataset(records: Sequence[Record], completion_only_loss: bool) -> Any:
-    """A ``datasets.Dataset`` of :func:`trainer_rows` (datasets ships no type information)."""
+def is_weighted(*record_sets: Sequence[Record] | None) -> bool:
+    """Whether any record carries ``completion_weights``."""
+    return any("completion_weights" in r for records in record_sets if records for r in records)
+
+
+def weighted_rows(tokenizer: Any, records: Iterable[Record], max_length: int) -> list[dict[str, Any]]:
+    """``records`` tokenised for the weighted loss: ``input_ids``, ``labels`` (-100 on the
+    prompt) and ``token_weights`` (0 on the prompt), cut to ``max_length`` tokens."""
+    rows: list[dict[str, Any]] = []
+    for record in records:
+        if "messages" in record:
+            messages = [{"role": m["role"], "content": m["content"]} for m in record["messages"]]
+            prompt = str(
+                tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
+            )
+            whole = str(tokenizer.apply_chat_template(messages, tokenize=False))
+            if not whole.startswith(prompt):
+                raise SFTError(
+                    "the chat template does not render the reply after its prompt: cannot weigh it"
+                )
+            completion = whole[len(prompt) :]
+        else:
+            prompt, completion = record["prompt"], record["completion"] + (tokenizer.eos_token or "")
+        prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+        encoded = tokenizer(completion, add_special_tokens=False, return_offsets_mapping=True)
+        spans = record.get("completion_weights") or [[len(completion), 1.0]]
+        ends = [end for end, _ in spans]
+        weights = [
+            float(spans[min(bisect.bisect_right(ends, start), len(spans) - 1)][1])
+            for start, _ in encoded["offset_mapping"]
+        ]
+        ids = (prompt_ids + encoded["input_ids"])[:max_length]
+        labels = ([-100] * len(prompt_ids) + encoded["input_ids"])[:max_length]
+        token_weights = ([0.0] * len(prompt_ids) + weights)[:max_length]
+        rows.append({"input_ids": ids, "labels": labels, "token_weights": token_weights})
+    return rows
+
+
+def _dataset(
+    records: Sequence[Record], completion_only_loss: bool, weighted_by: tuple[Any, int] | None = None
+) -> Any:
+    """A ``datasets.Dataset`` of :func:`trainer_rows`, or with ``weighted_by`` (tokenizer,
+    max_length) of :func:`weighted_rows` (datasets ships no type information)."""
     from datasets import Dataset  # type: ignore[import-untyped]
 
+    if weighted_by is not None:
+        return Dataset.from_list(weighted_rows(weighted_by[0], records, weighted_by[1]))
     return Dataset.from_list(trainer_rows(records, completion_only_loss))
+
+
+def _weighted_trainer_class() -> Any:
+    """SFTTrainer whose loss weighs each completion token by its ``token_weights``."""
+    import torch
+    from trl import SFTTrainer
+
+    class WeightedSFTTrainer(SFTTrainer):
+        def compute_loss(
+            self,
+            model: Any,
+            inputs: dict[str, Any],
+            return_outputs: bool = False,
+            num_items_in_batch: Any = None,
+        ) -> Any:
+            weights, labels = inputs.pop("token_weights"), inputs.pop("labels")
+            outputs = model(**inputs, use_cache=False)
+            logits, target = outputs.logits[:, :-1].float(), labels[:, 1:]
+            mask = target != -100
+            nll = torch.nn.functional.cross_entropy(
+                logits.transpose(1, 2), target.clamp(min=0), reduction="none"
+            )
+            count = mask.sum() if num_items_in_batch is None else num_items_in_batch
+            loss = (nll * weights[:, 1:].to(nll.dtype) * mask).sum() / torch.as_tensor(count).clamp(min=1)
+            return (loss, outputs) if return_outputs else loss
+
+    return WeightedSFTTrainer
+
+
+def _weighted_collator(pad_token_id: int) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
+    """TRL's padding of ids and labels, plus ``token_weights`` padded with 0."""
+    import torch
+    from trl.trainer.sft_trainer import DataCollatorForLanguageModeling
+
+    base = DataCollatorForLanguageModeling(pad_token_id=pad_token_id)
+
+    def collate(examples: list[dict[str, Any]]) -> dict[str, Any]:
+        batch: dict[str, Any] = base([{"input_ids": e["input_ids"], "labels": e["labels"]} for e in examples])
+        weights = torch.zeros(batch["input_ids"].shape, dtype=torch.float32)
+        for row, example in enumerate(examples):
+            weights[row, : len(example["token_weights"])] = torch.as_tensor(example["token_weights"])
+        batch["token_weights"] = weights
+        return batch
+
+    return collate
 
 
 def _last_checkpoint(folder: Path) -> Path | None:
@@ -408,6 +525,9 @@ def _trainer(
     from trl import SFTConfig, SFTTrainer
 
     tokenizer, model = load_causal_lm(settings.model)
+    weighted = is_weighted(train_records, eval_records)
+    if weighted and (settings.packing or not settings.completion_only_loss):
+        raise SFTError("records with completion_weights need completion_only_loss and no packing")
     config = SFTConfig(
         output_dir=str(out / CHECKPOINTS),
         num_train_epochs=float(settings.epochs),
@@ -436,6 +556,7 @@ def _trainer(
         dataloader_num_workers=0,
         report_to=[],
         disable_tqdm=True,
+        remove_unused_columns=not weighted,  # the weighted loss needs its token_weights column
     )
     peft_config = None
     if settings.lora_r:
@@ -446,16 +567,22 @@ def _trainer(
             target_modules=list(settings.lora_targets) or "all-linear",
             task_type="CAUSAL_LM",
         )
+    weighted_by = (tokenizer, settings.max_length) if weighted else None
+    trainer_class = _weighted_trainer_class() if weighted else SFTTrainer
+    extra: dict[str, Any] = (
+        {"data_collator": _weighted_collator(tokenizer.pad_token_id or 0)} if weighted else {}
+    )
     try:
-        trainer = SFTTrainer(
+        trainer = trainer_class(
             model=model,
             args=config,
-            train_dataset=_dataset(train_records, settings.completion_only_loss),
+            train_dataset=_dataset(train_records, settings.completion_only_loss, weighted_by),
             eval_dataset=None
             if eval_records is None
-            else _dataset(eval_records, settings.completion_only_loss),
+            else _dataset(eval_records, settings.completion_only_loss, weighted_by),
             processing_class=tokenizer,
             peft_config=peft_config,
+            **extra,
         )
     except ValueError as error:  # e.g. LoRA targets the model does not have
         raise SFTError(f"cannot set up SFT of {settings.model}: {error}") from error

@@ -204,3 +204,69 @@ def test_run_writes_its_folder_and_resumes(tiny_chat_lm_dir: Path, tmp_path: Pat
     # the rest is scored in another batch: equal up to float rounding of the padding
     for fresh, first in zip(again, map(json.loads, lines), strict=True):
         assert fresh["step_scores"] == pytest.approx(first["step_scores"], abs=1e-5)
+
+
+def _span_losses(spec: str, records: list[dict[str, Any]]) -> tuple[float, float]:
+    """Mean completion-token loss before and after each record's blank line."""
+    tokenizer, model = load_causal_lm(spec)
+    model.eval()
+    encoded = [air._encode(tokenizer, r, 1024) for r in records]
+    losses = air._token_losses(model, [(p, c) for p, c, _ in encoded], tokenizer.pad_token_id)
+    first, second = [], []
+    for record, (_, _, offsets), loss in zip(records, encoded, losses, strict=True):
+        cut = record["completion"].index("\n\n")
+        for (start, _), value in zip(offsets, loss, strict=True):
+            (first if start < cut else second).append(value)
+    return float(np.mean(first)), float(np.mean(second))
+
+
+@pytest.mark.slow
+def test_sft_trains_on_the_weighted_steps_only(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
+    from embodia.policies.recipes.sft import SFTSettings, run_sft
+
+    rng = np.random.default_rng(0)
+    records = []
+    for index in range(16):
+        a, b = rng.integers(10, 99, 2)
+        first, second = f"alpha {a} beta {b} gamma", f"delta {b} epsilon {a} zeta"
+        completion = f"{first}\n\n{second}"
+        # the first step weighs nothing, the second twice (mean 1)
+        weights = [[len(first), 0.0], [len(completion), 2.0]]
+        records.append(
+            {"prompt": f"Item {index}:\n", "completion": completion, "completion_weights": weights}
+        )
+    plain = [{k: v for k, v in r.items() if k != "completion_weights"} for r in records]
+    before = _span_losses(f"hf:{tiny_chat_lm_dir}", plain)
+    summary = run_sft(
+        SFTSettings(
+            model=f"hf:{tiny_chat_lm_dir}",
+            data=tuple(records),
+            max_steps=30,
+            learning_rate=3e-3,
+            logging_steps=5,
+        ),
+        tmp_path / "run",
+    )
+    after = _span_losses(summary["policy"], plain)
+    assert summary["train_loss_last"] < summary["train_loss_first"]
+    assert after[1] < 0.1 * before[1]  # the weighted step is learnt
+    assert after[0] > 0.5 * before[0]  # the unweighted one moves only through shared weights
+    assert after[0] > 10 * after[1]
+
+
+@pytest.mark.parametrize(
+    ("weights", "problem"),
+    [
+        ([], "non-empty list"),
+        ([[5, 1.0], [3, 1.0]], r"completion_weights\[1\] must start with an end offset above 5"),
+        ([[5, -1.0]], "non-negative weight"),
+        ([[5, float("nan")]], "non-negative weight"),
+        ([["5", 1.0]], "end offset"),
+    ],
+)
+def test_bad_completion_weights_are_named(weights: list[Any], problem: str) -> None:
+    from embodia.policies.recipes.sft import SFTError, load_records
+
+    record = {"prompt": "p", "completion": "some text", "completion_weights": weights}
+    with pytest.raises(SFTError, match=problem):
+        load_records([record])
