@@ -4,14 +4,17 @@ AIR (Liu et al., 2025) asks which samples of a reasoning corpus, and which steps
 sample, lean on a model's retrieval heads: the few attention heads that copy tokens from the
 context. It takes four moves, each a function here:
 
-1. **Retrieval heads** (:func:`retrieval_scores`). Copy probes are random token strings with
-   a needle that appears twice: ``haystack, needle, haystack, needle``. Run teacher-forced, at
-   each position of the second needle the next token is a copy of a needle token. Head ``h``
-   retrieves there when its strongest attention falls inside the first needle, on that very
-   token (the retrieval-head test of Wu et al., 2024, on teacher-forced copies instead of
-   greedy decoding, so it also works on models that cannot yet copy). Its score ``R_h`` is the
-   share of copy positions where it retrieves, averaged over the probes. The top
-   ``head_fraction`` of heads (at least ``min_heads``) are the critical heads.
+1. **Retrieval heads.** By default on the samples themselves (:func:`data_retrieval_scores`):
+   over the completion tokens that also stand in the prompt, the share where a head's
+   strongest attention falls on a prompt position holding that token (AIR's two conditions,
+   teacher-forced). Or on copy probes (:func:`retrieval_scores`): random token strings whose
+   needle appears twice, ``haystack, needle, haystack, needle``; teacher-forced, at each
+   position of the second needle the next token copies a needle token, and head ``h``
+   retrieves there when its strongest attention falls on that token in the first needle (the
+   retrieval-head test of Wu et al., 2024, teacher-forced rather than greedy, so it also
+   works on models that cannot yet copy). A head's score ``R_h`` is the share of copies it
+   retrieves; the top ``head_fraction`` of heads (at least ``min_heads``) are the critical
+   heads.
 2. **The weakened reference** (:func:`disabled_heads`). Forward hooks on each attention
    layer's query projection zero the critical heads' query columns. A zero query scores every
    key 0, so the head attends uniformly (``a_ij = 1/N`` over the positions it may see) under
@@ -88,8 +91,11 @@ class AIRSettings:
     """Share of all heads, highest retrieval score first, that are disabled (AIR's delta)."""
     min_heads: int = 1
     """At least this many heads are disabled, however few the model has."""
+    probe: Literal["data", "copies"] = "data"
+    """Where retrieval is measured: on the samples themselves (:func:`data_retrieval_scores`,
+    AIR's context subset) or on random copy probes (:func:`retrieval_scores`)."""
     probes: int = 32
-    """Copy probes the retrieval scores are averaged over."""
+    """Copy probes the retrieval scores are averaged over (``probe="copies"``)."""
     probe_haystack: int = 48
     """Random tokens before and after the first needle of a probe."""
     probe_needle: int = 12
@@ -125,6 +131,8 @@ class AIRSettings:
         check_range("probes", self.probes, 1, 100_000, AIRError)
         check_range("probe_haystack", self.probe_haystack, 1, 100_000, AIRError)
         check_range("probe_needle", self.probe_needle, 2, 10_000, AIRError)
+        if self.probe not in ("data", "copies"):
+            raise AIRError(f"unknown probe {self.probe!r}: data | copies")
         if self.sample_score not in ("mean_step", "relative"):
             raise AIRError(f"unknown sample_score {self.sample_score!r}: mean_step | relative")
         if self.weighting not in ("softmax", "minmax"):
@@ -272,6 +280,51 @@ def retrieval_hits(
     strongest = weights[:, :, queries, :].argmax(axis=-1)  # (probes, heads, queries)
     hits: NDArray[np.float64] = (strongest == sources[None, None, :]).mean(axis=(0, 2))
     return hits
+
+
+def data_retrieval_scores(
+    model: Any, tokenizer: Any, records: Sequence[Record], max_length: int = 1024, batch_size: int = 8
+) -> NDArray[np.float64]:
+    """Every head's retrieval score on the samples themselves, teacher-forced: over the
+    completion tokens that also stand in the prompt (AIR's context subset ``k``), the share
+    where the head's strongest attention, from the position that predicts the token, falls on
+    a prompt position holding that very token. A (layers, heads) array in [0, 1]."""
+    import torch
+
+    layers = attention_layers(model)
+    hits = np.zeros((len(layers), layers[0].heads), dtype=np.float64)
+    copies = 0
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    previous = model.config._attn_implementation
+    model.set_attn_implementation("eager")  # the weights themselves are needed
+    try:
+        for first in range(0, len(records), batch_size):
+            encoded = [_encode(tokenizer, r, max_length)[:2] for r in records[first : first + batch_size]]
+            width = max(len(p) + len(c) for p, c in encoded)
+            ids = torch.full((len(encoded), width), pad, dtype=torch.long)
+            mask = torch.zeros_like(ids)
+            for row, (p, c) in enumerate(encoded):
+                ids[row, : len(p) + len(c)] = torch.as_tensor(p + c)
+                mask[row, : len(p) + len(c)] = 1
+            with torch.no_grad():
+                out = model(input_ids=ids, attention_mask=mask, output_attentions=True, use_cache=False)
+            strongest = [w.argmax(dim=-1).cpu().numpy() for w in out.attentions]  # (rows, heads, positions)
+            for row, (p, c) in enumerate(encoded):
+                prompt = np.asarray(p)
+                for offset, token in enumerate(c):
+                    if token not in prompt:
+                        continue
+                    copies += 1
+                    query = len(p) + offset - 1
+                    for layer, chosen in enumerate(strongest):
+                        where = chosen[row, :, query]
+                        hits[layer] += (where < len(p)) & (prompt[np.minimum(where, len(p) - 1)] == token)
+    finally:
+        model.set_attn_implementation(previous)
+    if not copies:
+        raise AIRError("no completion token stands in its prompt: the samples give no retrieval to measure")
+    scores: NDArray[np.float64] = hits / copies
+    return scores
 
 
 def critical_heads(scores: NDArray[np.float64], fraction: float, minimum: int = 1) -> list[Head]:
@@ -481,9 +534,19 @@ def run_air(settings: AIRSettings, out: Path, *, resume: bool = False) -> dict[s
     kept = folder.kept_records(in_order="index", first=0, what="scores")
     started = time.perf_counter()
     with folder.recording(kept, {"settings": config}) as log:
-        scores = retrieval_scores(
-            model, tokenizer, settings.probes, settings.probe_haystack, settings.probe_needle, settings.seed
-        )
+        if settings.probe == "data":
+            scores = data_retrieval_scores(
+                model, tokenizer, records, settings.max_length, settings.batch_size
+            )
+        else:
+            scores = retrieval_scores(
+                model,
+                tokenizer,
+                settings.probes,
+                settings.probe_haystack,
+                settings.probe_needle,
+                settings.seed,
+            )
         heads = critical_heads(scores, settings.head_fraction, settings.min_heads)
         write_json(
             folder.out / HEADS,

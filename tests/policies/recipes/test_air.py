@@ -270,3 +270,12 @@ def test_bad_completion_weights_are_named(weights: list[Any], problem: str) -> N
     record = {"prompt": "p", "completion": "some text", "completion_weights": weights}
     with pytest.raises(SFTError, match=problem):
         load_records([record])
+
+
+def test_data_retrieval_scores_on_the_tiny_model(tiny: tuple[Any, Any]) -> None:
+    tokenizer, model = tiny
+    scores = air.data_retrieval_scores(model, tokenizer, RECORDS, batch_size=2)
+    assert scores.shape == (2, 2) and ((scores >= 0) & (scores <= 1)).all()
+    np.testing.assert_allclose(scores, air.data_retrieval_scores(model, tokenizer, RECORDS, batch_size=3))
+    with pytest.raises(air.AIRError, match="no completion token stands in its prompt"):
+        air.data_retrieval_scores(model, tokenizer, [{"prompt": "a", "completion": "zzz"}])
