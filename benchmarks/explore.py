@@ -186,10 +186,9 @@ def instructed_room(regions: Sequence[Region], seed: int) -> Region | None:
     return next(region for region in regions if region.kind == kind)
 
 
-def steps_to_cover(spec: str, steps: int, seed: int, instructed: bool) -> tuple[str, int | None] | None:
-    """Steps until the house's instructed room (:func:`instructed_room`) is
-    ``INSTRUCTED_SHARE`` observed, with "explore the ROOM first" or with no instruction
-    (None: not within the budget); None when the house has no such room."""
+def _watched_room(spec: str, steps: int, seed: int) -> tuple[Any, Region, RegionCoverage] | None:
+    """The explorer's env on the house, its instructed room and that room's coverage measure,
+    tracked from the start; None (the env closed) when the house has no such room."""
     env = _explorer_env(spec, steps)
     mapping = env.unwrapped
     room = instructed_room(mapping.simulator.scene.regions, seed)
@@ -198,6 +197,17 @@ def steps_to_cover(spec: str, steps: int, seed: int, instructed: bool) -> tuple[
         return None
     watch = RegionCoverage(room)
     mapping.coverage.track(watch, mapping.bevs)
+    return env, room, watch
+
+
+def steps_to_cover(spec: str, steps: int, seed: int, instructed: bool) -> tuple[str, int | None] | None:
+    """Steps until the house's instructed room (:func:`instructed_room`) is
+    ``INSTRUCTED_SHARE`` observed, with "explore the ROOM first" or with no instruction
+    (None: not within the budget); None when the house has no such room."""
+    watched = _watched_room(spec, steps, seed)
+    if watched is None:
+        return None
+    env, room, watch = watched
     instruction = room_first_instruction(room.kind) if instructed else ""
     _run_nodes(env, instruction, until=lambda: watch.get_metric() >= INSTRUCTED_SHARE)
     return room.kind, watch.steps_until(INSTRUCTED_SHARE)
@@ -215,14 +225,11 @@ def oracle_steps_to_cover(spec: str, steps: int, seed: int) -> int | None:
     decision, to the unobserved cell of the room nearest along the floor, with the same
     waypoint budget, panoramas and coverage as the explorer; None: no such room, or not
     covered within ``steps``."""
-    env = _explorer_env(spec, steps)
-    mapping = env.unwrapped
-    room = instructed_room(mapping.simulator.scene.regions, seed)
-    if room is None:
-        env.close()
+    watched = _watched_room(spec, steps, seed)
+    if watched is None:
         return None
-    watch = RegionCoverage(room)
-    mapping.coverage.track(watch, mapping.bevs)
+    env, room, watch = watched
+    mapping = env.unwrapped
     area = mapping.coverage.explorable
     centres = np.concatenate([floor.centres for floor in area.floors])
     in_room = area.region_cells(room)
