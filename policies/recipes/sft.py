@@ -47,7 +47,7 @@ import logging
 import math
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -192,7 +192,7 @@ def _check_data_setting(name: str, value: object) -> None:
 
 
 def settings_record(
-    settings: SFTSettings, data: Sequence[Record], eval_data: Sequence[Record] | None
+    settings: SFTSettings, data: Sequence[Record] | None, eval_data: Sequence[Record] | None
 ) -> dict[str, Any]:
     """The settings as ``config.yaml`` keeps them, given their loaded records: data named by
     its path (or record count) and the SHA-256 of its records, so a resume with other data is
@@ -315,6 +315,74 @@ def unigram_entropy(labels: Iterable[Sequence[int]]) -> float:
     if not total:
         raise SFTError("no trained-on tokens to measure")
     return -sum(n / total * math.log(n / total) for n in counts.values())
+
+
+class RecordStream:
+    """Training records that arrive while training runs (LIFT's synthetic tasks, generated as
+    the trainer learns from the first ones): :func:`run_sft` with ``stream=`` reads them as an
+    iterable dataset.
+
+    A pass over the stream yields every record put so far, waits for the next one until
+    :meth:`close`, then goes over all of them again, ``epochs`` times in all. Only the first
+    pass that runs to its end counts: later passes (the trainer starting a new epoch) yield
+    nothing, which ends the training; a pass left unfinished (the trainer's peek at the first
+    record) changes nothing. A producer that fails calls :meth:`fail`, and the pass raises its
+    error in the training thread.
+    """
+
+    def __init__(self, epochs: int = 1) -> None:
+        import threading
+
+        if epochs < 1:
+            raise SFTError(f"a record stream needs at least 1 epoch, got {epochs}")
+        self.epochs = epochs
+        self.records: list[Record] = []
+        self._changed = threading.Condition()
+        self._closed = False
+        self._error: BaseException | None = None
+        self._passed = False
+        self.first_record_s: float | None = None
+        """When (``time.perf_counter``) the first record was put."""
+
+    def put(self, record: Record) -> None:
+        record_kind(record, f"streamed record {len(self.records)}")
+        with self._changed:
+            if self.first_record_s is None:
+                self.first_record_s = time.perf_counter()
+            self.records.append(record)
+            self._changed.notify_all()
+
+    def close(self) -> None:
+        with self._changed:
+            self._closed = True
+            self._changed.notify_all()
+
+    def fail(self, error: BaseException) -> None:
+        with self._changed:
+            self._error, self._closed = error, True
+            self._changed.notify_all()
+
+    def _wait(self, index: int) -> Record | None:
+        """Record ``index`` once it is there; None when the stream closed before it."""
+        with self._changed:
+            while index >= len(self.records) and not self._closed:
+                self._changed.wait()
+            if self._error is not None:
+                raise SFTError(f"the training records stopped coming: {self._error}") from self._error
+            return self.records[index] if index < len(self.records) else None
+
+    def __iter__(self) -> Iterator[Record]:
+        if self._passed:
+            return
+        index = 0
+        while (record := self._wait(index)) is not None:
+            yield record
+            index += 1
+        if not self.records:
+            raise SFTError("the record stream closed without a record to train on")
+        for _ in range(self.epochs - 1):
+            yield from list(self.records)
+        self._passed = True
 
 
 # --------------------------------------------------------------------------- the run
@@ -516,6 +584,7 @@ def _trainer(
     out: Path,
     train_records: Sequence[Record],
     eval_records: Sequence[Record] | None,
+    stream: RecordStream | None = None,
 ) -> Any:
     """TRL's SFTTrainer for the run: the model and tokenizer of ``settings.model``, LoRA
     through peft when ``lora_r`` is set, checkpoints under ``out/checkpoints``."""
@@ -526,6 +595,8 @@ def _trainer(
 
     tokenizer, model = load_causal_lm(settings.model)
     weighted = is_weighted(train_records, eval_records)
+    if stream is not None and (weighted or settings.packing or not settings.max_steps):
+        raise SFTError("streamed records need max_steps (an upper bound), and no packing or weights")
     if weighted and (settings.packing or not settings.completion_only_loss):
         raise SFTError("records with completion_weights need completion_only_loss and no packing")
     config = SFTConfig(
@@ -568,6 +639,18 @@ def _trainer(
             task_type="CAUSAL_LM",
         )
     weighted_by = (tokenizer, settings.max_length) if weighted else None
+    if stream is not None:
+        from datasets import IterableDataset
+
+        completion_only = settings.completion_only_loss
+
+        def rows() -> Iterator[dict[str, Any]]:
+            for record in stream:
+                yield from trainer_rows([record], completion_only)
+
+        train_dataset: Any = IterableDataset.from_generator(rows)
+    else:
+        train_dataset = _dataset(train_records, settings.completion_only_loss, weighted_by)
     trainer_class = _weighted_trainer_class() if weighted else SFTTrainer
     extra: dict[str, Any] = (
         {"data_collator": _weighted_collator(tokenizer.pad_token_id or 0)} if weighted else {}
@@ -576,7 +659,7 @@ def _trainer(
         trainer = trainer_class(
             model=model,
             args=config,
-            train_dataset=_dataset(train_records, settings.completion_only_loss, weighted_by),
+            train_dataset=train_dataset,
             eval_dataset=None
             if eval_records is None
             else _dataset(eval_records, settings.completion_only_loss, weighted_by),
@@ -587,7 +670,7 @@ def _trainer(
     except ValueError as error:  # e.g. LoRA targets the model does not have
         raise SFTError(f"cannot set up SFT of {settings.model}: {error}") from error
     prepared: Any = trainer.train_dataset  # records cut to max_length with no completion left are dropped
-    if len(prepared) == 0:
+    if stream is None and len(prepared) == 0:
         raise SFTError(f"no training record has a token to learn within max_length {settings.max_length}")
     # the run's lines go to metrics.jsonl and on_log; the trainer's own printing would repeat them
     trainer.remove_callback(PrinterCallback)
@@ -596,16 +679,23 @@ def _trainer(
 
 @runner
 def run_sft(
-    settings: SFTSettings, out: Path, *, resume: bool = False, on_log: MetricsCallback | None = None
+    settings: SFTSettings,
+    out: Path,
+    *,
+    resume: bool = False,
+    on_log: MetricsCallback | None = None,
+    stream: RecordStream | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``settings.model`` on ``settings.data`` into the run folder ``out`` (see the
     module docstring); with ``resume``, continue the run there from its last complete
-    checkpoint. ``on_log`` gets each ``metrics.jsonl`` line as it is written. Returns the
-    summary (also written to ``summary.json``)."""
+    checkpoint. ``on_log`` gets each ``metrics.jsonl`` line as it is written. With
+    ``stream``, the records come from it as they arrive (:class:`RecordStream`) and
+    ``settings.data`` only names where they are kept; ``max_steps`` bounds the steps and the
+    stream's end ends the run. Returns the summary (also written to ``summary.json``)."""
     folder = RunFolder(out, METRICS)
-    train_records = load_records(settings.data, "data")
+    train_records = load_records(settings.data, "data") if stream is None else []
     eval_records = load_records(settings.eval_data, "eval_data") if settings.eval_data is not None else None
-    record = settings_record(settings, train_records, eval_records)
+    record = settings_record(settings, train_records if stream is None else None, eval_records)
     folder.begin(record, resume)
     finished = folder.finished(SUMMARY)
     if finished is not None:
@@ -623,7 +713,7 @@ def run_sft(
             on_log(line)
 
     with quiet_progress_bars(), folder.recording(kept, {"settings": record}) as log:
-        trainer = _trainer(settings, out, train_records, eval_records)
+        trainer = _trainer(settings, out, train_records, eval_records, stream)
         trainer.add_callback(_metrics_callback(note, tokens_before))
         if eval_records is not None and not any("eval_loss" in r for r in kept):
             note(_eval_record(trainer, 0))
@@ -639,7 +729,7 @@ def run_sft(
             out / FINAL,
             source=Path(parse_policy_spec(settings.model)[1]),
             trained_by="sft",
-            card=_model_card(settings, steps, len(train_records)),
+            card=_model_card(settings, steps, len(train_records) if stream is None else len(stream.records)),
             keep_model=False,
         )
 
@@ -650,7 +740,7 @@ def run_sft(
         "settings": record,
         "steps": steps,
         "epochs": trainer.state.epoch,
-        "train_records": len(train_records),
+        "train_records": len(train_records) if stream is None else len(stream.records),
         "train_loss_first": losses[0] if losses else None,
         "train_loss_last": losses[-1] if losses else None,
         "train_loss_mean": result.training_loss,
