@@ -190,19 +190,20 @@ def generator_messages(text: str, count: int, needle_only: bool) -> list[Message
 def read_qa_reply(completion: Completion, count: int) -> list[dict[str, str]]:
     """The pairs of a generator reply (a ``submit_qa`` call, or the JSON object as text), at
     most ``count``; a :class:`LIFTError` naming what is wrong otherwise."""
-    if completion.tool_calls:
-        call = completion.tool_calls[0]
-        if not call.ok:
-            raise LIFTError(f"the {QA_TOOL} call cannot be read: {call.error}")
-        value: Any = call.arguments
+    call = completion.tool_calls[0] if completion.tool_calls else None
+    value: Any
+    if call is not None and call.ok:
+        value = call.arguments
     else:
-        text = completion.text.strip()
+        # no call, or one that could not be read as a call: the text may be the object itself
+        text = (completion.text or (call.arguments_text if call is not None else "")).strip()
         fenced = re.fullmatch(r"```(?:json)?\s*(.*?)\s*```", text, re.DOTALL)
         text = fenced.group(1) if fenced else text
         try:
             value = json.loads(text)
         except json.JSONDecodeError as error:
-            raise LIFTError(f"the reply is not JSON ({error.msg} at character {error.pos})") from error
+            why = f"; the {QA_TOOL} call: {call.error}" if call is not None else ""
+            raise LIFTError(f"the reply is not JSON ({error.msg} at character {error.pos}){why}") from error
     pairs = value.get("qa_list") if isinstance(value, Mapping) else value
     if not isinstance(pairs, list):
         raise LIFTError('the reply holds no "qa_list" list')
@@ -537,8 +538,10 @@ def run_lift(
             trained = run_sft(sft, folder.out / TRAIN, resume=folder.resuming, stream=stream)
         except SFTError as error:
             worker.join()
-            cause = error.__cause__
-            raise (cause if isinstance(cause, LIFTError) else LIFTError(str(error))) from error
+            failed = stream.error  # the generation's own error says more than the trainer's
+            if isinstance(failed, LIFTError):
+                raise failed from None
+            raise LIFTError(str(failed if failed is not None else error)) from error
         worker.join()
     training_s = time.perf_counter() - training_started
     load_started = time.perf_counter()

@@ -362,6 +362,11 @@ class RecordStream:
             self._error, self._closed = error, True
             self._changed.notify_all()
 
+    @property
+    def error(self) -> BaseException | None:
+        """What the producer failed with (:meth:`fail`), None while it has not."""
+        return self._error
+
     def _wait(self, index: int) -> Record | None:
         """Record ``index`` once it is there; None when the stream closed before it."""
         with self._changed:
