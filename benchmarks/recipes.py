@@ -1,6 +1,6 @@
-"""Fine-tuning recipes of issue #24, side by side in one process: so far AIR.
+"""Fine-tuning recipes of issue #24, side by side in one process: AIR and LIFT so far.
 
-    python benchmarks/recipes.py [--quick] [--train_steps N] [--samples N] [--seed S]
+    python benchmarks/recipes.py [--quick] [--train_steps N] [--samples N] [--seed S] ...
 
 **AIR** (``policies/recipes/air.py``) on a synthetic reasoning corpus with a planted
 copy-dependent step. Each sample's prompt holds a table of four random codes and two-digit
@@ -13,14 +13,29 @@ values and asks for one code's value plus a number; its completion has three ste
 The tiny chat LM (Qwen2, 2 layers, hidden 128, 4 heads, initial std 0.02: the shape that
 learns to copy on CPU) is trained on the corpus with embodia's SFT recipe. The retrieval heads
 are then measured on 128 training samples (``data_retrieval_scores``) of the untrained and the
-trained model, and on random copy probes (``trained_top_copy_probe_score``). The trained model's Attention
-Influence Score, per step kind, is measured on held-out samples with the critical heads
-disabled, and, as the control, with as many random other heads disabled
+trained model, and on random copy probes (``trained_top_copy_probe_score``). The trained model's
+Attention Influence Score, per step kind, is measured on held-out samples with the critical
+heads disabled, and, as the control, with as many random other heads disabled
 (``air_random_*``). Scoring throughput is ``air_samples_per_s``: samples scored per second,
 base and reference passes together.
 
-``--quick`` trains for fewer steps on fewer samples (under a minute). Last line: one JSON
-object.
+**LIFT** (``policies/recipes/lift.py``, ``evals/long_context.py``) on the tiny chat LM, with
+the rule-based question writer of ``tests/fact_qa.py`` in the place of an LLM server:
+
+- *Needle in a haystack at 4x the context*: the model built with a ``--window``-token
+  context, documents of 4x that many tokens, the needle at ``--depths``; LIFT
+  (``lift_niah_acc``) against the document truncated to the window, front and back halves
+  (``truncated_niah_acc``), and LoRA on the raw text (``raw_niah_acc``).
+  ``truncated_niah_in_context``: how often the needle survives the truncation, the most any
+  reader of that window could score.
+- *Time to first answer token* on a ``--ttft_tokens``-token document, LIFT with and without
+  overlapping generation and training (``lift_ttft_overlap_speedup`` = sequential / overlapped).
+  The writer asks one fill-in-the-blank pair per sentence. Each of its calls waits as long as
+  the tiny model takes on this machine to reply 64 tokens to the request, measured first
+  (``generator_call_s``): a server on another machine running the same model, whose work
+  does not compete with the training here.
+
+``--quick`` shrinks every part (under a minute and a half). Last line: one JSON object.
 """
 
 from __future__ import annotations
@@ -35,10 +50,13 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from _common import benchmark_args
+from _common import benchmark_args, import_from_tests
 
+from embodia.evals.long_context import LongContextSettings, niah_case, run_long_context
 from embodia.policies.recipes import air
+from embodia.policies.recipes.lift import LIFTSettings, generator_messages, run_lift
 from embodia.policies.recipes.sft import SFTSettings, load_causal_lm, run_sft
+from embodia.policies.spec import make_policy
 from embodia.policies.tiny_models import build_tiny_chat_lm
 
 STEP_KINDS = ("lookup", "compute", "answer")
@@ -69,14 +87,107 @@ def step_kind_scores(samples: list[air.SampleInfluence]) -> dict[str, float]:
     }
 
 
+def generator_call_seconds(model: Path, calls: int, tokens: int = 64) -> float:
+    """Mean seconds the tiny model takes to reply ``tokens`` tokens to a question-writing
+    request (the transformers backend, greedy, no grammar): a server's time per call."""
+    policy = make_policy(f"hf:{model}")
+    messages = generator_messages(
+        "The tide in the harbour rose 3 feet on the morning of the storm.", 1, False
+    )
+    policy.complete(messages, max_tokens=4)  # warm-up
+    started = time.perf_counter()
+    for _ in range(calls):
+        policy.complete(messages, max_tokens=tokens)
+    return (time.perf_counter() - started) / calls
+
+
+def lift_study(args: Any, tmp: Path) -> dict[str, Any]:
+    """The LIFT keys (module docstring)."""
+    fact_qa = import_from_tests("fact_qa")
+    lift_options = {"epochs": 20, "learning_rate": 3e-3, "batch_size": 5, "save_steps": 10_000}
+    windowed = build_tiny_chat_lm(tmp / "lm-window", seed=args.seed, context_tokens=args.window)
+    depths = tuple(float(d) for d in str(args.depths).split(","))
+    niah = run_long_context(
+        LongContextSettings(
+            model=f"hf:{windowed}",
+            generator="scripted:fact_qa",  # a label: the writer passed as generator= answers
+            lengths=(4 * args.window,),
+            depths=depths,
+            lift=lift_options,
+            seed=args.seed,
+        ),
+        tmp / "niah",
+        generator=fact_qa.FactQAPolicy(),
+    )
+    methods = niah["methods"]
+    result: dict[str, Any] = {
+        "lift_window_tokens": args.window,
+        "lift_niah_tokens": 4 * args.window,
+        "lift_niah_depths": list(depths),
+        "lift_niah_acc": methods["lift"]["accuracy"],
+        "truncated_niah_acc": methods["truncated"]["accuracy"],
+        "raw_niah_acc": methods["raw"]["accuracy"],
+        "truncated_niah_in_context": niah["in_truncated_context"],
+    }
+    model = build_tiny_chat_lm(tmp / "lm", seed=args.seed)
+    call_s = generator_call_seconds(model, calls=3)
+    tokenizer = make_policy(f"hf:{model}").tokenizer  # type: ignore[attr-defined]
+    case = niah_case(tokenizer, args.ttft_tokens, 0.5, seed=args.seed)
+    document = tmp / "ttft.txt"
+    document.write_text(case.document, encoding="utf-8")
+    runs = {}
+    for overlap in (True, False):
+        settings = LIFTSettings(
+            model=f"hf:{model}",
+            document=str(document),
+            generator="scripted:fact_qa",  # a label: the writer passed as generator= answers
+            tasks_per_sentence=1,
+            epochs=1,
+            batch_size=8,
+            learning_rate=3e-3,
+            save_steps=10_000,
+            overlap=overlap,
+            seed=args.seed,
+        )
+        writer = fact_qa.FactQAPolicy(delay_s=call_s, cloze=True)
+        runs[overlap] = run_lift(
+            settings, tmp / f"ttft-{overlap}", questions=case.questions, generator=writer
+        )
+    overlapped, sequential = runs[True], runs[False]
+    result.update(
+        {
+            "generator_call_s": round(call_s, 3),
+            "lift_ttft_tokens": args.ttft_tokens,
+            "lift_ttft_sentences": overlapped["sentences"],
+            "lift_ttft_pairs": overlapped["pairs"],
+            "lift_ttft_overlap_s": round(overlapped["ttft_s"], 2),
+            "lift_ttft_sequential_s": round(sequential["ttft_s"], 2),
+            "lift_ttft_overlap_speedup": round(sequential["ttft_s"] / overlapped["ttft_s"], 3),
+            "lift_generation_s": round(sequential["ttft_parts_s"]["generation"], 2),
+            "lift_training_s": round(sequential["ttft_parts_s"]["training"], 2),
+        }
+    )
+    return result
+
+
 def main() -> None:
     args = benchmark_args(
         __doc__,
-        "fewer training steps and samples (under a minute)",
-        {"train_steps": 150, "samples": 400, "held_out": 32},
+        "every part smaller (about a minute)",
+        {
+            "train_steps": 150,
+            "samples": 400,
+            "held_out": 32,
+            "window": 128,
+            "depths": "0.5",
+            "ttft_tokens": 1024,
+        },
         train_steps=600,
         samples=2000,
         held_out=128,
+        window=512,
+        depths="0,0.25,0.5,0.75,1",
+        ttft_tokens=8192,
         seed=0,
     )
     rng = np.random.default_rng(args.seed)
@@ -116,6 +227,7 @@ def main() -> None:
         critical = list(air.influence(model, tokenizer, held_out, heads))
         seconds = time.perf_counter() - began
         control = list(air.influence(model, tokenizer, held_out, random_heads))
+        lift_keys = lift_study(args, Path(tmp))
     by_kind, control_kind = step_kind_scores(critical), step_kind_scores(control)
     result.update(
         {
@@ -131,6 +243,7 @@ def main() -> None:
             "air_sample_score_mean": round(statistics.fmean(s.score for s in critical), 4),
             "air_random_sample_score_mean": round(statistics.fmean(s.score for s in control), 4),
             "air_samples_per_s": round(len(held_out) / seconds, 2),
+            **lift_keys,
         }
     )
     print(json.dumps(result))

@@ -45,6 +45,7 @@ LIFT_OPTIONS: OptionTable = {
     "lora_alpha": FieldOption("LoRA's scale numerator."),
     "max_length": FieldOption("Tokens per training record."),
     "answer_max_tokens": FieldOption("Tokens an answer may take."),
+    "save_steps": FieldOption("Steps between checkpoints (a resume continues from the last)."),
     "seed": FieldOption("Seed of the data order and LoRA initialisation."),
 }
 

@@ -3,7 +3,9 @@ in real use: it answers the generator's request exactly as the recipe asks a cha
 
 It reads the passage's last sentence; when that states a fact, "The ATTRIBUTE of THING is
 VALUE.", it writes questions about it in several phrasings, the value as their answer, and
-otherwise an empty list (the needle-only generator's behaviour on filler). Shared by
+otherwise an empty list (the needle-only generator's behaviour on filler), or with ``cloze`` a
+fill-in-the-blank pair about any other sentence (a writer with something to say about every
+sentence, as an LLM's is). Shared by
 ``tests/policies/recipes/test_lift.py`` and ``benchmarks/recipes.py``; ``delay_s`` stands for
 a server's time per call.
 """
@@ -29,10 +31,16 @@ PHRASINGS = (
 )
 
 
-def fact_pairs(sentence: str, count: int) -> list[dict[str, str]]:
+def cloze_pair(sentence: str) -> dict[str, str]:
+    """A fill-in-the-blank pair: the sentence without its last word asks for that word."""
+    head, _, last = sentence.strip().rstrip(".!?").rpartition(" ")
+    return {"question": f'Which word ends the sentence "{head} ..."?', "answer": last}
+
+
+def fact_pairs(sentence: str, count: int, cloze: bool = False) -> list[dict[str, str]]:
     match = FACT.match(sentence.strip())
     if match is None:
-        return []
+        return [cloze_pair(sentence)][:count] if cloze and " " in sentence.strip() else []
     return [
         {"question": phrasing.format(**match.groupdict()), "answer": match["value"]}
         for phrasing in PHRASINGS[:count]
@@ -42,9 +50,10 @@ def fact_pairs(sentence: str, count: int) -> list[dict[str, str]]:
 class FactQAPolicy:
     """A chat policy that writes LIFT's pairs by rule (module docstring)."""
 
-    def __init__(self, delay_s: float = 0.0) -> None:
+    def __init__(self, delay_s: float = 0.0, cloze: bool = False) -> None:
         self.name = "fact-qa"
         self.delay_s = delay_s
+        self.cloze = cloze
         self.calls = 0
 
     def complete(self, messages: Sequence[Any], images: Sequence[Any] = (), **options: Any) -> Completion:
@@ -53,7 +62,7 @@ class FactQAPolicy:
             time.sleep(self.delay_s)
         count = int(options["tools"][0]["function"]["parameters"]["properties"]["qa_list"]["maxItems"])
         text = str(messages[-1]["content"]).split("Passage:\n", 1)[1]
-        pairs = fact_pairs(segment_sentences(text)[-1], count)
+        pairs = fact_pairs(segment_sentences(text)[-1], count, self.cloze)
         return Completion(
             text=json.dumps({"qa_list": pairs}),
             finish_reason="stop",

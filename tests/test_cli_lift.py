@@ -39,7 +39,7 @@ def _command(
     return [
         sys.executable, "-m", "embodia.cli", "lift", "--doc", str(document), "--questions", str(questions),
         "--policy", f"hf:{model}", "--generator", generator, "--out", str(out),
-        "--learning-rate", "0.003", "--batch-size", "4", "--epochs", "12", *extra,
+        "--learning-rate", "0.003", "--batch-size", "4", "--epochs", "12", "--save-steps", "20", *extra,
     ]  # fmt: skip
 
 

@@ -354,6 +354,8 @@ class LIFTSettings:
     """Tokens per training record."""
     answer_max_tokens: int = 32
     """Tokens an answer may take."""
+    save_steps: int = 50
+    """Optimiser steps between checkpoints (a resume continues from the last)."""
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -379,6 +381,7 @@ class LIFTSettings:
         check_range("lora_alpha", self.lora_alpha, 1, 65_536, LIFTError)
         check_range("max_length", self.max_length, 8, 1_000_000, LIFTError)
         check_range("answer_max_tokens", self.answer_max_tokens, 1, 100_000, LIFTError)
+        check_range("save_steps", self.save_steps, 1, 1_000_000, LIFTError)
         check_seed("seed", self.seed, LIFTError)
 
     @property
@@ -505,7 +508,7 @@ def run_lift(
         lora_r=settings.lora_r,
         lora_alpha=settings.lora_alpha,
         logging_steps=1,
-        save_steps=20,
+        save_steps=settings.save_steps,
         seed=settings.seed,
     )
     timing: dict[str, float | None] = {"first_pair_s": None, "generation_s": None}

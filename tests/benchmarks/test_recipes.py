@@ -1,4 +1,4 @@
-"""``benchmarks/recipes.py --quick``: the AIR study runs end to end and prints its keys."""
+"""``benchmarks/recipes.py --quick``: the AIR and LIFT studies run end to end and print their keys."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from benchmark_runs import run_benchmark
 
 
 @pytest.mark.slow
-def test_quick_recipes_run_prints_the_air_keys() -> None:
+def test_quick_recipes_run_prints_the_air_and_lift_keys() -> None:
     result = run_benchmark("recipes", "--quick")
     assert result["sft_loss_last"] < result["sft_loss_first"]
     assert result["air_samples_per_s"] > 0
