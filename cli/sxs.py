@@ -102,8 +102,7 @@ def sxs_data(
 ) -> None:
     """Interleaved think/speak SFT records from exact (reasoning, answer) pairs."""
     from embodia.core.runs import check_out_file
-    from embodia.evals.sxs_run import make_item
-    from embodia.policies.recipes.sxs_data import load_pretrained, sft_records, write_jsonl
+    from embodia.policies.recipes.sxs_data import load_pretrained, make_item, sft_records, write_jsonl
 
     with user_errors():
         check_out_file(out)

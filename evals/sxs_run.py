@@ -58,8 +58,7 @@ from embodia.policies.recipes.sxs_data import (
     Support,
     SxSItem,
     build_trajectory,
-    dsr_item,
-    puzzle_item,
+    make_item,
     render,
     system_prompt,
 )
@@ -79,7 +78,6 @@ SYSTEMS = {
     "prompted_interleaving": PROMPTED_INTERLEAVING_SYSTEM,
     "sxs": SXS_SYSTEM,
 }
-PUZZLE_SOURCES = ("maze", "sudoku", "frozenlake", "tsp")
 
 
 @dataclass(frozen=True)
@@ -126,16 +124,6 @@ def parse_modes(text: str) -> list[str]:
             f"unknown SxS mode {', '.join(unknown) or text!r}: expected some of {', '.join(MODES)}"
         )
     return modes
-
-
-def make_item(source: str, index: int, difficulty: str, seed: int) -> SxSItem:
-    if source.startswith("dsr:"):
-        return dsr_item(source.removeprefix("dsr:"), seed + index, difficulty)
-    if source not in PUZZLE_SOURCES:
-        raise EmbodiaError(
-            f"unknown SxS source {source!r}: expected one of {', '.join(PUZZLE_SOURCES)} or dsr:OPERATION"
-        )
-    return puzzle_item(source, seed + index, difficulty)
 
 
 def _messages(system: str, item: SxSItem) -> list[Message]:

@@ -487,6 +487,7 @@ class _Run:
             "tokens_per_s": tokens / max(rollout_s + train_s, 1e-9),
             "rollout_s": rollout_s,
             "train_s": train_s,
+            **env_metrics(trajectories),
             **stats,
         }
         if step == settings.steps or (settings.eval_every and step % settings.eval_every == 0):
@@ -494,6 +495,20 @@ class _Run:
             if evaluated is not None:
                 line["eval_reward"] = evaluated
         return line
+
+
+def env_metrics(trajectories: Sequence[Any]) -> dict[str, float]:
+    """``env/NAME``: the mean over the episodes of each number an env reports in its last
+    step's ``info["metrics"]`` (SxS's content latency, for one), so a ``metrics.jsonl`` line
+    shows how the episodes went besides their reward."""
+    values: dict[str, list[float]] = {}
+    for trajectory in trajectories:
+        reported = trajectory.info.get("metrics")
+        if isinstance(reported, Mapping):
+            for name, value in reported.items():
+                if isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value):
+                    values.setdefault(f"env/{name}", []).append(float(value))
+    return {name: float(np.mean(numbers)) for name, numbers in values.items()}
 
 
 @runner

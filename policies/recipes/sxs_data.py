@@ -22,6 +22,7 @@ from typing import Any, Literal
 
 from embodia.core.interleaved import SXS_SYSTEM
 from embodia.envs.puzzles.core import Verdict, json_values
+from embodia.errors import EmbodiaError
 
 logger = logging.getLogger(__name__)
 
@@ -458,6 +459,22 @@ def dsr_item(operation: str, index: int, length: str = "short", seed: int | None
         contradicts=contradicts,
         record=instance.to_json(),
     )
+
+
+PUZZLE_SOURCES = ("maze", "sudoku", "frozenlake", "tsp")
+"""The puzzles with a text form and checkable steps (``puzzle_item``); ``dsr:OPERATION`` too."""
+
+
+def make_item(source: str, index: int, difficulty: str, seed: int) -> SxSItem:
+    """Item ``index`` of ``source``: a puzzle name of :data:`PUZZLE_SOURCES` (``difficulty`` its
+    size) or ``dsr:OPERATION`` (``difficulty`` its length), instance seed ``seed + index``."""
+    if source.startswith("dsr:"):
+        return dsr_item(source.removeprefix("dsr:"), seed + index, difficulty)
+    if source not in PUZZLE_SOURCES:
+        raise EmbodiaError(
+            f"unknown SxS source {source!r}: expected one of {', '.join(PUZZLE_SOURCES)} or dsr:OPERATION"
+        )
+    return puzzle_item(source, seed + index, difficulty)
 
 
 def system_prompt(system: str, item: SxSItem) -> str:

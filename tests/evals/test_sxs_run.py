@@ -13,8 +13,8 @@ from embodia.agents.sxs import run_sxs
 from embodia.cli import app
 from embodia.core.interleaved import timed_blocks
 from embodia.envs.puzzles import make_task
-from embodia.evals.sxs_run import MODES, SxSRunSettings, make_item, run_sxs_eval
-from embodia.policies.recipes.sxs_data import build_trajectory, dsr_item, puzzle_item, render
+from embodia.evals.sxs_run import MODES, SxSRunSettings, run_sxs_eval
+from embodia.policies.recipes.sxs_data import build_trajectory, dsr_item, make_item, puzzle_item, render
 from embodia.policies.scripted import ScriptedPolicy
 
 runner = CliRunner()
