@@ -442,3 +442,58 @@ def train_sft(
     if summary.get("eval_loss") is not None:
         numbers += _change(summary["eval_loss_start"], summary["eval_loss"], "held-out loss")
     _finish_line("SFT done", out, summary, numbers)
+
+
+# --------------------------------------------------------------------------- train sxs
+
+
+def _sxs_settings() -> type[Any]:
+    from embodia.policies.recipes.sxs_train import SxSTrainSettings
+
+    return SxSTrainSettings
+
+
+TRAIN_SXS_OPTIONS: OptionTable = {
+    "model": FieldOption("The model to train: hf:DIR.", flag="--policy"),
+    "source": FieldOption("Items: a puzzle (maze, sudoku, frozenlake, tsp) or dsr:OPERATION."),
+    "difficulty": FieldOption("The puzzle's size, or the DSR length."),
+    "out": OWN,
+    "resume": OWN,
+    "sft_items": FieldOption("Reference trajectories to fine-tune on."),
+    "sft_epochs": FieldOption("Passes over them."),
+    "sft_learning_rate": FieldOption("SFT's learning rate."),
+    "sft_batch_size": FieldOption("Records per SFT step."),
+    "grpo_steps": FieldOption("GRPO steps after SFT (0: SFT only)."),
+    "grpo_prompts_per_step": FieldOption("Items per GRPO step."),
+    "grpo_group_size": FieldOption("Replies sampled per item."),
+    "grpo_learning_rate": FieldOption("GRPO's learning rate."),
+    "max_new_tokens": FieldOption("Most tokens of a sampled reply."),
+    "latency_weight": FieldOption("Weight of the content-latency term of the reward (0: accuracy alone)."),
+    "eval_prompts": FieldOption("Held-out items scored at GRPO's start and end."),
+    "lora_r": FieldOption("LoRA rank; 0 trains every weight."),
+    "lora_alpha": FieldOption("LoRA's scale numerator."),
+    "seed": FieldOption("Seed of sampling and initialisation."),
+}
+
+
+@settings_command(train_app, "sxs", _sxs_settings, TRAIN_SXS_OPTIONS)
+def train_sxs(options: dict[str, Any], out: OutOption, resume: ResumeOption = False) -> None:
+    """Train a policy to think and speak interleaved (SxS): SFT on reference trajectories, then
+    GRPO on the spoken answer's accuracy, optionally paid for speaking early."""
+    from embodia.policies.recipes.sxs_train import SxSTrainSettings, run_sxs_train
+
+    with user_errors():
+        settings = SxSTrainSettings(**options)
+        console.print(f"SxS training of {bold(settings.model)} on {bold(settings.source)}")
+        summary = run_sxs_train(settings, out, resume=resume)
+    sft, grpo = summary["sft"], summary["grpo"]
+    numbers = _change(sft["train_loss_first"], sft["train_loss_last"], "SFT loss") + _change(
+        grpo["reward_first"], grpo["reward_last"], "reward"
+    )
+    latency = summary["content_latency_last"]
+    if latency:
+        numbers += (
+            f", last step: accuracy {latency['env/accuracy']:.2f}, "
+            f"first speech at {latency['env/first_speak_fraction']:.0%} of the reply"
+        )
+    _finish_line("SxS training done", out, {"steps": sft["steps"] + (grpo["steps"] or 0), **summary}, numbers)

@@ -42,6 +42,7 @@ from embodia.core.runs import RunFolder, runner
 from embodia.errors import EmbodiaError
 from embodia.policies.recipes.sxs_data import SxSItem, make_item, sft_records, system_prompt
 from embodia.policies.rollout_views import CHAT_VIEWS, ChatPrompt, ChatView
+from embodia.policies.spec import parse_policy_spec
 
 SXS_ENV = "embodia/SxS-v0"
 SFT = "sft"
@@ -172,6 +173,8 @@ class SxSTrainSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
+        if parse_policy_spec(self.model)[0] != "hf":
+            raise SxSTrainError(f"SxS training needs a local transformers model: hf:DIR, got {self.model!r}")
         check_range("sft_items", self.sft_items, 1, 100_000, SxSTrainError)
         check_range("grpo_steps", self.grpo_steps, 0, 100_000, SxSTrainError)
         check_range("eval_prompts", self.eval_prompts, 0, 100_000, SxSTrainError)
