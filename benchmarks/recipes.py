@@ -28,6 +28,8 @@ the rule-based question writer of ``tests/fact_qa.py`` in the place of an LLM se
   (``truncated_niah_acc``), and LoRA on the raw text (``raw_niah_acc``).
   ``truncated_niah_in_context``: how often the needle survives the truncation, the most any
   reader of that window could score.
+- *Fact QA*: one document of the same length with four needles spread through it, four
+  questions (``lift_facts_acc`` against ``truncated_facts_acc``).
 - *Time to first answer token* on a ``--ttft_tokens``-token document, LIFT with and without
   overlapping generation and training (``lift_ttft_overlap_speedup`` = sequential / overlapped).
   The writer asks one fill-in-the-blank pair per sentence. Each of its calls waits as long as
@@ -129,6 +131,27 @@ def lift_study(args: Any, tmp: Path) -> dict[str, Any]:
         "raw_niah_acc": methods["raw"]["accuracy"],
         "truncated_niah_in_context": niah["in_truncated_context"],
     }
+    facts = run_long_context(
+        LongContextSettings(
+            model=f"hf:{windowed}",
+            generator="scripted:fact_qa",  # a label: the writer passed as generator= answers
+            task="facts",
+            lengths=(4 * args.window,),
+            facts=4,
+            methods=("lift", "truncated"),
+            lift=lift_options,
+            seed=args.seed,
+        ),
+        tmp / "facts",
+        generator=fact_qa.FactQAPolicy(),
+    )
+    result.update(
+        {
+            "lift_facts_acc": facts["methods"]["lift"]["accuracy"],
+            "truncated_facts_acc": facts["methods"]["truncated"]["accuracy"],
+            "truncated_facts_in_context": facts["in_truncated_context"],
+        }
+    )
     model = build_tiny_chat_lm(tmp / "lm", seed=args.seed)
     call_s = generator_call_seconds(model, calls=3)
     tokenizer = make_policy(f"hf:{model}").tokenizer  # type: ignore[attr-defined]
