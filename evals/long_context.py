@@ -21,8 +21,9 @@ Methods, each answering every question of a case:
   chunks, the same adapter and budget as LIFT), then the question alone.
 
 :func:`run_long_context` runs a grid of cases (lengths x depths, or lengths for fact QA) and
-methods in a run folder: ``results.jsonl`` (one line per question, written as it goes; a resume
-skips the cells done) and ``summary.json`` (accuracy per method, per length and per depth). A
+methods in a run folder. ``results.jsonl`` holds one line per question, written as it goes,
+between a cell's ``started`` and ``done`` lines; a resume skips the cells done and redoes a
+cell cut midway. ``summary.json`` holds the accuracy per method, per length and per depth. A
 line also says whether the needle survives truncation (``in_truncated_context``): the most any
 in-context reader of that window could answer.
 """
@@ -229,32 +230,42 @@ def run_long_context(
     finished = folder.finished(SUMMARY)
     if finished is not None:
         return finished
-    kept = folder.kept_records()
-    done = {r["cell"] for r in kept}
+    # a cell counts once its "done" line is written; the lines of a cell cut midway are dropped
+    earlier = folder.kept_records()
+    done = {r["cell"] for r in earlier if r.get("status") == "done"}
+    kept = [r for r in earlier if r["cell"] in done]
     model_dir = Path(parse_policy_spec(settings.model)[1])
-    from transformers import AutoTokenizer
+    from transformers import AutoConfig, AutoTokenizer
 
     tokenizer: Any = AutoTokenizer.from_pretrained(model_dir)
-    window = int(tokenizer.model_max_length)
+    text_config = AutoConfig.from_pretrained(model_dir).get_text_config()
+    window = min(int(tokenizer.model_max_length), int(text_config.max_position_embeddings))
+    where = folder.out.resolve()  # the cells' paths, the same however --out is spelled on resume
     with folder.recording(kept, {"settings": config}) as log:
         base: Policy | None = None
         for index, cell in enumerate(_cells(settings)):
             name = _cell_name(cell)
             if name in done:
                 continue
+            log.append({"cell": name, "status": "started"})  # also keeps a new run's folder if cut
             seed = settings.seed * 1000 + index // len(settings.methods)  # one document per case
             case = (
                 niah_case(tokenizer, cell["length"], cell["depth"], seed)
                 if settings.task == "niah"
                 else facts_case(tokenizer, cell["length"], settings.facts, seed)
             )
-            document = folder.out / "documents" / f"{name}.txt"
+            document = where / "documents" / f"{name}.txt"
             document.parent.mkdir(parents=True, exist_ok=True)
             document.write_text(case.document, encoding="utf-8")
             empty = in_context_messages("", TITLE, case.questions[0]["question"])
             prompt_text = tokenizer.apply_chat_template(empty, tokenize=False, add_generation_prompt=True)
             prompt_tokens = len(tokenizer(prompt_text, add_special_tokens=False)["input_ids"])
             budget = window - settings.answer_max_tokens - prompt_tokens - 8
+            if budget <= 0:
+                raise LongContextError(
+                    f"the model's {window}-token window leaves no room for a document after the "
+                    f"question ({prompt_tokens} tokens) and the answer ({settings.answer_max_tokens})"
+                )
             kept_text = truncated_context(tokenizer, case.document, budget)
             if cell["method"] == "truncated":
                 base = base or make_policy(settings.model)
@@ -268,7 +279,7 @@ def run_long_context(
                     )
                 )
             else:
-                tuned = _tuned(settings, cell["method"], document, folder.out / "cells" / name, generator)
+                tuned = _tuned(settings, cell["method"], document, where / "cells" / name, generator)
                 replies = list(
                     answer_questions(make_policy(tuned), TITLE, case.questions, settings.answer_max_tokens)
                 )
@@ -285,7 +296,8 @@ def run_long_context(
                         "in_truncated_context": text in kept_text,
                     }
                 )
-    lines = folder.read_records()
+            log.append({"cell": name, "status": "done"})
+    lines = [r for r in folder.read_records() if "correct" in r]
     summary = {"settings": config, "questions": len(lines), **accuracy_summary(lines)}
     folder.finish(SUMMARY, summary)
     return summary

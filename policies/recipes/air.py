@@ -56,7 +56,7 @@ from numpy.typing import NDArray
 from embodia.core.limits import check_range, check_seed
 from embodia.core.runs import RunFolder, jsonl_text, runner, write_atomic, write_json
 from embodia.errors import EmbodiaError
-from embodia.policies.recipes.sft import Record, load_causal_lm, load_records
+from embodia.policies.recipes.sft import Record, load_causal_lm, load_records, rendered_completion
 from embodia.policies.spec import parse_policy_spec
 
 if TYPE_CHECKING:
@@ -159,7 +159,9 @@ class AttentionLayer:
 
 def attention_layers(model: Any) -> list[AttentionLayer]:
     """The model's self-attention modules in layer order: those with a ``q_proj`` linear
-    layer and an ``o_proj`` (Llama, Qwen2, Mistral, Gemma, Phi-3 and their kin). An
+    layer and an ``o_proj`` (Llama, Qwen2, Mistral, Gemma and their kin; not fused-projection
+    models such as Phi-3, and not OLMo2, whose norm over all queries would rescale the
+    others when some are zeroed). An
     :class:`AIRError` for a model without them."""
     config = model.config.get_text_config() if hasattr(model.config, "get_text_config") else model.config
     heads = int(config.num_attention_heads)
@@ -261,7 +263,9 @@ def retrieval_scores(
     model.set_attn_implementation("eager")  # the weights themselves are needed
     try:
         with torch.no_grad():
-            out = model(input_ids=torch.as_tensor(ids), output_attentions=True, use_cache=False)
+            out = model(
+                input_ids=torch.as_tensor(ids, device=model.device), output_attentions=True, use_cache=False
+            )
     finally:
         model.set_attn_implementation(previous)
     if out.attentions is None or len(out.attentions) != len(layers):
@@ -307,7 +311,12 @@ def data_retrieval_scores(
                 ids[row, : len(p) + len(c)] = torch.as_tensor(p + c)
                 mask[row, : len(p) + len(c)] = 1
             with torch.no_grad():
-                out = model(input_ids=ids, attention_mask=mask, output_attentions=True, use_cache=False)
+                out = model(
+                    input_ids=ids.to(model.device),
+                    attention_mask=mask.to(model.device),
+                    output_attentions=True,
+                    use_cache=False,
+                )
             strongest = [w.argmax(dim=-1).cpu().numpy() for w in out.attentions]  # (rows, heads, positions)
             for row, (p, c) in enumerate(encoded):
                 prompt = np.asarray(p)
@@ -371,20 +380,20 @@ class SampleInfluence:
     reference_loss: float
 
 
-def _prompt_and_completion(tokenizer: Any, record: Record) -> tuple[str, str]:
-    if "messages" in record:
-        messages = [{"role": m["role"], "content": m["content"]} for m in record["messages"]]
-        prompt = tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
-        return str(prompt), str(messages[-1]["content"])
-    return str(record["prompt"]), str(record["completion"])
-
-
 def _encode(
     tokenizer: Any, record: Record, max_length: int
 ) -> tuple[list[int], list[int], list[tuple[int, int]]]:
-    """Prompt ids, completion ids and each completion token's character span."""
-    prompt, completion = _prompt_and_completion(tokenizer, record)
+    """Prompt ids, completion ids and each completion token's character span, for the text the
+    SFT recipe trains on (:func:`~embodia.policies.recipes.sft.rendered_completion`). An
+    empty prompt becomes the beginning-of-sequence (or end-of-sequence) token, so that the
+    first completion token is predicted from something."""
+    prompt, completion = rendered_completion(tokenizer, record)
     prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
+    if not prompt_ids:
+        start = tokenizer.bos_token_id if tokenizer.bos_token_id is not None else tokenizer.eos_token_id
+        prompt_ids = [start] if start is not None else []
+    if not prompt_ids:
+        raise AIRError("a record with an empty prompt needs a tokenizer with a bos or eos token")
     encoded = tokenizer(completion, add_special_tokens=False, return_offsets_mapping=True)
     completion_ids = encoded["input_ids"][: max_length - 1]
     offsets = [tuple(span) for span in encoded["offset_mapping"][: len(completion_ids)]]
@@ -405,7 +414,11 @@ def _token_losses(
         ids[i, : len(p) + len(c)] = torch.as_tensor(p + c)
         mask[i, : len(p) + len(c)] = 1
     with torch.no_grad():
-        logits = model(input_ids=ids, attention_mask=mask, use_cache=False).logits.float()
+        logits = (
+            model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), use_cache=False)
+            .logits.float()
+            .cpu()
+        )
     logps = torch.log_softmax(logits[:, :-1], dim=-1)
     picked = -logps.gather(-1, ids[:, 1:, None]).squeeze(-1)
     return [
@@ -466,7 +479,7 @@ def influence(
         with disabled_heads(model, heads):
             reference = _token_losses(model, rows, pad)
         for record, (_, _, offsets), b, r in zip(batch, encoded, base, reference, strict=True):
-            completion = _prompt_and_completion(tokenizer, record)[1]
+            completion = rendered_completion(tokenizer, record)[1]
             yield _sample_influence(b, r, offsets, completion, sample_score)
 
 

@@ -76,7 +76,6 @@ _ABBREVIATIONS = frozenset(
         "jr",
         "st",
         "mt",
-        "no",
         "vs",
         "etc",
         "e.g",
@@ -243,6 +242,8 @@ class TaskGenerator:
         self.needle_only = needle_only
         self.calls = 0
         self.retries = 0
+        self.stop = threading.Event()
+        """Set: no new call starts (the training failed; the pairs are not needed)."""
         self._lock = threading.Lock()
 
     def pairs(self, sentences: Sequence[str], index: int) -> list[dict[str, str]]:
@@ -252,6 +253,8 @@ class TaskGenerator:
         )
         problem, reply = "", ""
         for attempt in range(self.max_retries + 1):
+            if self.stop.is_set():
+                raise LIFTError(f"sentence {index}: generation stopped")
             with self._lock:
                 self.calls += 1
                 self.retries += attempt > 0
@@ -283,7 +286,7 @@ class TaskGenerator:
             waiting = list(reversed(todo))
             running: dict[Future[list[dict[str, str]]], int] = {}
             try:
-                while waiting or running:
+                while (waiting or running) and not self.stop.is_set():
                     while waiting and len(running) < self.concurrency:
                         index = waiting.pop()
                         running[pool.submit(self.pairs, sentences, index)] = index
@@ -499,7 +502,7 @@ def run_lift(
     upper = len(sentences) * settings.tasks_per_sentence * settings.epochs
     sft = SFTSettings(
         model=settings.model,
-        data=str(folder.out / TASKS),
+        data=TASKS,  # a label: the records come from the stream (and the run's tasks.jsonl)
         max_steps=max(1, math.ceil(upper / settings.batch_size)),
         learning_rate=settings.learning_rate,
         lr_scheduler="constant",
@@ -539,11 +542,14 @@ def run_lift(
         training_started = time.perf_counter()
         try:
             trained = run_sft(sft, folder.out / TRAIN, resume=folder.resuming, stream=stream)
-        except SFTError as error:
+        except BaseException as error:
+            failed = stream.error  # a generation failure that stopped the training, if any
+            tasks.stop.set()  # no more calls: the calls in flight end, nothing new starts
             worker.join()
-            failed = stream.error  # the generation's own error says more than the trainer's
+            if not isinstance(error, SFTError):
+                raise
             if isinstance(failed, LIFTError):
-                raise failed from None
+                raise failed from None  # the generation's own error says more than the trainer's
             raise LIFTError(str(failed if failed is not None else error)) from error
         worker.join()
     training_s = time.perf_counter() - training_started

@@ -346,6 +346,8 @@ class RecordStream:
 
     def put(self, record: Record) -> None:
         record_kind(record, f"streamed record {len(self.records)}")
+        if "completion_weights" in record:
+            raise SFTError("streamed records cannot carry completion_weights: give weighted records as data")
         with self._changed:
             if self.first_record_s is None:
                 self.first_record_s = time.perf_counter()
@@ -412,24 +414,30 @@ def is_weighted(*record_sets: Sequence[Record] | None) -> bool:
     return any("completion_weights" in r for records in record_sets if records for r in records)
 
 
+def rendered_completion(tokenizer: Any, record: Record) -> tuple[str, str]:
+    """The prompt and completion text a record is trained on. For a chat record, both as the
+    chat template renders them: the completion is what the whole conversation adds after the
+    prompt with its generation prompt (a template's empty think block included, the
+    end-of-turn tokens too). For a prompt/completion record, the two strings as they are.
+    ``completion_weights`` offsets count characters of this completion, and AIR scores it."""
+    if "messages" not in record:
+        return str(record["prompt"]), str(record["completion"])
+    messages = [{"role": m["role"], "content": m["content"]} for m in record["messages"]]
+    prompt = str(tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True))
+    whole = str(tokenizer.apply_chat_template(messages, tokenize=False))
+    if not whole.startswith(prompt):
+        raise SFTError("the chat template does not render the reply after its prompt: cannot weigh it")
+    return prompt, whole[len(prompt) :]
+
+
 def weighted_rows(tokenizer: Any, records: Iterable[Record], max_length: int) -> list[dict[str, Any]]:
     """``records`` tokenised for the weighted loss: ``input_ids``, ``labels`` (-100 on the
     prompt) and ``token_weights`` (0 on the prompt), cut to ``max_length`` tokens."""
     rows: list[dict[str, Any]] = []
     for record in records:
-        if "messages" in record:
-            messages = [{"role": m["role"], "content": m["content"]} for m in record["messages"]]
-            prompt = str(
-                tokenizer.apply_chat_template(messages[:-1], tokenize=False, add_generation_prompt=True)
-            )
-            whole = str(tokenizer.apply_chat_template(messages, tokenize=False))
-            if not whole.startswith(prompt):
-                raise SFTError(
-                    "the chat template does not render the reply after its prompt: cannot weigh it"
-                )
-            completion = whole[len(prompt) :]
-        else:
-            prompt, completion = record["prompt"], record["completion"] + (tokenizer.eos_token or "")
+        prompt, completion = rendered_completion(tokenizer, record)
+        if "messages" not in record:
+            completion += tokenizer.eos_token or ""
         prompt_ids = tokenizer(prompt, add_special_tokens=False)["input_ids"]
         encoded = tokenizer(completion, add_special_tokens=False, return_offsets_mapping=True)
         spans = record.get("completion_weights") or [[len(completion), 1.0]]
@@ -458,7 +466,9 @@ def _dataset(
 
 
 def _weighted_trainer_class() -> Any:
-    """SFTTrainer whose loss weighs each completion token by its ``token_weights``."""
+    """SFTTrainer whose loss weighs each completion token by its ``token_weights``: the sum of
+    the weighted token losses over the number of completion tokens (so weights of mean 1
+    keep the loss's scale)."""
     import torch
     from trl import SFTTrainer
 

@@ -182,13 +182,61 @@ class SxSTrainSettings:
             raise SxSTrainError(f"latency_weight must be >= 0, got {self.latency_weight!r}")
         check_seed("seed", self.seed, SxSTrainError)
         make_item(self.source, 0, self.difficulty, 0)
+        # the two stages' own checks, now rather than after the first stage has run
+        self.sft_settings(())
+        if self.grpo_steps:
+            self.grpo_settings(self.model)
+
+    def sft_settings(self, records: tuple[Any, ...]) -> Any:
+        from embodia.policies.recipes.sft import SFTSettings
+
+        return SFTSettings(
+            model=self.model,
+            data=records,
+            epochs=self.sft_epochs,
+            learning_rate=self.sft_learning_rate,
+            batch_size=self.sft_batch_size,
+            max_length=2048,
+            lora_r=self.lora_r,
+            lora_alpha=self.lora_alpha,
+            logging_steps=1,
+            seed=self.seed,
+        )
+
+    def grpo_settings(self, policy: str) -> Any:
+        from embodia.policies.recipes.grpo_trainer import GRPOSettings
+
+        return GRPOSettings(
+            policy=policy,
+            env=SXS_ENV,
+            env_options={
+                "source": self.source,
+                "difficulty": self.difficulty,
+                "latency_weight": self.latency_weight,
+            },
+            steps=self.grpo_steps,
+            prompts_per_step=self.grpo_prompts_per_step,
+            group_size=self.grpo_group_size,
+            learning_rate=self.grpo_learning_rate,
+            max_new_tokens=self.max_new_tokens,
+            first_seed=self.sft_items,  # GRPO's items come after the SFT ones
+            eval_prompts=self.eval_prompts,
+            eval_first_seed=self.sft_items + 100_000,
+            lora_r=self.lora_r,
+            lora_alpha=self.lora_alpha,
+            seed=self.seed,
+        )
 
 
 @runner
 def run_sxs_train(settings: SxSTrainSettings, out: Path, *, resume: bool = False) -> dict[str, Any]:
-    """SFT then GRPO (module docstring) into the run folder ``out``."""
-    from embodia.policies.recipes.grpo_trainer import GRPOSettings, run_grpo
-    from embodia.policies.recipes.sft import SFTSettings, load_causal_lm, run_sft
+    """SFT then GRPO (module docstring) into the run folder ``out``; ``stages.jsonl`` says
+    which stage started and ended (written before a stage runs, so that a run cut in its
+    first stage keeps its folder)."""
+    from transformers import AutoTokenizer
+
+    from embodia.policies.recipes.grpo_trainer import run_grpo
+    from embodia.policies.recipes.sft import run_sft
 
     folder = RunFolder(out, "stages.jsonl")
     config = asdict(settings)
@@ -196,89 +244,41 @@ def run_sxs_train(settings: SxSTrainSettings, out: Path, *, resume: bool = False
     finished = folder.finished(SUMMARY)
     if finished is not None:
         return finished
-    with folder.recording(folder.kept_records(), {"settings": config}) as log:
-        tokenizer, _ = load_causal_lm(settings.model)
+    kept = folder.kept_records()
+    marked = {(r.get("stage"), r.get("status")) for r in kept}
+    grpo: dict[str, Any] | None = None
+    with folder.recording(kept, {"settings": config}) as log:
+
+        def mark(stage: str, status: str, **extra: Any) -> None:
+            if (stage, status) not in marked:
+                log.append({"stage": stage, "status": status, **extra})
+
+        mark(SFT, "started")
+        tokenizer = AutoTokenizer.from_pretrained(parse_policy_spec(settings.model)[1])
         items = [make_item(settings.source, i, settings.difficulty, 0) for i in range(settings.sft_items)]
         records = tuple(sft_records(items, tokenizer))
-        sft = run_sft(
-            SFTSettings(
-                model=settings.model,
-                data=records,
-                epochs=settings.sft_epochs,
-                learning_rate=settings.sft_learning_rate,
-                batch_size=settings.sft_batch_size,
-                max_length=2048,
-                lora_r=settings.lora_r,
-                lora_alpha=settings.lora_alpha,
-                logging_steps=1,
-                seed=settings.seed,
-            ),
-            folder.out / SFT,
-            resume=(folder.out / SFT).exists(),
-        )
-        log.append(
-            {
-                "stage": SFT,
-                "policy": sft["policy"],
-                "loss_first": sft["train_loss_first"],
-                "loss_last": sft["train_loss_last"],
-            }
-        )
-        grpo = run_grpo(
-            GRPOSettings(
-                policy=sft["policy"],
-                env=SXS_ENV,
-                env_options={
-                    "source": settings.source,
-                    "difficulty": settings.difficulty,
-                    "latency_weight": settings.latency_weight,
-                },
-                steps=settings.grpo_steps,
-                prompts_per_step=settings.grpo_prompts_per_step,
-                group_size=settings.grpo_group_size,
-                learning_rate=settings.grpo_learning_rate,
-                max_new_tokens=settings.max_new_tokens,
-                first_seed=settings.sft_items,  # GRPO's items come after the SFT ones
-                eval_prompts=settings.eval_prompts,
-                eval_first_seed=settings.sft_items + 100_000,
-                lora_r=settings.lora_r,
-                lora_alpha=settings.lora_alpha,
-                seed=settings.seed,
-            ),
-            folder.out / GRPO,
-            resume=(folder.out / GRPO).exists(),
-        )
-        log.append(
-            {
-                "stage": GRPO,
-                "policy": grpo["policy"],
-                "reward_first": grpo["reward_first"],
-                "reward_last": grpo["reward_last"],
-            }
-        )
-    rows = RunFolder(folder.out / GRPO, "metrics.jsonl").read_records()
+        sft = run_sft(settings.sft_settings(records), folder.out / SFT, resume=(folder.out / SFT).exists())
+        mark(SFT, "done", policy=sft["policy"])
+        if settings.grpo_steps:
+            mark(GRPO, "started")
+            grpo = run_grpo(
+                settings.grpo_settings(sft["policy"]), folder.out / GRPO, resume=(folder.out / GRPO).exists()
+            )
+            mark(GRPO, "done", policy=grpo["policy"])
+    rows = RunFolder(folder.out / GRPO, "metrics.jsonl").read_records() if grpo is not None else []
     latency = [r for r in rows if "env/accuracy" in r]
+    grpo_keys = ("steps", "reward_first", "reward_last", "eval_reward_start", "eval_reward_end", "policy")
     summary = {
         "settings": config,
         "sft": {k: sft[k] for k in ("steps", "train_loss_first", "train_loss_last", "policy")},
-        "grpo": {
-            k: grpo.get(k)
-            for k in (
-                "steps",
-                "reward_first",
-                "reward_last",
-                "eval_reward_start",
-                "eval_reward_end",
-                "policy",
-            )
-        },
+        "grpo": None if grpo is None else {k: grpo.get(k) for k in grpo_keys},
         "content_latency_first": {k: v for k, v in latency[0].items() if k.startswith("env/")}
         if latency
         else {},
         "content_latency_last": {k: v for k, v in latency[-1].items() if k.startswith("env/")}
         if latency
         else {},
-        "policy": grpo["policy"],
+        "policy": sft["policy"] if grpo is None else grpo["policy"],
     }
     folder.finish(SUMMARY, summary)
     return summary

@@ -108,8 +108,13 @@ def test_lift_finds_the_needle_beyond_the_window_and_the_baselines_do_not(tmp_pa
     assert methods["truncated"]["accuracy"] == 0.0 and methods["raw"]["accuracy"] == 0.0
     assert summary["in_truncated_context"] == 0.0  # 4x the window: the middle is cut
     lines = [json.loads(line) for line in (tmp_path / "run" / "results.jsonl").read_text().splitlines()]
-    assert [line["method"] for line in lines] == ["lift", "truncated", "raw"]
-    # a resumed run keeps its cells and does not redo them
+    assert [line["method"] for line in lines if "correct" in line] == ["lift", "truncated", "raw"]
+    assert [line["status"] for line in lines if "status" in line] == ["started", "done"] * 3
+    # a run cut inside its last cell: the cut cell is done again, the others are kept
     (tmp_path / "run" / "summary.json").unlink()
-    again = lc.run_long_context(settings, tmp_path / "run", resume=True, generator=FactQAPolicy())
-    assert again["questions"] == 3
+    path = tmp_path / "run" / "results.jsonl"
+    path.write_text("".join(json.dumps(line) + "\n" for line in lines[:-2]))  # raw's answer and "done" lost
+    writer = FactQAPolicy()
+    again = lc.run_long_context(settings, tmp_path / "run", resume=True, generator=writer)
+    assert again["questions"] == 3 and writer.calls == 0  # only the raw cell ran again
+    assert again["methods"] == methods

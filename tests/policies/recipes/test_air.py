@@ -279,3 +279,37 @@ def test_data_retrieval_scores_on_the_tiny_model(tiny: tuple[Any, Any]) -> None:
     np.testing.assert_allclose(scores, air.data_retrieval_scores(model, tokenizer, RECORDS, batch_size=3))
     with pytest.raises(air.AIRError, match="no completion token stands in its prompt"):
         air.data_retrieval_scores(model, tokenizer, [{"prompt": "a", "completion": "zzz"}])
+
+
+def test_a_record_with_an_empty_prompt_is_scored(tiny: tuple[Any, Any]) -> None:
+    tokenizer, model = tiny
+    (sample,) = air.influence(model, tokenizer, [{"prompt": "", "completion": "one\n\ntwo"}], [(1, 0)])
+    assert len(sample.step_scores) == 2 and sample.tokens > 0
+
+
+def test_weights_fall_on_the_text_sft_trains_on(tiny_chat_lm_dir: Path) -> None:
+    """A template that writes an empty think block before the reply (as Qwen3's does): AIR's
+    steps and the SFT recipe's weights count characters of the same rendered completion."""
+    from transformers import AutoTokenizer
+
+    from embodia.policies.recipes.sft import weighted_rows
+
+    tokenizer = AutoTokenizer.from_pretrained(tiny_chat_lm_dir)
+    tokenizer.chat_template = (
+        "{% for m in messages %}<|im_start|>{{ m.role }}\n"
+        "{% if m.role == 'assistant' %}<think>\n\n</think>\n\n{% endif %}{{ m.content }}<|im_end|>\n"
+        "{% endfor %}{% if add_generation_prompt %}<|im_start|>assistant\n{% endif %}"
+    )
+    record = {
+        "messages": [{"role": "user", "content": "Q"}, {"role": "assistant", "content": "First.\n\nSecond."}]
+    }
+    (step_spans,) = [air.split_steps(air.rendered_completion(tokenizer, record)[1])]
+    completion = air.rendered_completion(tokenizer, record)[1]
+    assert completion.startswith("<think>")
+    # weight 0 on every step but the one holding "Second.", 3 there
+    ends = [end for _, end in step_spans]
+    second = next(i for i, (a, b) in enumerate(step_spans) if "Second." in completion[a:b])
+    weights = [[end, 3.0 if i == second else 0.0] for i, end in enumerate(ends)]
+    (row,) = weighted_rows(tokenizer, [{**record, "completion_weights": weights}], 256)
+    weighted = [t for t, w in zip(row["input_ids"], row["token_weights"], strict=True) if w == 3.0]
+    assert "Second." in tokenizer.decode(weighted) and "First" not in tokenizer.decode(weighted)

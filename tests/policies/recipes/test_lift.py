@@ -253,3 +253,24 @@ def test_answers_are_matched_ignoring_case_and_spacing() -> None:
     assert lift.answer_contains("The code is  4821 .", "4821")
     assert lift.answer_contains("PARIS", "paris")
     assert not lift.answer_contains("482", "4821")
+
+
+def test_a_failed_training_stops_the_generation(tmp_path: Path) -> None:
+    # the model folder does not exist: training fails at once, and no more pairs are asked for
+    writer = FactQAPolicy(delay_s=0.1)
+    settings = _settings(tmp_path / "no-model", _document(tmp_path, filler=20), concurrency=2)
+    with pytest.raises(lift.LIFTError, match="no-model"):
+        lift.run_lift(settings, tmp_path / "run", generator=writer)
+    assert writer.calls < 10  # of 41 sentences
+
+
+@pytest.mark.slow
+def test_a_run_resumes_with_its_folder_named_another_way(
+    tiny_chat_lm_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    settings = _settings(tiny_chat_lm_dir, _document(tmp_path, filler=2), epochs=2)
+    monkeypatch.chdir(tmp_path)
+    lift.run_lift(settings, Path("run"), generator=FactQAPolicy())
+    (tmp_path / "run" / "summary.json").unlink()
+    again = lift.run_lift(settings, tmp_path / "run", resume=True, generator=FactQAPolicy())
+    assert again["resumed"] and again["pairs"] == 5

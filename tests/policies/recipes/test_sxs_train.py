@@ -115,3 +115,39 @@ def test_a_tiny_sxs_run_writes_both_stages(tiny_chat_lm_dir: Path, tmp_path: Pat
     make_policy(summary["policy"])  # the trained model loads
     # finished: a resume returns the summary without training again
     assert st.run_sxs_train(settings, tmp_path / "run", resume=True) == summary
+
+
+def test_bad_stage_settings_fail_before_any_training() -> None:
+    for changes, problem in (
+        ({"grpo_group_size": 1}, "group_size"),
+        ({"grpo_learning_rate": -5.0}, "learning_rate"),
+        ({"sft_epochs": -1.0}, "epochs"),
+        ({"max_new_tokens": 0}, "max_new_tokens"),
+    ):
+        with pytest.raises(Exception, match=problem):
+            st.SxSTrainSettings(model="hf:models/none", **changes)  # type: ignore[arg-type]
+
+
+def test_a_run_cut_in_its_first_stage_keeps_its_folder(
+    tiny_chat_lm_dir: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import embodia.policies.recipes.sft as sft
+
+    def cut(settings: Any, out: Path, **_: Any) -> dict[str, Any]:
+        (out / "checkpoints" / "checkpoint-5").mkdir(parents=True)
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(sft, "run_sft", cut)
+    with pytest.raises(KeyboardInterrupt):
+        st.run_sxs_train(st.SxSTrainSettings(model=f"hf:{tiny_chat_lm_dir}", sft_items=2), tmp_path / "run")
+    assert (tmp_path / "run" / "sft" / "checkpoints" / "checkpoint-5").is_dir()
+
+
+@pytest.mark.slow
+def test_sft_only(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
+    settings = st.SxSTrainSettings(
+        model=f"hf:{tiny_chat_lm_dir}", sft_items=4, sft_batch_size=4, grpo_steps=0
+    )
+    summary = st.run_sxs_train(settings, tmp_path / "run")
+    assert summary["grpo"] is None and summary["policy"] == summary["sft"]["policy"]
+    assert not (tmp_path / "run" / "grpo").exists()
