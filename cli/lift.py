@@ -74,7 +74,6 @@ def lift(
     with user_errors():
         settings = LIFTSettings(**options)
         asked = read_questions(str(questions)) if questions is not None else []
-        console.print(f"LIFT of {bold(settings.document)} into {bold(settings.model)}")
         summary = run_lift(settings, out, resume=resume, questions=asked)
     parts = summary["ttft_parts_s"]
     console.print(

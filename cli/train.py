@@ -484,7 +484,6 @@ def train_sxs(options: dict[str, Any], out: OutOption, resume: ResumeOption = Fa
 
     with user_errors():
         settings = SxSTrainSettings(**options)
-        console.print(f"SxS training of {bold(settings.model)} on {bold(settings.source)}")
         summary = run_sxs_train(settings, out, resume=resume)
     sft, grpo = summary["sft"], summary["grpo"] or {"steps": 0, "reward_first": None, "reward_last": None}
     numbers = _change(sft["train_loss_first"], sft["train_loss_last"], "SFT loss") + _change(

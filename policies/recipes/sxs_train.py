@@ -9,7 +9,9 @@ an item's exact ``(reasoning, answer)`` pair into such a trajectory. This recipe
    trajectories of ``source`` (a puzzle, or ``dsr:OPERATION``), with the prompt the SxS
    runtime asks with.
 2. **GRPO** (:func:`~embodia.policies.recipes.grpo_trainer.run_grpo`) from that model in the
-   env ``embodia/SxS-v0`` (:class:`SxSEnv`, registered here). An episode is one item of the
+   env ``embodia-recipes/SxS-v0`` (:class:`SxSEnv`, registered here when this module is
+   imported: it stands on the SxS data builder, a floor above embodia's own envs, so it
+   registers itself as a third-party env does, under its own namespace). An episode is one item of the
    same source, on seeds after the SFT items'. The reply is read as an interleaved stream; only
    its spoken part is scored, exactly, by the item's own scorer. The reward is the accuracy
    (1 for a correct answer, else 0) plus, with ``latency_weight`` > 0, a content-latency term:
@@ -44,7 +46,7 @@ from embodia.policies.recipes.sxs_data import SxSItem, make_item, sft_records, s
 from embodia.policies.rollout_views import CHAT_VIEWS, ChatPrompt, ChatView
 from embodia.policies.spec import parse_policy_spec
 
-SXS_ENV = "embodia/SxS-v0"
+SXS_ENV = "embodia-recipes/SxS-v0"
 SFT = "sft"
 GRPO = "grpo"
 SUMMARY = "summary.json"
@@ -78,7 +80,7 @@ def sxs_reward(metrics: dict[str, float], latency_weight: float) -> float:
 
 
 class SxSEnv(gymnasium.Env[dict[str, Any], str]):
-    """``embodia/SxS-v0``: one SxS item per episode (module docstring). Observation: the SxS
+    """``embodia-recipes/SxS-v0``: one SxS item per episode (module docstring). Observation: the SxS
     system prompt for the item and its question; action: the reply."""
 
     def __init__(

@@ -411,6 +411,8 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
     model.mkdir(exist_ok=True)
     records = tmp_path / "records.jsonl"
     records.write_text("")
+    document = tmp_path / "document.txt"
+    document.write_text("A sentence to learn.\n")
     return {
         "sim render": (["sim", "render", "--scene", "procedural:seed=0"], "folder"),
         "explore": (["explore", "--agent", "random", "--steps", "3"], "folder"),
@@ -430,6 +432,11 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "sxs data": (["sxs", "data", "--items", "1"], "file"),
         "train sft": (["train", "sft", "--policy", f"hf:{model}", "--data", str(records)], "folder"),
         "train grpo": (["train", "grpo", "--policy", f"hf:{model}", "--env", "embodia/DSR-v0"], "folder"),
+        "train sxs": (["train", "sxs", "--policy", f"hf:{model}"], "folder"),
+        "lift": (
+            ["lift", "--doc", str(document), "--policy", f"hf:{model}", "--generator", f"scripted:{replies}"],
+            "folder",
+        ),
     }
 
 
