@@ -100,6 +100,17 @@ def token_scores(
     return logps, entropies
 
 
+def right_padded(rows: Sequence[Sequence[int]], pad_token_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """Token rows as one (B, T) batch and its attention mask, padded on the right: every row
+    keeps positions 0..len-1, as when it was generated alone."""
+    ids = torch.full((len(rows), max(len(row) for row in rows)), pad_token_id, dtype=torch.long)
+    attention = torch.zeros_like(ids)
+    for i, row in enumerate(rows):
+        ids[i, : len(row)] = torch.tensor(list(row), dtype=torch.long)
+        attention[i, : len(row)] = 1
+    return ids, attention
+
+
 @contextmanager
 def quiet_progress_bars() -> Iterator[None]:
     """Without the progress bars of ``transformers`` (one per loaded or saved shard) and of
@@ -317,13 +328,13 @@ class TrainablePolicy(HFPolicy):
         completion_lengths = [len(c) for c in completion_ids]
         total = max(p + c for p, c in zip(prompt_lengths, completion_lengths, strict=True))
         batch = len(prompt_ids)
-        # Right padding: every row keeps positions 0..len-1, as when it was generated alone.
-        ids = torch.full((batch, total), self.pad_token_id, dtype=torch.long)
-        attention = torch.zeros((batch, total), dtype=torch.long)
-        for i, (prompt, completion) in enumerate(zip(prompt_ids, completion_ids, strict=True)):
-            row = list(prompt) + list(completion)
-            ids[i, : len(row)] = torch.tensor(row, dtype=torch.long)
-            attention[i, : len(row)] = 1
+        ids, attention = right_padded(
+            [
+                list(prompt) + list(completion)
+                for prompt, completion in zip(prompt_ids, completion_ids, strict=True)
+            ],
+            self.pad_token_id,
+        )
         inputs: dict[str, torch.Tensor] = {"input_ids": ids, "attention_mask": attention}
         flat_images = [image for group in images or () for image in group]
         if flat_images:

@@ -217,6 +217,18 @@ def disabled_heads(model: Any, heads: Sequence[Head]) -> Iterator[None]:
 # --------------------------------------------------------------------------- retrieval heads
 
 
+@contextmanager
+def _eager_attention(model: Any) -> Iterator[None]:
+    """The model on eager attention inside the context (the attention weights themselves are
+    read), back on its own implementation after."""
+    previous = model.config._attn_implementation
+    model.set_attn_implementation("eager")
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(previous)
+
+
 def _plain_token_ids(tokenizer: Any) -> NDArray[np.int64]:
     special = set(tokenizer.all_special_ids)
     ids = [i for i in range(len(tokenizer)) if i not in special]
@@ -259,15 +271,10 @@ def retrieval_scores(
     # query t (in the second needle, before its last token) predicts the copy of needle[t - second + 1]
     queries = np.arange(second, second + needle - 1)
     sources = queries - second + 1 + start  # the first needle's position of that token
-    previous = model.config._attn_implementation
-    model.set_attn_implementation("eager")  # the weights themselves are needed
-    try:
-        with torch.no_grad():
-            out = model(
-                input_ids=torch.as_tensor(ids, device=model.device), output_attentions=True, use_cache=False
-            )
-    finally:
-        model.set_attn_implementation(previous)
+    with _eager_attention(model), torch.no_grad():
+        out = model(
+            input_ids=torch.as_tensor(ids, device=model.device), output_attentions=True, use_cache=False
+        )
     if out.attentions is None or len(out.attentions) != len(layers):
         raise AIRError("the model did not return one attention map per layer")
     return np.stack(
@@ -295,21 +302,16 @@ def data_retrieval_scores(
     a prompt position holding that very token. A (layers, heads) array in [0, 1]."""
     import torch
 
+    from embodia.policies.trainable import right_padded
+
     layers = attention_layers(model)
     hits = np.zeros((len(layers), layers[0].heads), dtype=np.float64)
     copies = 0
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
-    previous = model.config._attn_implementation
-    model.set_attn_implementation("eager")  # the weights themselves are needed
-    try:
+    with _eager_attention(model):
         for first in range(0, len(records), batch_size):
             encoded = [_encode(tokenizer, r, max_length)[:2] for r in records[first : first + batch_size]]
-            width = max(len(p) + len(c) for p, c in encoded)
-            ids = torch.full((len(encoded), width), pad, dtype=torch.long)
-            mask = torch.zeros_like(ids)
-            for row, (p, c) in enumerate(encoded):
-                ids[row, : len(p) + len(c)] = torch.as_tensor(p + c)
-                mask[row, : len(p) + len(c)] = 1
+            ids, mask = right_padded([p + c for p, c in encoded], pad)
             with torch.no_grad():
                 out = model(
                     input_ids=ids.to(model.device),
@@ -328,8 +330,6 @@ def data_retrieval_scores(
                     for layer, chosen in enumerate(strongest):
                         where = chosen[row, :, query]
                         hits[layer] += (where < len(p)) & (prompt[np.minimum(where, len(p) - 1)] == token)
-    finally:
-        model.set_attn_implementation(previous)
     if not copies:
         raise AIRError("no completion token stands in its prompt: the samples give no retrieval to measure")
     scores: NDArray[np.float64] = hits / copies
@@ -382,8 +382,9 @@ class SampleInfluence:
 
 def _encode(
     tokenizer: Any, record: Record, max_length: int
-) -> tuple[list[int], list[int], list[tuple[int, int]]]:
-    """Prompt ids, completion ids and each completion token's character span, for the text the
+) -> tuple[list[int], list[int], list[tuple[int, int]], str]:
+    """Prompt ids, completion ids, each completion token's character span and the completion
+    text, for the text the
     SFT recipe trains on (:func:`~embodia.policies.recipes.sft.rendered_completion`). An
     empty prompt becomes the beginning-of-sequence (or end-of-sequence) token, so that the
     first completion token is predicted from something."""
@@ -398,7 +399,7 @@ def _encode(
     completion_ids = encoded["input_ids"][: max_length - 1]
     offsets = [tuple(span) for span in encoded["offset_mapping"][: len(completion_ids)]]
     keep = max(1, max_length - len(completion_ids))
-    return prompt_ids[-keep:], completion_ids, offsets
+    return prompt_ids[-keep:], completion_ids, offsets, completion
 
 
 def _token_losses(
@@ -407,19 +408,15 @@ def _token_losses(
     """Per completion token cross-entropy of each (prompt ids, completion ids) row."""
     import torch
 
-    width = max(len(p) + len(c) for p, c in rows)
-    ids = torch.full((len(rows), width), pad, dtype=torch.long)
-    mask = torch.zeros((len(rows), width), dtype=torch.long)
-    for i, (p, c) in enumerate(rows):
-        ids[i, : len(p) + len(c)] = torch.as_tensor(p + c)
-        mask[i, : len(p) + len(c)] = 1
+    from embodia.policies.trainable import right_padded
+
+    ids, mask = right_padded([p + c for p, c in rows], pad)
     with torch.no_grad():
-        logits = (
-            model(input_ids=ids.to(model.device), attention_mask=mask.to(model.device), use_cache=False)
-            .logits.float()
-            .cpu()
-        )
-    logps = torch.log_softmax(logits[:, :-1], dim=-1)
+        logits = model(
+            input_ids=ids.to(model.device), attention_mask=mask.to(model.device), use_cache=False
+        ).logits
+    # the cross-entropy alone: token_scores would add an entropy pass over the vocabulary
+    logps = torch.log_softmax(logits[:, :-1].float().cpu(), dim=-1)
     picked = -logps.gather(-1, ids[:, 1:, None]).squeeze(-1)
     return [
         picked[i, len(p) - 1 : len(p) + len(c) - 1].numpy().astype(np.float64)
@@ -471,15 +468,14 @@ def influence(
     for first in range(0, len(records), batch_size):
         batch = records[first : first + batch_size]
         encoded = [_encode(tokenizer, record, max_length) for record in batch]
-        for index, (_, completion_ids, _) in enumerate(encoded):
+        for index, (_, completion_ids, _, _) in enumerate(encoded):
             if not completion_ids:
                 raise AIRError(f"record {first + index}: the completion is empty once tokenised")
-        rows = [(p, c) for p, c, _ in encoded]
+        rows = [(p, c) for p, c, _, _ in encoded]
         base = _token_losses(model, rows, pad)
         with disabled_heads(model, heads):
             reference = _token_losses(model, rows, pad)
-        for record, (_, _, offsets), b, r in zip(batch, encoded, base, reference, strict=True):
-            completion = rendered_completion(tokenizer, record)[1]
+        for (_, _, offsets, completion), b, r in zip(encoded, base, reference, strict=True):
             yield _sample_influence(b, r, offsets, completion, sample_score)
 
 

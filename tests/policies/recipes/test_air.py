@@ -211,9 +211,9 @@ def _span_losses(spec: str, records: list[dict[str, Any]]) -> tuple[float, float
     tokenizer, model = load_causal_lm(spec)
     model.eval()
     encoded = [air._encode(tokenizer, r, 1024) for r in records]
-    losses = air._token_losses(model, [(p, c) for p, c, _ in encoded], tokenizer.pad_token_id)
+    losses = air._token_losses(model, [(p, c) for p, c, _, _ in encoded], tokenizer.pad_token_id)
     first, second = [], []
-    for record, (_, _, offsets), loss in zip(records, encoded, losses, strict=True):
+    for record, (_, _, offsets, _), loss in zip(records, encoded, losses, strict=True):
         cut = record["completion"].index("\n\n")
         for (start, _), value in zip(offsets, loss, strict=True):
             (first if start < cut else second).append(value)
