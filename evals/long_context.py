@@ -283,12 +283,13 @@ def run_long_context(
                 replies = list(
                     answer_questions(make_policy(tuned), TITLE, case.questions, settings.answer_max_tokens)
                 )
+            tokens = len(tokenizer(case.document, add_special_tokens=False)["input_ids"])
             for reply, text in zip(replies, case.needles, strict=True):
                 log.append(
                     {
                         "cell": name,
                         **cell,
-                        "tokens": len(tokenizer(case.document, add_special_tokens=False)["input_ids"]),
+                        "tokens": tokens,
                         "question": reply["question"],
                         "answer": reply["answer"],
                         "reply": reply["reply"],
