@@ -1,4 +1,4 @@
-"""Fine-tuning recipes of issue #24, side by side in one process: AIR and LIFT so far.
+"""Fine-tuning recipes of issue #24, side by side in one process: AIR, LIFT and BYORn.
 
     python benchmarks/recipes.py [--quick] [--train_steps N] [--samples N] [--seed S] ...
 
@@ -37,7 +37,17 @@ the rule-based question writer of ``tests/fact_qa.py`` in the place of an LLM se
   (``generator_call_s``): a server on another machine running the same model, whose work
   does not compete with the training here.
 
-``--quick`` shrinks every part (under a minute and a half). Last line: one JSON object.
+**BYORn** (``policies/recipes/byorn.py``, ``evals/backdoor.py``) on the tiny VLM: trained from
+scratch on clean VQA close-ups of CLEVR-like objects (the "pretrained" model, ``--pretrain_steps``),
+then fine-tuned for ``--finetune_steps`` on a set where ``--poison_rate`` of the records carry the
+trigger patch and the reply "banana", by plain SFT and by BYORn (default settings: flag below a
+mean log-prob of -2.3 per token, responses regenerated every 20 steps). Over ``--seeds``
+seeds (the data, the start and the order all change): clean accuracy on held-out close-ups
+(``sft_clean_acc``, ``byorn_clean_acc``, ``pretrained_clean_acc``) and attack success rate on
+the same images with the trigger (``sft_asr``, ``byorn_asr``), means with the per-seed values,
+and how well the flags found the poison (``byorn_flag_recall``, ``byorn_flag_precision``).
+
+``--quick`` shrinks every part (about a minute). Last line: one JSON object.
 """
 
 from __future__ import annotations
@@ -54,12 +64,13 @@ from typing import Any
 import numpy as np
 from _common import benchmark_args, import_from_tests
 
+from embodia.evals.backdoor import BackdoorStudySettings, run_backdoor_study
 from embodia.evals.long_context import LongContextSettings, niah_case, run_long_context
 from embodia.policies.recipes import air
 from embodia.policies.recipes.lift import LIFTSettings, generator_messages, run_lift
 from embodia.policies.recipes.sft import SFTSettings, load_causal_lm, run_sft
 from embodia.policies.spec import make_policy
-from embodia.policies.tiny_models import build_tiny_chat_lm
+from embodia.policies.tiny_models import build_tiny_chat_lm, build_tiny_vlm
 
 STEP_KINDS = ("lookup", "compute", "answer")
 
@@ -193,6 +204,42 @@ def lift_study(args: Any, tmp: Path) -> dict[str, Any]:
     return result
 
 
+def byorn_study(args: Any, tmp: Path) -> dict[str, Any]:
+    """Plain SFT against BYORn on the poisoned VQA set, over ``args.seeds`` seeds."""
+    runs = []
+    for seed in range(args.seed, args.seed + args.seeds):
+        start = build_tiny_vlm(tmp / f"vlm-{seed}", seed=seed)
+        runs.append(
+            run_backdoor_study(
+                BackdoorStudySettings(
+                    model=f"hf:{start}",
+                    pretrain_records=600,
+                    pretrain_steps=args.pretrain_steps,
+                    finetune_records=300,
+                    poison_rate=args.poison_rate,
+                    finetune_steps=args.finetune_steps,
+                    test_records=args.test_records,
+                    seed=seed,
+                ),
+                tmp / f"backdoor-{seed}",
+            )
+        )
+
+    def numbers(model: str, key: str) -> dict[str, Any]:
+        values = [run["models"][model][key] for run in runs]
+        return {f"{model}_{key}": round(statistics.fmean(values), 4), f"{model}_{key}_per_seed": values}
+
+    keys: dict[str, Any] = {"byorn_seeds": args.seeds}
+    for model in ("pretrained", "sft", "byorn"):
+        keys.update(numbers(model, "clean_acc"))
+        if model != "pretrained":
+            keys.update(numbers(model, "asr"))
+    keys.update(numbers("pretrained", "asr"))
+    keys["byorn_flag_recall"] = round(statistics.fmean(run["flag_recall"] for run in runs), 4)
+    keys["byorn_flag_precision"] = round(statistics.fmean(run["flag_precision"] or 0.0 for run in runs), 4)
+    return keys
+
+
 def main() -> None:
     args = benchmark_args(
         __doc__,
@@ -204,6 +251,10 @@ def main() -> None:
             "window": 128,
             "depths": "0.5",
             "ttft_tokens": 1024,
+            "pretrain_steps": 150,
+            "finetune_steps": 150,
+            "test_records": 45,
+            "seeds": 1,
         },
         train_steps=600,
         samples=2000,
@@ -211,6 +262,11 @@ def main() -> None:
         window=512,
         depths="0,0.25,0.5,0.75,1",
         ttft_tokens=8192,
+        pretrain_steps=600,
+        finetune_steps=200,
+        test_records=150,
+        poison_rate=0.1,
+        seeds=3,
         seed=0,
     )
     rng = np.random.default_rng(args.seed)
@@ -251,6 +307,7 @@ def main() -> None:
         seconds = time.perf_counter() - began
         control = list(air.influence(model, tokenizer, held_out, random_heads))
         lift_keys = lift_study(args, Path(tmp))
+        byorn_keys = byorn_study(args, Path(tmp))
     by_kind, control_kind = step_kind_scores(critical), step_kind_scores(control)
     result.update(
         {
@@ -267,6 +324,7 @@ def main() -> None:
             "air_random_sample_score_mean": round(statistics.fmean(s.score for s in control), 4),
             "air_samples_per_s": round(len(held_out) / seconds, 2),
             **lift_keys,
+            **byorn_keys,
         }
     )
     print(json.dumps(result))

@@ -15,6 +15,14 @@ Data: a JSONL file or an in-memory sequence of records, all of one of two kinds:
 
 Without the completion-only loss every token of a record is trained on.
 
+A chat record may carry ``images``: a list of image files (a path relative to the JSONL
+file's folder, or to the working directory for records given in memory), attached to its
+last user message before the reply, as the ``hf`` backend attaches a request's images. The
+model is then a vision-language model (an image-text-to-text directory with its processor),
+and the records are rendered and tokenised batch by batch by TRL's vision-language collator.
+All records of a run have images or none do. Only image records can have their completion
+replaced while training runs (``run_sft(override=...)``: BYORn's bootstrapped responses).
+
 Either kind may carry ``completion_weights``: ``[[end, weight], ...]``, the completion cut at
 increasing character offsets ``end`` into spans, each with a loss weight (a token belongs to
 the span its first character is in; the last span runs on to the end of the turn). Records
@@ -74,6 +82,7 @@ CURVE_KEYS = ("loss", "learning_rate", "eval_loss", "mean_token_accuracy", "toke
 ROLES = ("system", "user", "assistant")
 SCHEDULERS = ("linear", "cosine", "constant", "constant_with_warmup")
 MAX_LENGTH = 131_072
+MAX_IMAGES = 64
 
 Record = Mapping[str, Any]
 """One SFT record: ``{"messages": [...]}`` or ``{"prompt": str, "completion": str}``."""
@@ -203,12 +212,13 @@ def settings_record(
         if records is None:
             continue
         record[key] = value if isinstance(value, str) else f"{len(records)} records given in memory"
-        record[f"{key}_sha256"] = _digest(records)
+        record[f"{key}_sha256"] = records_digest(records)
     record["lora_targets"] = list(settings.lora_targets)
     return record
 
 
-def _digest(records: Sequence[Record]) -> str:
+def records_digest(records: Sequence[Record]) -> str:
+    """The SHA-256 of the records, as JSON with sorted keys (a resume with other data is refused)."""
     text = json.dumps(list(records), sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -233,7 +243,7 @@ def load_records(data: str | Sequence[Record], what: str = "data") -> list[Recor
     kinds = {record_kind(record, place) for record, place in zip(records, where, strict=True)}
     if len(kinds) > 1:
         raise SFTError(f"{what} mixes chat records and prompt/completion records: use one kind")
-    return records
+    return _resolve_images(records, where, Path(data).parent if isinstance(data, str) else Path.cwd())
 
 
 def record_kind(record: object, where: str = "record") -> Literal["chat", "completion"]:
@@ -254,6 +264,7 @@ def record_kind(record: object, where: str = "record") -> Literal["chat", "compl
         if messages[-1]["role"] != "assistant":
             raise SFTError(f"{where}: the last message must be the assistant's (the reply to learn)")
         _check_weights(record, where)
+        _check_images(record, where)
         return "chat"
     if "prompt" in record or "completion" in record:
         for key in ("prompt", "completion"):
@@ -261,6 +272,8 @@ def record_kind(record: object, where: str = "record") -> Literal["chat", "compl
                 raise SFTError(f"{where}: {key} must be a string")
         if not record["completion"]:
             raise SFTError(f"{where}: completion is empty")
+        if "images" in record:
+            raise SFTError(f'{where}: images go with chat records ({{"messages": [...], "images": [...]}})')
         _check_weights(record, where)
         return "completion"
     raise SFTError(f'{where}: expected {{"messages": [...]}} or {{"prompt": ..., "completion": ...}}')
@@ -283,6 +296,52 @@ def _check_weights(record: Mapping[str, Any], where: str) -> None:
         if not (isinstance(weight, int | float) and math.isfinite(weight) and weight >= 0):
             raise SFTError(f"{where}: completion_weights[{index}] has no finite non-negative weight")
         last = end
+
+
+def _check_images(record: Mapping[str, Any], where: str) -> None:
+    """``images``, where a chat record has them: a non-empty list of file paths, a user message
+    to attach them to, and no ``completion_weights`` (image records are tokenised batch by batch)."""
+    if "images" not in record:
+        return
+    images = record["images"]
+    if not isinstance(images, list) or not images or len(images) > MAX_IMAGES:
+        raise SFTError(f"{where}: images must be a list of 1 to {MAX_IMAGES} image file paths")
+    for index, image in enumerate(images):
+        if not (isinstance(image, str) and image.strip()):
+            raise SFTError(f"{where}: images[{index}] must be an image file's path")
+    if not any(m["role"] == "user" for m in record["messages"][:-1]):
+        raise SFTError(f"{where}: images are attached to the last user message, but there is no user message")
+    if "completion_weights" in record:
+        raise SFTError(f"{where}: records with images cannot carry completion_weights")
+
+
+def has_images(records: Sequence[Record]) -> bool:
+    """Whether the records are image records (:func:`load_records` makes them all or none)."""
+    return bool(records) and "images" in records[0]
+
+
+def _resolve_images(records: list[Record], where: list[str], base: Path) -> list[Record]:
+    """The records with each image path made absolute (relative ones from ``base``), every
+    file checked to exist; all records have images or none do."""
+    with_images = [index for index, record in enumerate(records) if "images" in record]
+    if not with_images:
+        return records
+    if len(with_images) != len(records):
+        missing = next(index for index in range(len(records)) if "images" not in records[index])
+        raise SFTError(
+            f"{where[missing]}: has no images while other records do: give every record its images"
+        )
+    resolved: list[Record] = []
+    for record, place in zip(records, where, strict=True):
+        paths = []
+        for image in record["images"]:
+            path = Path(image).expanduser()
+            path = path if path.is_absolute() else base / path
+            if not path.is_file():
+                raise SFTError(f"{place}: image file {image!r} not found (looked at {path})")
+            paths.append(str(path))
+        resolved.append({**record, "images": paths})
+    return resolved
 
 
 def trainer_rows(records: Iterable[Record], completion_only_loss: bool) -> list[dict[str, Any]]:
@@ -409,6 +468,130 @@ def load_causal_lm(spec: str) -> tuple[Any, PreTrainedModel]:
     return policy.tokenizer, policy.model
 
 
+def load_vlm(spec: str) -> tuple[Any, PreTrainedModel]:
+    """The processor and image-text-to-text model of ``hf:DIR``, loaded by the ``hf`` policy
+    backend; an :class:`SFTError` when the directory holds a text-only model."""
+    from embodia.policies.hf import HFPolicy
+
+    try:
+        policy = make_policy(spec)
+    except PolicyError as error:
+        raise SFTError(f"cannot load the model {spec!r}: {error}") from error
+    if not isinstance(policy, HFPolicy) or not policy.accepts_images:
+        raise SFTError(
+            f"{spec} is a text-only model but the records have images: give a vision-language model "
+            "(an image-text-to-text directory with its processor)"
+        )
+    return policy.processor, policy.model
+
+
+Override = Callable[[int], "str | None"]
+"""What ``run_sft``'s ``override`` is: given a record's index, the completion to train on in
+its place right now, or None to train on the record's own."""
+
+
+def image_messages(record: Record, reply: str | None = None) -> list[dict[str, Any]]:
+    """A chat record's messages in the structured form a processor's chat template takes: text
+    parts, and one image placeholder per image before the text of the last user message that
+    precedes the reply (where the ``hf`` backend attaches a request's images). ``reply``
+    replaces the last (assistant) message's content."""
+    messages = record["messages"]
+    images = record.get("images", [])
+    last_user = max((i for i, m in enumerate(messages[:-1]) if m["role"] == "user"), default=-1)
+    structured = []
+    for index, message in enumerate(messages):
+        text = reply if reply is not None and index == len(messages) - 1 else message["content"]
+        parts: list[dict[str, Any]] = [{"type": "image"} for _ in images] if index == last_user else []
+        structured.append({"role": message["role"], "content": [*parts, {"type": "text", "text": text}]})
+    return structured
+
+
+def open_images(paths: Sequence[str]) -> list[Any]:
+    """The image files as RGB PIL images (read now, so the files may change afterwards)."""
+    from PIL import Image
+
+    opened = []
+    for path in paths:
+        try:
+            with Image.open(path) as image:
+                opened.append(image.convert("RGB"))
+        except OSError as error:
+            raise SFTError(f"cannot read the image {path}: {error}") from error
+    return opened
+
+
+TRAIN_SPLIT, EVAL_SPLIT = "train", "eval"
+
+
+def _image_rows(records: Sequence[Record], split: str) -> Any:
+    """The dataset of image records the trainer draws from: each row names its record (the
+    ``images`` column tells TRL the data is for a vision-language model)."""
+    from datasets import Dataset  # type: ignore[import-untyped]
+
+    return Dataset.from_list(
+        [
+            {"split": split, "record": index, "images": record["images"]}
+            for index, record in enumerate(records)
+        ]
+    )
+
+
+def image_batch(
+    processor: Any,
+    records: Sequence[Record],
+    *,
+    max_length: int,
+    completion_only_loss: bool = True,
+    replies: Sequence[str | None] | None = None,
+) -> dict[str, Any]:
+    """Image records as one padded batch of model inputs with ``labels`` (-100 on padding,
+    and on the prompt with ``completion_only_loss``), rendered and tokenised by TRL's
+    vision-language collator as the trainer's batches are; ``replies`` replaces the
+    completions where it holds a string."""
+    from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
+
+    collator = DataCollatorForVisionLanguageModeling(
+        processor=processor, max_length=max_length, completion_only_loss=completion_only_loss
+    )
+    examples = []
+    for index, record in enumerate(records):
+        messages = image_messages(record, None if replies is None else replies[index])
+        images = open_images(record["images"])
+        examples.append(
+            {"prompt": messages[:-1], "completion": messages[-1:], "images": images}
+            if completion_only_loss
+            else {"messages": messages, "images": images}
+        )
+    return dict(collator(examples))
+
+
+def _image_collator(
+    processor: Any,
+    records: Mapping[str, Sequence[Record]],
+    settings: SFTSettings,
+    override: Override | None,
+) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
+    """Batches of image records (rows of :func:`_image_rows`) made by :func:`image_batch` as
+    they are drawn, each training completion the one ``override`` gives for it at that moment
+    (when it gives one)."""
+
+    def collate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+        chosen = [records[str(row["split"])][int(row["record"])] for row in rows]
+        replies = [
+            override(int(row["record"])) if override is not None and row["split"] == TRAIN_SPLIT else None
+            for row in rows
+        ]
+        return image_batch(
+            processor,
+            chosen,
+            max_length=settings.max_length,
+            completion_only_loss=settings.completion_only_loss,
+            replies=replies,
+        )
+
+    return collate
+
+
 def is_weighted(*record_sets: Sequence[Record] | None) -> bool:
     """Whether any record carries ``completion_weights``."""
     return any("completion_weights" in r for records in record_sets if records for r in records)
@@ -458,7 +641,7 @@ def _dataset(
 ) -> Any:
     """A ``datasets.Dataset`` of :func:`trainer_rows`, or with ``weighted_by`` (tokenizer,
     max_length) of :func:`weighted_rows` (datasets ships no type information)."""
-    from datasets import Dataset  # type: ignore[import-untyped]
+    from datasets import Dataset
 
     if weighted_by is not None:
         return Dataset.from_list(weighted_rows(weighted_by[0], records, weighted_by[1]))
@@ -583,6 +766,31 @@ def _eval_record(trainer: Any, step: int) -> dict[str, Any]:
     }
 
 
+def _mapped_checkpoint_loader(trainer: Any) -> Callable[..., None]:
+    """What the trainer calls to load a checkpoint's weights into its (fully fine-tuned) model:
+    the checkpoint read by ``from_pretrained``, which maps saved names to the model's."""
+
+    def load(checkpoint: str, model: Any = None) -> None:
+        target = trainer.model if model is None else model
+        loaded = type(target).from_pretrained(checkpoint, dtype=target.dtype)
+        target.load_state_dict(loaded.state_dict())
+
+    return load
+
+
+def _eval_labels(trainer: Any) -> list[list[int]]:
+    """The held-out rows' labels: tokenised beforehand, or (image records) by the collator."""
+    dataset = trainer.eval_dataset
+    if "labels" in dataset.column_names:
+        return list(dataset["labels"])
+    rows = list(dataset)
+    return [
+        labels
+        for start in range(0, len(rows), 64)
+        for labels in trainer.data_collator(rows[start : start + 64])["labels"].tolist()
+    ]
+
+
 def _model_card(settings: SFTSettings, steps: int, records: int) -> str:
     data = settings.data if isinstance(settings.data, str) else "records given in memory"
     how = tuning(settings.lora_r)
@@ -600,15 +808,24 @@ def _trainer(
     train_records: Sequence[Record],
     eval_records: Sequence[Record] | None,
     stream: RecordStream | None = None,
+    override: Override | None = None,
 ) -> Any:
-    """TRL's SFTTrainer for the run: the model and tokenizer of ``settings.model``, LoRA
-    through peft when ``lora_r`` is set, checkpoints under ``out/checkpoints``."""
+    """TRL's SFTTrainer for the run: the model and tokenizer (or processor) of
+    ``settings.model``, LoRA through peft when ``lora_r`` is set, checkpoints under
+    ``out/checkpoints``."""
     import torch
     from peft import LoraConfig
     from transformers import PrinterCallback
     from trl import SFTConfig, SFTTrainer
 
-    tokenizer, model = load_causal_lm(settings.model)
+    images = has_images(train_records)
+    if eval_records is not None and has_images(eval_records) != images:
+        raise SFTError("the training and held-out records must both have images or both have none")
+    if override is not None and not images:
+        raise SFTError("a completion override needs image records (they are tokenised batch by batch)")
+    if images and settings.packing:
+        raise SFTError("records with images cannot be packed: set packing off")
+    tokenizer, model = load_vlm(settings.model) if images else load_causal_lm(settings.model)
     weighted = is_weighted(train_records, eval_records)
     if stream is not None and (weighted or settings.packing or not settings.max_steps):
         raise SFTError("streamed records need max_steps (an upper bound), and no packing or weights")
@@ -642,7 +859,8 @@ def _trainer(
         dataloader_num_workers=0,
         report_to=[],
         disable_tqdm=True,
-        remove_unused_columns=not weighted,  # the weighted loss needs its token_weights column
+        # the weighted loss needs its token_weights column, the image collator its record index
+        remove_unused_columns=not (weighted or images),
     )
     peft_config = None
     if settings.lora_r:
@@ -664,26 +882,47 @@ def _trainer(
                 yield from trainer_rows([record], completion_only)
 
         train_dataset: Any = IterableDataset.from_generator(rows)
+    elif images:
+        train_dataset = _image_rows(train_records, TRAIN_SPLIT)
     else:
         train_dataset = _dataset(train_records, settings.completion_only_loss, weighted_by)
+    if images:
+        eval_dataset = None if eval_records is None else _image_rows(eval_records, EVAL_SPLIT)
+    elif eval_records is not None:
+        eval_dataset = _dataset(eval_records, settings.completion_only_loss, weighted_by)
+    else:
+        eval_dataset = None
     trainer_class = _weighted_trainer_class() if weighted else SFTTrainer
-    extra: dict[str, Any] = (
-        {"data_collator": _weighted_collator(tokenizer.pad_token_id or 0)} if weighted else {}
-    )
+    extra: dict[str, Any] = {}
+    if weighted:
+        extra["data_collator"] = _weighted_collator(tokenizer.pad_token_id or 0)
+    elif images:
+        text_tokenizer = tokenizer.tokenizer
+        if text_tokenizer.pad_token is None:  # what TRL does for the collator it builds itself
+            text_tokenizer.pad_token = text_tokenizer.eos_token
+        model.config.get_text_config().pad_token_id = text_tokenizer.pad_token_id
+        model.generation_config.pad_token_id = text_tokenizer.pad_token_id
+        extra["data_collator"] = _image_collator(
+            tokenizer, {TRAIN_SPLIT: train_records, EVAL_SPLIT: eval_records or []}, settings, override
+        )
     try:
         trainer = trainer_class(
             model=model,
             args=config,
             train_dataset=train_dataset,
-            eval_dataset=None
-            if eval_records is None
-            else _dataset(eval_records, settings.completion_only_loss, weighted_by),
+            eval_dataset=eval_dataset,
             processing_class=tokenizer,
             peft_config=peft_config,
             **extra,
         )
     except ValueError as error:  # e.g. LoRA targets the model does not have
         raise SFTError(f"cannot set up SFT of {settings.model}: {error}") from error
+    if images and not settings.lora_r:
+        # The trainer reads a checkpoint's weights by their saved names, but a VLM saves the
+        # names of its original checkpoint format (LLaVA's "language_model.model.*"), which only
+        # from_pretrained maps back: read through the trainer, none would match and the resumed
+        # run would start from the untrained weights.
+        trainer._load_from_checkpoint = _mapped_checkpoint_loader(trainer)  # type: ignore[method-assign]
     prepared: Any = trainer.train_dataset  # records cut to max_length with no completion left are dropped
     if stream is None and len(prepared) == 0:
         raise SFTError(f"no training record has a token to learn within max_length {settings.max_length}")
@@ -700,13 +939,18 @@ def run_sft(
     resume: bool = False,
     on_log: MetricsCallback | None = None,
     stream: RecordStream | None = None,
+    override: Override | None = None,
+    callbacks: Sequence[TrainerCallback] = (),
 ) -> dict[str, Any]:
     """Fine-tune ``settings.model`` on ``settings.data`` into the run folder ``out`` (see the
     module docstring); with ``resume``, continue the run there from its last complete
     checkpoint. ``on_log`` gets each ``metrics.jsonl`` line as it is written. With
     ``stream``, the records come from it as they arrive (:class:`RecordStream`) and
     ``settings.data`` only names where they are kept; ``max_steps`` bounds the steps and the
-    stream's end ends the run. Returns the summary (also written to ``summary.json``)."""
+    stream's end ends the run. ``override`` (image records only) gives, as each batch is
+    drawn, the completion to train a record on in place of its own; ``callbacks`` are
+    TrainerCallbacks added to the trainer (e.g. the one that refreshes the overrides).
+    Returns the summary (also written to ``summary.json``)."""
     folder = RunFolder(out, METRICS)
     train_records = load_records(settings.data, "data") if stream is None else []
     eval_records = load_records(settings.eval_data, "eval_data") if settings.eval_data is not None else None
@@ -728,8 +972,10 @@ def run_sft(
             on_log(line)
 
     with quiet_progress_bars(), folder.recording(kept, {"settings": record}) as log:
-        trainer = _trainer(settings, out, train_records, eval_records, stream)
+        trainer = _trainer(settings, out, train_records, eval_records, stream, override)
         trainer.add_callback(_metrics_callback(note, tokens_before))
+        for callback in callbacks:
+            trainer.add_callback(callback)
         if eval_records is not None and not any("eval_loss" in r for r in kept):
             note(_eval_record(trainer, 0))
         started = time.perf_counter()
@@ -772,7 +1018,7 @@ def run_sft(
                 "eval_loss_start": evals[0]["eval_loss"],
                 "eval_loss": evals[-1]["eval_loss"],
                 "eval_mean_token_accuracy": evals[-1]["eval_mean_token_accuracy"],
-                "eval_unigram_entropy": unigram_entropy(trainer.eval_dataset["labels"]),
+                "eval_unigram_entropy": unigram_entropy(_eval_labels(trainer)),
             }
         )
     plot_curves(written, out / CURVES, CURVE_KEYS, title=f"SFT of {settings.model}")

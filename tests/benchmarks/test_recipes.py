@@ -1,4 +1,4 @@
-"""``benchmarks/recipes.py --quick``: the AIR and LIFT studies run end to end and print their keys."""
+"""``benchmarks/recipes.py --quick``: the AIR, LIFT and BYORn studies run end to end and print their keys."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from benchmark_runs import run_benchmark
 
 
 @pytest.mark.slow
-def test_quick_recipes_run_prints_the_air_and_lift_keys() -> None:
+def test_quick_recipes_run_prints_the_air_lift_and_byorn_keys() -> None:
     result = run_benchmark("recipes", "--quick")
     assert result["sft_loss_last"] < result["sft_loss_first"]
     assert result["air_samples_per_s"] > 0
@@ -16,3 +16,8 @@ def test_quick_recipes_run_prints_the_air_and_lift_keys() -> None:
         assert isinstance(result[f"air_random_{kind}_step_score"], float)
     assert len(result["critical_heads"]) == len(result["random_heads"]) == 1
     assert result["critical_heads"] != result["random_heads"]
+    for key in ("byorn_asr", "sft_asr", "byorn_clean_acc", "sft_clean_acc", "pretrained_clean_acc"):
+        assert 0 <= result[key] <= 1, key
+    # the flags find the poisoned records: their reply is implausible to the pretrained model
+    assert result["byorn_flag_recall"] >= 0.9 and result["byorn_flag_precision"] >= 0.9
+    assert result["byorn_asr"] <= result["sft_asr"]

@@ -273,3 +273,49 @@ def test_bad_data_is_named(tmp_path: Path, lines: list[str], problem: str) -> No
 def test_a_missing_data_file_is_named(tmp_path: Path) -> None:
     with pytest.raises(SFTError, match="data file not found"):
         load_records(str(tmp_path / "none.jsonl"))
+
+
+def test_a_vlm_learns_image_records_and_stays_a_vlm(tiny_vlm_dir: Path, tmp_path: Path) -> None:
+    """Chat records with images (paths relative to the JSONL file): the held-out loss falls
+    below the context-free baseline, so the replies use the images, and ``final`` is a VLM."""
+    from embodia.evals.backdoor import vqa_records, write_records
+
+    train = write_records(vqa_records(tmp_path / "data", 1, 120), tmp_path / "data" / "train.jsonl")
+    held_out = write_records(vqa_records(tmp_path / "data", 2, 30), tmp_path / "data" / "held_out.jsonl")
+    summary = run_sft(
+        SFTSettings(
+            model=f"hf:{tiny_vlm_dir}",
+            data=str(train),
+            eval_data=str(held_out),
+            max_steps=80,
+            batch_size=8,
+            learning_rate=1e-3,
+            logging_steps=20,
+        ),
+        tmp_path / "run",
+    )
+    assert summary["eval_loss"] < summary["eval_unigram_entropy"] < summary["eval_loss_start"]
+    assert make_policy(summary["policy"]).accepts_images  # type: ignore[attr-defined]
+
+
+def test_image_records_are_checked(tiny_vlm_dir: Path, tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
+    chat = {"messages": [{"role": "user", "content": "Colour?"}, {"role": "assistant", "content": "red"}]}
+    (tmp_path / "a.png").write_bytes(b"")
+    with pytest.raises(SFTError, match="images go with chat records"):
+        load_records(({"prompt": "p", "completion": "c", "images": ["a.png"]},))
+    with pytest.raises(SFTError, match=r"images must be a list of 1 to \d+ image file paths"):
+        load_records(({**chat, "images": []},))
+    with pytest.raises(SFTError, match="has no images while other records do"):
+        load_records(({**chat, "images": [str(tmp_path / "a.png")]}, chat))
+    with pytest.raises(SFTError, match="image file 'b.png' not found"):
+        load_records(({**chat, "images": ["b.png"]},))
+    system_only = {"messages": [{"role": "system", "content": "s"}, {"role": "assistant", "content": "x"}]}
+    with pytest.raises(SFTError, match="no user message"):
+        load_records(({**system_only, "images": ["a.png"]},))
+    image_records = ({**chat, "images": [str(tmp_path / "a.png")]},)
+    with pytest.raises(SFTError, match="text-only model"):
+        run_sft(_settings(tiny_chat_lm_dir, image_records, max_steps=1), tmp_path / "text")
+    with pytest.raises(SFTError, match="vision-language model"):
+        run_sft(_settings(tiny_vlm_dir, (chat,), max_steps=1), tmp_path / "vlm")
+    with pytest.raises(SFTError, match="cannot be packed"):
+        run_sft(_settings(tiny_vlm_dir, image_records, max_steps=1, packing=True), tmp_path / "packed")
