@@ -214,7 +214,8 @@ def _frame_tokens(policy: Policy, frames: Sequence[Any]) -> int:
 def make_agents(
     settings: LiveSettings, names: Sequence[str], frames: Sequence[Any] = ()
 ) -> list[ProactiveAgent]:
-    """``heuristic``, ``gate:DIR`` (a trained gate; lines from its VLM) or a chat policy spec
+    """``heuristic``, ``gate:DIR`` (a trained gate; lines from its VLM, continuing the flag turn
+    when the VLM was fine-tuned with the gate) or a chat policy spec
     (prompted SPEAK/SILENT; lines from the same policy). Each agent's conversation budget is
     planned for the model that writes its lines (:func:`plan_context`), which is shown the
     second's ``frames``."""
@@ -235,11 +236,17 @@ def make_agents(
             # Stateless, so the agents of a self-play run share one gate (and one VLM).
             gate = gate or LearnedGate.from_dir(spec.removeprefix("gate:"))
             decider = gate
-            if shared_policy is None and not settings.speaker:
-                from embodia.policies.spec import make_policy
+            if gate.speaks and not settings.speaker:
+                from embodia.policies.speak_gate import ProactSpeaker
 
-                shared_policy = make_policy(f"hf:{decider.features.model_dir}")
-            speaker = make_speaker(settings.speaker, shared_policy)
+                # fine-tuned with its gate: the same model continues the flag turn
+                speaker = ProactSpeaker(gate)
+            else:
+                if shared_policy is None and not settings.speaker:
+                    from embodia.policies.spec import make_policy
+
+                    shared_policy = make_policy(f"hf:{decider.features.model_dir}")
+                speaker = make_speaker(settings.speaker, shared_policy)
         else:
             from embodia.core.chat import require_images
             from embodia.policies.spec import make_policy

@@ -56,9 +56,10 @@ import math
 import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, Protocol
 
 from embodia.core.chat import PolicyError
 from embodia.core.limits import MAX_SET_SIZE, MAX_STEPS, check_range, check_seed
@@ -69,6 +70,7 @@ from embodia.policies.spec import make_policy, parse_policy_spec
 from embodia.policies.trainable import model_card, quiet_progress_bars, save_model_folder, tuning
 
 if TYPE_CHECKING:
+    import torch
     from transformers import PreTrainedModel, TrainerCallback
 
 logger = logging.getLogger(__name__)
@@ -83,6 +85,7 @@ ROLES = ("system", "user", "assistant")
 SCHEDULERS = ("linear", "cosine", "constant", "constant_with_warmup")
 MAX_LENGTH = 131_072
 MAX_IMAGES = 64
+OBJECTIVE_WEIGHTS = "objective.safetensors"
 
 Record = Mapping[str, Any]
 """One SFT record: ``{"messages": [...]}`` or ``{"prompt": str, "completion": str}``."""
@@ -259,7 +262,10 @@ def record_kind(record: object, where: str = "record") -> Literal["chat", "compl
         for index, message in enumerate(messages):
             if not isinstance(message, Mapping) or message.get("role") not in ROLES:
                 raise SFTError(f"{where}: message {index} must have a role of {', '.join(ROLES)}")
-            if not isinstance(message.get("content"), str):
+            content = message.get("content")
+            if isinstance(content, list) and index < len(messages) - 1:
+                _check_parts(content, f"{where}: message {index}")
+            elif not isinstance(content, str):
                 raise SFTError(f"{where}: message {index} has no string content")
         if messages[-1]["role"] != "assistant":
             raise SFTError(f"{where}: the last message must be the assistant's (the reply to learn)")
@@ -298,10 +304,32 @@ def _check_weights(record: Mapping[str, Any], where: str) -> None:
         last = end
 
 
+def _check_parts(parts: list[Any], where: str) -> None:
+    """Content in parts: ``{"type": "text", "text": str}`` or ``{"type": "image"}``."""
+    for index, part in enumerate(parts):
+        ok = isinstance(part, Mapping) and (
+            part.get("type") == "image" or (part.get("type") == "text" and isinstance(part.get("text"), str))
+        )
+        if not ok:
+            raise SFTError(
+                f'{where}: part {index} must be {{"type": "text", "text": ...}} or {{"type": "image"}}'
+            )
+
+
+def image_parts(record: Mapping[str, Any]) -> int | None:
+    """How many image placeholders a record's content parts hold, or None when its contents
+    are all strings."""
+    lists = [m["content"] for m in record["messages"] if isinstance(m["content"], list)]
+    return sum(p["type"] == "image" for parts in lists for p in parts) if lists else None
+
+
 def _check_images(record: Mapping[str, Any], where: str) -> None:
     """``images``, where a chat record has them: a non-empty list of file paths, a user message
     to attach them to, and no ``completion_weights`` (image records are tokenised batch by batch)."""
+    placed = image_parts(record)
     if "images" not in record:
+        if placed is not None:
+            raise SFTError(f"{where}: content in parts goes with images: the record has no images")
         return
     images = record["images"]
     if not isinstance(images, list) or not images or len(images) > MAX_IMAGES:
@@ -311,6 +339,8 @@ def _check_images(record: Mapping[str, Any], where: str) -> None:
             raise SFTError(f"{where}: images[{index}] must be an image file's path")
     if not any(m["role"] == "user" for m in record["messages"][:-1]):
         raise SFTError(f"{where}: images are attached to the last user message, but there is no user message")
+    if placed is not None and placed != len(images):
+        raise SFTError(f"{where}: the content places {placed} image(s) but the record has {len(images)}")
     if "completion_weights" in record:
         raise SFTError(f"{where}: records with images cannot carry completion_weights")
 
@@ -490,17 +520,49 @@ Override = Callable[[int], "str | None"]
 its place right now, or None to train on the record's own."""
 
 
+class Objective(Protocol):
+    """A second loss term trained together with the LM loss through the SFT recipe, with a
+    trainable module of its own: Proact-VL's speak gate
+    (:mod:`embodia.policies.recipes.proact_sft`) is one.
+
+    The records are drawn in their order (not shuffled), so that a caller can put the records
+    one loss term needs together (a clip's seconds) in one batch. Each record's ``fields``
+    come into the batch as a tensor per field. The loss of a batch is the LM loss plus
+    ``weight`` times :meth:`loss`. The module trains in the same optimiser; its state is
+    saved in every checkpoint (``OBJECTIVE_WEIGHTS``) and loaded back on resume.
+    """
+
+    name: str
+    """The key its loss is logged under in ``metrics.jsonl``."""
+    fields: tuple[str, ...]
+    module: torch.nn.Module
+    weight: float
+
+    def capture(self, model: Any) -> AbstractContextManager[None]:
+        """A context in which the model's forward pass records what :meth:`loss` reads."""
+        ...
+
+    def loss(self, inputs: Mapping[str, Any], fields: Mapping[str, Any]) -> Any:
+        """The term's loss on the batch just run (``inputs``: the model inputs)."""
+        ...
+
+
 def image_messages(record: Record, reply: str | None = None) -> list[dict[str, Any]]:
-    """A chat record's messages in the structured form a processor's chat template takes: text
-    parts, and one image placeholder per image before the text of the last user message that
-    precedes the reply (where the ``hf`` backend attaches a request's images). ``reply``
-    replaces the last (assistant) message's content."""
+    """A chat record's messages in the structured form a processor's chat template takes. A
+    content given in parts is kept as it is (its image placeholders take the images in
+    order); otherwise each content becomes a text part, and one image placeholder per image
+    goes before the text of the last user message that precedes the reply (where the ``hf``
+    backend attaches a request's images). ``reply`` replaces the last (assistant) message's
+    content."""
     messages = record["messages"]
-    images = record.get("images", [])
+    images = record.get("images", []) if image_parts(record) is None else []
     last_user = max((i for i, m in enumerate(messages[:-1]) if m["role"] == "user"), default=-1)
     structured = []
     for index, message in enumerate(messages):
         text = reply if reply is not None and index == len(messages) - 1 else message["content"]
+        if isinstance(text, list):
+            structured.append({"role": message["role"], "content": [dict(part) for part in text]})
+            continue
         parts: list[dict[str, Any]] = [{"type": "image"} for _ in images] if index == last_user else []
         structured.append({"role": message["role"], "content": [*parts, {"type": "text", "text": text}]})
     return structured
@@ -570,10 +632,12 @@ def _image_collator(
     records: Mapping[str, Sequence[Record]],
     settings: SFTSettings,
     override: Override | None,
+    fields: Sequence[str] = (),
 ) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
     """Batches of image records (rows of :func:`_image_rows`) made by :func:`image_batch` as
     they are drawn, each training completion the one ``override`` gives for it at that moment
-    (when it gives one)."""
+    (when it gives one), and each of the records' ``fields`` as a tensor."""
+    import torch
 
     def collate(rows: list[dict[str, Any]]) -> dict[str, Any]:
         chosen = [records[str(row["split"])][int(row["record"])] for row in rows]
@@ -581,13 +645,16 @@ def _image_collator(
             override(int(row["record"])) if override is not None and row["split"] == TRAIN_SPLIT else None
             for row in rows
         ]
-        return image_batch(
+        batch = image_batch(
             processor,
             chosen,
             max_length=settings.max_length,
             completion_only_loss=settings.completion_only_loss,
             replies=replies,
         )
+        for field in fields:
+            batch[field] = torch.tensor([record[field] for record in chosen])
+        return batch
 
     return collate
 
@@ -677,6 +744,90 @@ def _weighted_trainer_class() -> Any:
     return WeightedSFTTrainer
 
 
+def _image_trainer_class(objective: Objective | None, full_weights: bool) -> Any:
+    """SFTTrainer for image records. With ``objective``, the loss is the LM loss plus
+    ``objective.weight`` times the objective's, its module trained by the same optimiser and
+    kept in every checkpoint. With ``full_weights`` (a full fine-tune), a checkpoint's weights
+    are read back through ``from_pretrained``: a VLM saves the names of its original
+    checkpoint format (LLaVA's "language_model.model.*"), which only ``from_pretrained`` maps
+    back; read by the trainer, none would match and a resumed run would restart from the
+    untrained weights."""
+    from safetensors.torch import load_file, save_file
+    from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
+    from trl import SFTTrainer
+
+    class ImageSFTTrainer(SFTTrainer):
+        def compute_loss(
+            self,
+            model: Any,
+            inputs: dict[str, Any],
+            return_outputs: bool = False,
+            num_items_in_batch: Any = None,
+        ) -> Any:
+            if objective is None:
+                return super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            fields = {name: inputs.pop(name) for name in objective.fields}
+            with objective.capture(model):
+                result = super().compute_loss(model, inputs, return_outputs, num_items_in_batch)
+            term = objective.loss(inputs, fields)
+            trained: Any = self.model
+            mode = "train" if trained.training else "eval"
+            self._metrics[mode][objective.name].append(float(term.detach()))
+            if return_outputs:
+                return result[0] + objective.weight * term, result[1]
+            return result + objective.weight * term
+
+        def create_optimizer(self, model: Any = None) -> Any:
+            optimizer = super().create_optimizer(*(() if model is None else (model,)))
+            if objective is not None:
+                owned = {id(p) for group in optimizer.param_groups for p in group["params"]}
+                extra = [p for p in objective.module.parameters() if p.requires_grad and id(p) not in owned]
+                if extra:
+                    optimizer.add_param_group({"params": extra, "weight_decay": 0.0})
+            return optimizer
+
+        def _save_checkpoint(self, model: Any, trial: Any) -> None:
+            if objective is not None:
+                # written before the checkpoint's trainer state, which marks a checkpoint complete
+                folder = Path(str(self.args.output_dir)) / f"{PREFIX_CHECKPOINT_DIR}-{self.state.global_step}"
+                folder.mkdir(parents=True, exist_ok=True)
+                state = {k: v.detach().cpu().contiguous() for k, v in objective.module.state_dict().items()}
+                save_file(state, str(folder / OBJECTIVE_WEIGHTS))
+            super()._save_checkpoint(model, trial)
+
+        def _load_from_checkpoint(self, resume_from_checkpoint: str, model: Any = None) -> None:
+            if full_weights:
+                target: Any = self.model if model is None else model
+                loaded = type(target).from_pretrained(resume_from_checkpoint, dtype=target.dtype)
+                target.load_state_dict(loaded.state_dict())
+            else:
+                super()._load_from_checkpoint(resume_from_checkpoint, model)
+            if objective is not None:
+                saved = Path(resume_from_checkpoint) / OBJECTIVE_WEIGHTS
+                if not saved.is_file():
+                    raise SFTError(
+                        f"{resume_from_checkpoint} lacks the {objective.name} objective's {OBJECTIVE_WEIGHTS}"
+                    )
+                objective.module.load_state_dict(load_file(str(saved)))
+
+    class ImageSFTTrainerWithObjective(ImageSFTTrainer):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            from transformers import TrainerCallback
+
+            super().__init__(*args, **kwargs)
+
+            class ZeroObjectiveGrads(TrainerCallback):
+                # the trainer zeroes the model's gradients after each optimiser step, not the
+                # objective module's: left alone, they would add up from step to step
+                def on_step_end(self, args: Any, state: Any, control: Any, **_: Any) -> None:
+                    assert objective is not None
+                    objective.module.zero_grad(set_to_none=True)
+
+            self.add_callback(ZeroObjectiveGrads())
+
+    return ImageSFTTrainer if objective is None else ImageSFTTrainerWithObjective
+
+
 def _weighted_collator(pad_token_id: int) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
     """TRL's padding of ids and labels, plus ``token_weights`` padded with 0."""
     import torch
@@ -718,7 +869,9 @@ def _checkpoint_step(checkpoint: Path) -> int:
     return int(state["global_step"])
 
 
-def _metrics_callback(note: MetricsCallback, tokens_before: int) -> TrainerCallback:
+def _metrics_callback(
+    note: MetricsCallback, tokens_before: int, extra_keys: Sequence[str] = ()
+) -> TrainerCallback:
     """A TrainerCallback that hands ``note`` one ``metrics.jsonl`` line per logging step.
     Tokens are counted on from ``tokens_before`` (TRL counts from 0 in each process, resumed
     or not)."""
@@ -749,6 +902,7 @@ def _metrics_callback(note: MetricsCallback, tokens_before: int) -> TrainerCallb
                 "tokens": tokens_before + int(tokens),
                 "tokens_per_s": (tokens - self.last_tokens) / elapsed if elapsed > 0 else None,
                 "wall_s": now - self.started,
+                **{key: logs[key] for key in extra_keys if key in logs},
             }
             self.last_time, self.last_tokens = now, tokens
             note(record)
@@ -764,18 +918,6 @@ def _eval_record(trainer: Any, step: int) -> dict[str, Any]:
         "eval_mean_token_accuracy": metrics.get("eval_mean_token_accuracy"),
         "eval_entropy": metrics.get("eval_entropy"),
     }
-
-
-def _mapped_checkpoint_loader(trainer: Any) -> Callable[..., None]:
-    """What the trainer calls to load a checkpoint's weights into its (fully fine-tuned) model:
-    the checkpoint read by ``from_pretrained``, which maps saved names to the model's."""
-
-    def load(checkpoint: str, model: Any = None) -> None:
-        target = trainer.model if model is None else model
-        loaded = type(target).from_pretrained(checkpoint, dtype=target.dtype)
-        target.load_state_dict(loaded.state_dict())
-
-    return load
 
 
 def _eval_labels(trainer: Any) -> list[list[int]]:
@@ -809,6 +951,7 @@ def _trainer(
     eval_records: Sequence[Record] | None,
     stream: RecordStream | None = None,
     override: Override | None = None,
+    objective: Objective | None = None,
 ) -> Any:
     """TRL's SFTTrainer for the run: the model and tokenizer (or processor) of
     ``settings.model``, LoRA through peft when ``lora_r`` is set, checkpoints under
@@ -821,8 +964,18 @@ def _trainer(
     images = has_images(train_records)
     if eval_records is not None and has_images(eval_records) != images:
         raise SFTError("the training and held-out records must both have images or both have none")
-    if override is not None and not images:
-        raise SFTError("a completion override needs image records (they are tokenised batch by batch)")
+    if (override is not None or objective is not None) and not images:
+        raise SFTError(
+            "a completion override or a second objective needs image records (tokenised batch by batch)"
+        )
+    if objective is not None:
+        missing = [
+            f for f in objective.fields if any(f not in r for r in (*train_records, *(eval_records or ())))
+        ]
+        if missing:
+            raise SFTError(
+                f"the {objective.name} objective reads the field {missing[0]!r}, which a record lacks"
+            )
     if images and settings.packing:
         raise SFTError("records with images cannot be packed: set packing off")
     tokenizer, model = load_vlm(settings.model) if images else load_causal_lm(settings.model)
@@ -861,6 +1014,8 @@ def _trainer(
         disable_tqdm=True,
         # the weighted loss needs its token_weights column, the image collator its record index
         remove_unused_columns=not (weighted or images),
+        # a second objective's records come in their order, so its groups share a batch
+        train_sampling_strategy="sequential" if objective is not None else "random",
     )
     peft_config = None
     if settings.lora_r:
@@ -892,7 +1047,12 @@ def _trainer(
         eval_dataset = _dataset(eval_records, settings.completion_only_loss, weighted_by)
     else:
         eval_dataset = None
-    trainer_class = _weighted_trainer_class() if weighted else SFTTrainer
+    if weighted:
+        trainer_class = _weighted_trainer_class()
+    elif images:
+        trainer_class = _image_trainer_class(objective, full_weights=not settings.lora_r)
+    else:
+        trainer_class = SFTTrainer
     extra: dict[str, Any] = {}
     if weighted:
         extra["data_collator"] = _weighted_collator(tokenizer.pad_token_id or 0)
@@ -903,7 +1063,11 @@ def _trainer(
         model.config.get_text_config().pad_token_id = text_tokenizer.pad_token_id
         model.generation_config.pad_token_id = text_tokenizer.pad_token_id
         extra["data_collator"] = _image_collator(
-            tokenizer, {TRAIN_SPLIT: train_records, EVAL_SPLIT: eval_records or []}, settings, override
+            tokenizer,
+            {TRAIN_SPLIT: train_records, EVAL_SPLIT: eval_records or []},
+            settings,
+            override,
+            objective.fields if objective is not None else (),
         )
     try:
         trainer = trainer_class(
@@ -917,12 +1081,6 @@ def _trainer(
         )
     except ValueError as error:  # e.g. LoRA targets the model does not have
         raise SFTError(f"cannot set up SFT of {settings.model}: {error}") from error
-    if images and not settings.lora_r:
-        # The trainer reads a checkpoint's weights by their saved names, but a VLM saves the
-        # names of its original checkpoint format (LLaVA's "language_model.model.*"), which only
-        # from_pretrained maps back: read through the trainer, none would match and the resumed
-        # run would start from the untrained weights.
-        trainer._load_from_checkpoint = _mapped_checkpoint_loader(trainer)  # type: ignore[method-assign]
     prepared: Any = trainer.train_dataset  # records cut to max_length with no completion left are dropped
     if stream is None and len(prepared) == 0:
         raise SFTError(f"no training record has a token to learn within max_length {settings.max_length}")
@@ -941,6 +1099,7 @@ def run_sft(
     stream: RecordStream | None = None,
     override: Override | None = None,
     callbacks: Sequence[TrainerCallback] = (),
+    objective: Objective | None = None,
 ) -> dict[str, Any]:
     """Fine-tune ``settings.model`` on ``settings.data`` into the run folder ``out`` (see the
     module docstring); with ``resume``, continue the run there from its last complete
@@ -950,6 +1109,8 @@ def run_sft(
     stream's end ends the run. ``override`` (image records only) gives, as each batch is
     drawn, the completion to train a record on in place of its own; ``callbacks`` are
     TrainerCallbacks added to the trainer (e.g. the one that refreshes the overrides).
+    ``objective`` (image records only) adds a second loss term with its own trainable
+    module (:class:`Objective`); the module holds the trained state when this returns.
     Returns the summary (also written to ``summary.json``)."""
     folder = RunFolder(out, METRICS)
     train_records = load_records(settings.data, "data") if stream is None else []
@@ -972,8 +1133,10 @@ def run_sft(
             on_log(line)
 
     with quiet_progress_bars(), folder.recording(kept, {"settings": record}) as log:
-        trainer = _trainer(settings, out, train_records, eval_records, stream, override)
-        trainer.add_callback(_metrics_callback(note, tokens_before))
+        trainer = _trainer(settings, out, train_records, eval_records, stream, override, objective)
+        trainer.add_callback(
+            _metrics_callback(note, tokens_before, () if objective is None else (objective.name,))
+        )
         for callback in callbacks:
             trainer.add_callback(callback)
         if eval_records is not None and not any("eval_loss" in r for r in kept):
@@ -993,6 +1156,11 @@ def run_sft(
             card=_model_card(settings, steps, len(train_records) if stream is None else len(stream.records)),
             keep_model=False,
         )
+        if objective is not None:
+            from safetensors.torch import save_file
+
+            state = {k: v.detach().cpu().contiguous() for k, v in objective.module.state_dict().items()}
+            save_file(state, str(final / OBJECTIVE_WEIGHTS))
 
     written = folder.read_records()
     losses = [r["loss"] for r in written if "loss" in r]

@@ -8,12 +8,13 @@
 - :mod:`~embodia.policies.speak_gate.train`: fitting (:func:`train_gate`, :func:`fit_gate`)
   and the gate folder (:func:`save_gate`, :func:`load_gate`);
 - :mod:`~embodia.policies.speak_gate.infer`: the decider stream agents call
-  (:class:`LearnedGate`).
+  (:class:`LearnedGate`), and the lines of a VLM fine-tuned with its gate
+  (:class:`ProactSpeaker`).
 """
 
 from embodia.policies.speak_gate import config
 from embodia.policies.speak_gate.config import *  # noqa: F403  (its names, listed in config.__all__)
-from embodia.policies.speak_gate.infer import LearnedGate
+from embodia.policies.speak_gate.infer import LearnedGate, ProactSpeaker
 from embodia.policies.speak_gate.model import (
     FlagFeatures,
     GateLoss,
@@ -32,6 +33,7 @@ __all__ = [
     "FlagFeatures",
     "GateLoss",
     "LearnedGate",
+    "ProactSpeaker",
     "ResponseHead",
     "TrainLog",
     "boundary_weights",

@@ -5,8 +5,11 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import torch
+from PIL import Image
 
 from embodia.core.random_weights import random_weights_label
 from embodia.envs.streams.core import Chunk, Stream
@@ -33,6 +36,7 @@ class LearnedGate:
         *,
         context_turns: int = 0,
         name: str | None = None,
+        speaks: bool = False,
     ) -> None:
         if features.hidden_size != head.hidden_size:
             raise GateError(
@@ -47,6 +51,9 @@ class LearnedGate:
         self.head = head.eval()
         self.threshold = threshold
         self.context_turns = context_turns
+        self.speaks = speaks
+        """Whether the VLM was fine-tuned with the gate to write the lines itself, continuing
+        the flag turn (:class:`ProactSpeaker`)."""
         self.name = name or f"gate:{features.model_dir.name}"
         if features.random_weights is not None:
             self.name = random_weights_label(self.name)
@@ -86,6 +93,7 @@ class LearnedGate:
             head,
             float(meta.get("threshold", DEFAULT_THRESHOLD)) if threshold is None else threshold,
             context_turns=int(meta.get("context_turns", 0)),
+            speaks=bool(meta.get("speaks", False)),
         )
 
     def gate_context(self, context: Sequence[Mapping[str, str]]) -> list[Mapping[str, str]]:
@@ -107,3 +115,40 @@ class LearnedGate:
         """Context-free scores of every second of a stream, batched (for evaluation)."""
         (features,) = self.features.stream_features([stream], batch_size=batch_size)
         return [float(p) for p in self.head.score(features)]
+
+
+class ProactSpeaker:
+    """Lines from a gate's own VLM fine-tuned with it (``speaks`` in the gate's metadata), as
+    Proact-VL writes them: the model continues the second's flag turn, greedily, up to the
+    line's cap (tokens, twice the words) or the end of its first line. The stream agent's
+    conversation is not shown: the model was trained on the flag turn alone."""
+
+    def __init__(self, gate: LearnedGate) -> None:
+        self.gate = gate
+        self.name = f"{gate.name} (its own lines)"
+
+    @torch.no_grad()
+    def line(self, request: Any) -> str:
+        features = self.gate.features
+        chunk: Chunk = request.chunk
+        prompt = features.processor.apply_chat_template(
+            features.conversation(chunk), add_generation_prompt=True, tokenize=False
+        )
+        images = [Image.fromarray(np.ascontiguousarray(frame)) for frame in chunk.frames]
+        inputs = features.processor(
+            text=[prompt], images=images or None, return_tensors="pt", add_special_tokens=False
+        ).to(features.device)
+        tokenizer = features.tokenizer
+        output = features.model.generate(
+            **inputs,
+            max_new_tokens=max(1, 2 * int(request.max_words)),
+            do_sample=False,
+            pad_token_id=tokenizer.pad_token_id
+            if tokenizer.pad_token_id is not None
+            else tokenizer.eos_token_id,
+        )
+        text = tokenizer.decode(output[0, inputs["input_ids"].shape[1] :], skip_special_tokens=True)
+        text = text.split("\n", 1)[0].strip()
+        if request.on_text is not None:
+            request.on_text(text)
+        return text

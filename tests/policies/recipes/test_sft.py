@@ -275,6 +275,7 @@ def test_a_missing_data_file_is_named(tmp_path: Path) -> None:
         load_records(str(tmp_path / "none.jsonl"))
 
 
+@pytest.mark.slow
 def test_a_vlm_learns_image_records_and_stays_a_vlm(tiny_vlm_dir: Path, tmp_path: Path) -> None:
     """Chat records with images (paths relative to the JSONL file): the held-out loss falls
     below the context-free baseline, so the replies use the images, and ``final`` is a VLM."""

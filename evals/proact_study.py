@@ -1,0 +1,158 @@
+"""Proact-VL fine-tuned against the frozen-feature gate and the event heuristic, on held-out
+procedural streams.
+
+Three stream agents, on the same held-out streams (:func:`~embodia.evals.live_run.run_live`,
+the reference's counting of the Live Gaming metrics, PAUC by the lexical judge):
+
+- ``finetuned``: the VLM LoRA-fine-tuned with its gate (:mod:`embodia.policies.recipes.proact_sft`),
+  which also writes the lines;
+- ``frozen_gate``: the gate head alone trained on the untouched VLM's flag features
+  (:func:`~embodia.policies.speak_gate.fit_gate`) on the same training streams, lines from
+  that VLM;
+- ``heuristic``: the event heuristic, lines from the HUD commentator.
+
+The run folder: ``finetune/`` and ``frozen_gate/`` (the two trainings), ``runs/AGENT/N/`` (one
+stream run per agent and held-out stream), ``evals.jsonl`` (one line per finished stream
+run: agent, stream, F1, TimeDiff, PAUC) and ``summary.json`` (each agent's means);
+``resume=True`` continues where it was cut.
+"""
+
+from __future__ import annotations
+
+import json
+import statistics
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from embodia.core.limits import check_range, check_seed
+from embodia.core.runs import RunFolder, runner
+from embodia.envs.streams.sources import check_scenario
+from embodia.errors import EmbodiaError
+from embodia.evals.live_run import LiveSettings, run_live
+from embodia.policies.recipes.proact_sft import ProactSFTSettings, run_proact_sft
+from embodia.policies.spec import parse_policy_spec
+
+EVALS = "evals.jsonl"
+SUMMARY = "summary.json"
+AGENTS = ("finetuned", "frozen_gate", "heuristic")
+METRICS = ("f1_macro", "timediff_mean", "pauc_omega_0.5", "pred_speaking_rate", "label_speaking_rate")
+
+
+class ProactStudyError(EmbodiaError, ValueError):
+    """Study settings that cannot be used; the message names them."""
+
+
+@dataclass(frozen=True)
+class ProactStudySettings:
+    """The study (module docstring): training and held-out streams are procedural games."""
+
+    model: str
+    """The VLM both gates start from: ``hf:DIR``."""
+    game: str = "arena"
+    scenario: str = "solo"
+    train_seeds: tuple[int, ...] = tuple(range(8))
+    held_out_seeds: tuple[int, ...] = (100, 101, 102, 103)
+    duration: int = 30
+    """Seconds per stream."""
+    epochs: float = 3.0
+    learning_rate: float = 5e-4
+    lora_r: int = 8
+    window: int = 15
+    gate_epochs: int = 100
+    """Epochs of the frozen-feature gate's head training."""
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if parse_policy_spec(self.model)[0] != "hf":
+            raise ProactStudyError(f"the study trains a local VLM: hf:DIR, got {self.model!r}")
+        check_scenario(self.scenario)
+        if not self.train_seeds or not self.held_out_seeds:
+            raise ProactStudyError("give training and held-out stream seeds")
+        if set(self.train_seeds) & set(self.held_out_seeds):
+            raise ProactStudyError("a held-out stream is also a training stream: use other seeds")
+        check_range("duration", self.duration, 2, 14_400, ProactStudyError)
+        check_range("gate_epochs", self.gate_epochs, 1, 100_000, ProactStudyError)
+        check_seed("seed", self.seed, ProactStudyError)
+        self.finetune_settings()
+
+    def spec(self, seed: int) -> str:
+        return f"procedural:{self.game},seed={seed},duration={self.duration}"
+
+    def finetune_settings(self) -> ProactSFTSettings:
+        return ProactSFTSettings(
+            model=self.model,
+            streams=tuple(self.spec(s) for s in self.train_seeds),
+            scenarios=(self.scenario,),
+            window=self.window,
+            epochs=self.epochs,
+            learning_rate=self.learning_rate,
+            lora_r=self.lora_r,
+            seed=self.seed,
+        )
+
+
+@runner
+def run_proact_study(settings: ProactStudySettings, out: Path, *, resume: bool = False) -> dict[str, Any]:
+    """Train both gates, run the three agents on the held-out streams, and report (module
+    docstring); returns the summary (also ``summary.json``)."""
+    from embodia.policies.speak_gate import fit_gate
+
+    folder = RunFolder(out, EVALS)
+    config = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as config.yaml keeps them
+    folder.begin(config, resume)
+    finished = folder.finished(SUMMARY)
+    if finished is not None:
+        return finished
+    out = folder.out
+    kept = folder.kept_records()
+    done = {(r["agent"], r["stream"]): r for r in kept if "agent" in r}
+    finetuned = run_proact_sft(
+        settings.finetune_settings(), out / "finetune", resume=(out / "finetune").exists()
+    )
+    frozen = out / "frozen_gate"
+    if not (frozen / "gate.json").is_file():
+        fit_gate(
+            parse_policy_spec(settings.model)[1],
+            frozen,
+            [settings.spec(s) for s in settings.train_seeds],
+            scenario=settings.scenario,
+            epochs=settings.gate_epochs,
+            seed=settings.seed,
+        )
+    agents = {
+        "finetuned": f"gate:{finetuned['gate']}",
+        "frozen_gate": f"gate:{frozen}",
+        "heuristic": "heuristic",
+    }
+    with folder.recording(kept, {"settings": config}) as log:
+        for name, agent in agents.items():
+            for seed in settings.held_out_seeds:
+                if (name, seed) in done:
+                    continue
+                where = out / "runs" / name / str(seed)
+                summary = run_live(
+                    LiveSettings(
+                        source=settings.spec(seed), scenario=settings.scenario, agent=agent, video=False
+                    ),
+                    where,
+                    resume=where.exists(),
+                )
+                line = {"agent": name, "stream": seed, **{key: summary.get(key) for key in METRICS}}
+                log.append(line)
+                done[(name, seed)] = line
+    result: dict[str, Any] = {
+        "settings": config,
+        "finetune": {k: finetuned[k] for k in ("sft", "gate_loss_first", "gate_loss_last")},
+    }
+    for name in AGENTS:
+        rows = [done[(name, seed)] for seed in settings.held_out_seeds]
+        result[name] = {
+            key: statistics.fmean(float(r[key]) for r in rows if r[key] is not None)
+            if any(r[key] is not None for r in rows)
+            else None
+            for key in METRICS
+        }
+        result[name]["per_stream_f1"] = [r["f1_macro"] for r in rows]
+    folder.finish(SUMMARY, result)
+    return result
