@@ -1,4 +1,5 @@
-"""Fine-tuning recipes of issue #24, side by side in one process: AIR, LIFT and BYORn.
+"""Fine-tuning recipes of issue #24, side by side in one process: AIR, LIFT, BYORn and the
+Proact-VL fine-tune.
 
     python benchmarks/recipes.py [--quick] [--train_steps N] [--samples N] [--seed S] ...
 
@@ -47,7 +48,14 @@ seeds (the data, the start and the order all change): clean accuracy on held-out
 the same images with the trigger (``sft_asr``, ``byorn_asr``), means with the per-seed values,
 and how well the flags found the poison (``byorn_flag_recall``, ``byorn_flag_precision``).
 
-``--quick`` shrinks every part (about a minute). Last line: one JSON object.
+**Proact-VL fine-tune** (``policies/recipes/proact_sft.py``, ``evals/proact_study.py``) on the
+tiny VLM: LoRA-SFT on ``--proact_train`` procedural arena streams of 30 s (solo labels) with the
+speak gate trained jointly, against the gate head trained alone on the untouched VLM's
+features (the frozen-feature gate) and the event heuristic, on ``--proact_held_out`` held-out
+streams: F1 over speaking seconds (``proact_ft_f1``, ``frozen_gate_f1``, ``heuristic_f1``),
+TimeDiff and PAUC at omega 0.5 (lexical judge), means over the held-out streams.
+
+``--quick`` shrinks every part. Last line: one JSON object.
 """
 
 from __future__ import annotations
@@ -66,6 +74,7 @@ from _common import benchmark_args, import_from_tests
 
 from embodia.evals.backdoor import BackdoorStudySettings, run_backdoor_study
 from embodia.evals.long_context import LongContextSettings, niah_case, run_long_context
+from embodia.evals.proact_study import ProactStudySettings, run_proact_study
 from embodia.policies.recipes import air
 from embodia.policies.recipes.lift import LIFTSettings, generator_messages, run_lift
 from embodia.policies.recipes.sft import SFTSettings, load_causal_lm, run_sft
@@ -240,6 +249,42 @@ def byorn_study(args: Any, tmp: Path) -> dict[str, Any]:
     return keys
 
 
+def proact_study(args: Any, tmp: Path) -> dict[str, Any]:
+    """The Proact-VL fine-tune against the frozen-feature gate and the heuristic."""
+    start = build_tiny_vlm(tmp / "proact-vlm", seed=args.seed)
+    summary = run_proact_study(
+        ProactStudySettings(
+            model=f"hf:{start}",
+            train_seeds=tuple(range(args.proact_train)),
+            held_out_seeds=tuple(range(100, 100 + args.proact_held_out)),
+            epochs=args.proact_epochs,
+            learning_rate=1e-3,
+            finetune={"gate_weight": 5.0},
+            seed=args.seed,
+        ),
+        tmp / "proact",
+    )
+    keys: dict[str, Any] = {
+        "proact_train_streams": args.proact_train,
+        "proact_held_out_streams": args.proact_held_out,
+        "proact_gate_loss_first": round(summary["finetune"]["gate_loss_first"], 4),
+        "proact_gate_loss_last": round(summary["finetune"]["gate_loss_last"], 4),
+    }
+    for name, prefix in (
+        ("finetuned", "proact_ft"),
+        ("frozen_gate", "frozen_gate"),
+        ("heuristic", "heuristic"),
+    ):
+        numbers = summary[name]
+        keys[f"{prefix}_f1"] = round(numbers["f1_macro"], 4)
+        keys[f"{prefix}_f1_per_stream"] = [round(v, 4) for v in numbers["per_stream_f1"]]
+        keys[f"{prefix}_timediff"] = round(numbers["timediff_mean"], 4)
+        keys[f"{prefix}_pauc"] = round(numbers["pauc_omega_0.5"], 4)
+        keys[f"{prefix}_speaking_rate"] = round(numbers["pred_speaking_rate"], 4)
+    keys["label_speaking_rate"] = round(summary["heuristic"]["label_speaking_rate"], 4)
+    return keys
+
+
 def main() -> None:
     args = benchmark_args(
         __doc__,
@@ -255,6 +300,9 @@ def main() -> None:
             "finetune_steps": 150,
             "test_records": 45,
             "seeds": 1,
+            "proact_train": 4,
+            "proact_held_out": 2,
+            "proact_epochs": 3.0,
         },
         train_steps=600,
         samples=2000,
@@ -267,6 +315,9 @@ def main() -> None:
         test_records=150,
         poison_rate=0.1,
         seeds=3,
+        proact_train=8,
+        proact_held_out=8,
+        proact_epochs=8.0,
         seed=0,
     )
     rng = np.random.default_rng(args.seed)
@@ -308,6 +359,7 @@ def main() -> None:
         control = list(air.influence(model, tokenizer, held_out, random_heads))
         lift_keys = lift_study(args, Path(tmp))
         byorn_keys = byorn_study(args, Path(tmp))
+        proact_keys = proact_study(args, Path(tmp))
     by_kind, control_kind = step_kind_scores(critical), step_kind_scores(control)
     result.update(
         {
@@ -325,6 +377,7 @@ def main() -> None:
             "air_samples_per_s": round(len(held_out) / seconds, 2),
             **lift_keys,
             **byorn_keys,
+            **proact_keys,
         }
     )
     print(json.dumps(result))

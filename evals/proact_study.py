@@ -11,6 +11,10 @@ the reference's counting of the Live Gaming metrics, PAUC by the lexical judge):
   that VLM;
 - ``heuristic``: the event heuristic, lines from the HUD commentator.
 
+Besides the Live Gaming metrics of each run, ``decision_f1`` scores the seconds each agent
+decided to speak in, whatever its line said: the benchmark's F1 counts a second whose line
+is the silence filler (``" ..."``) as silent.
+
 The run folder: ``finetune/`` and ``frozen_gate/`` (the two trainings), ``runs/AGENT/N/`` (one
 stream run per agent and held-out stream), ``evals.jsonl`` (one line per finished stream
 run: agent, stream, F1, TimeDiff, PAUC) and ``summary.json`` (each agent's means);
@@ -21,7 +25,8 @@ from __future__ import annotations
 
 import json
 import statistics
-from dataclasses import asdict, dataclass
+from collections.abc import Mapping
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,6 +42,7 @@ EVALS = "evals.jsonl"
 SUMMARY = "summary.json"
 AGENTS = ("finetuned", "frozen_gate", "heuristic")
 METRICS = ("f1_macro", "timediff_mean", "pauc_omega_0.5", "pred_speaking_rate", "label_speaking_rate")
+REPORTED = (*METRICS, "decision_f1")
 
 
 class ProactStudyError(EmbodiaError, ValueError):
@@ -61,6 +67,8 @@ class ProactStudySettings:
     window: int = 15
     gate_epochs: int = 100
     """Epochs of the frozen-feature gate's head training."""
+    finetune: Mapping[str, Any] = field(default_factory=dict)
+    """Fine-tuning settings besides the shared ones (e.g. ``{"gate_weight": 5.0}``)."""
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -80,16 +88,33 @@ class ProactStudySettings:
         return f"procedural:{self.game},seed={seed},duration={self.duration}"
 
     def finetune_settings(self) -> ProactSFTSettings:
-        return ProactSFTSettings(
-            model=self.model,
-            streams=tuple(self.spec(s) for s in self.train_seeds),
-            scenarios=(self.scenario,),
-            window=self.window,
-            epochs=self.epochs,
-            learning_rate=self.learning_rate,
-            lora_r=self.lora_r,
-            seed=self.seed,
-        )
+        values: dict[str, Any] = {
+            "model": self.model,
+            "streams": tuple(self.spec(s) for s in self.train_seeds),
+            "scenarios": (self.scenario,),
+            "window": self.window,
+            "epochs": self.epochs,
+            "learning_rate": self.learning_rate,
+            "lora_r": self.lora_r,
+            "seed": self.seed,
+        }
+        try:
+            return ProactSFTSettings(**{**values, **self.finetune})
+        except TypeError as error:
+            raise ProactStudyError(f"finetune: {error}") from error
+
+
+def decision_f1(run: Path) -> float:
+    """F1 of the seconds the agent decided to speak in (its ``decisions.jsonl``: a speaker
+    named), against the labelled seconds: the gate's own timing, whatever its lines say (the
+    Live Gaming F1 drops seconds whose line is the silence filler)."""
+    from embodia.core.runs import read_run_records
+    from embodia.core.scores import f1
+
+    spoke = {r["second"] for r in read_run_records(run / "decisions.jsonl") if r.get("speaker")}
+    (label,) = read_run_records(run / "labels.jsonl")
+    result = f1(spoke, {int(second) for second in label["label"]})
+    return result["f1"] if result is not None else 0.0
 
 
 @runner
@@ -138,7 +163,12 @@ def run_proact_study(settings: ProactStudySettings, out: Path, *, resume: bool =
                     where,
                     resume=where.exists(),
                 )
-                line = {"agent": name, "stream": seed, **{key: summary.get(key) for key in METRICS}}
+                line = {
+                    "agent": name,
+                    "stream": seed,
+                    **{key: summary.get(key) for key in METRICS},
+                    "decision_f1": decision_f1(where),
+                }
                 log.append(line)
                 done[(name, seed)] = line
     result: dict[str, Any] = {
@@ -147,11 +177,12 @@ def run_proact_study(settings: ProactStudySettings, out: Path, *, resume: bool =
     }
     for name in AGENTS:
         rows = [done[(name, seed)] for seed in settings.held_out_seeds]
+        # a mean over the streams that have the metric (PAUC needs lines to compare)
         result[name] = {
             key: statistics.fmean(float(r[key]) for r in rows if r[key] is not None)
             if any(r[key] is not None for r in rows)
             else None
-            for key in METRICS
+            for key in REPORTED
         }
         result[name]["per_stream_f1"] = [r["f1_macro"] for r in rows]
     folder.finish(SUMMARY, result)

@@ -11,15 +11,18 @@ through the SFT recipe (:func:`~embodia.policies.recipes.sft.run_sft`):
 - **The records.** One per second of each training stream, under each scenario asked for
   (solo, co-commentary, guidance): the reference's user turn for the chunk (what was heard,
   the frames, the query, then ``<|FLAG|>``) and, as the reply, the active speaker's line for
-  that second, or :data:`SILENCE` where it is silent (the reference's filler). Each record
-  carries its ``gate`` label (1 in a labelled second), its ``clip`` and ``second``. The frames
-  are written as PNG files under ``data/``.
+  that second. A silent second's reply is :data:`SILENCE` (the reference's filler) and is not
+  trained on (``train_reply: false``): the model is asked for a line only when its gate says
+  speak, and a model taught the filler, three seconds in four, writes it there too. Each
+  record carries its ``gate`` label (1 in a labelled second), its ``clip`` and ``second``. The
+  frames are written as PNG files under ``data/``.
 - **The joint loss.** Batches are ``window`` consecutive seconds of one clip. The loss is the
-  LM loss on the replies plus ``gate_weight`` times the reference's active gate loss
+  LM loss on the lines plus ``gate_weight`` times the reference's active gate loss
   (:func:`~embodia.policies.speak_gate.gate_loss`) on the :class:`ResponseHead`'s logits at
   each record's flag, read at hidden-state ``layer`` of the model being trained, per clip in
   seconds order. The head's input standardisation is fixed from the start model's features
-  on the training seconds, as the frozen gate's is.
+  on the training seconds, as the frozen gate's is; with ``head_warmup_epochs`` the head is
+  first fitted alone on those features (the frozen-feature gate), then trained on jointly.
 - **The result.** ``sft/final`` (LoRA merged) and ``gate/``, a gate folder naming it, with
   ``speaks: true`` in its metadata: a ``gate:DIR`` stream agent then writes its lines with the
   same model, continuing the flag turn (:class:`~embodia.policies.speak_gate.ProactSpeaker`).
@@ -55,6 +58,8 @@ from embodia.policies.speak_gate import (
     ResponseHead,
     gate_loss,
     save_gate,
+    stream_labels,
+    train_gate,
     user_parts,
 )
 from embodia.policies.spec import parse_policy_spec
@@ -90,6 +95,9 @@ class ProactSFTSettings:
     lora_r: int = 8
     lora_alpha: int = 16
     gate_weight: float = 1.0
+    head_warmup_epochs: int = 0
+    """Epochs of fitting the head alone on the start model's flag features (the frozen-feature
+    gate's training) before the joint fine-tuning starts from it; 0 starts from a random head."""
     layer: int = -2
     """The hidden state the gate reads (as ``FlagFeatures``'s ``layer``)."""
     threshold: float = DEFAULT_THRESHOLD
@@ -108,6 +116,7 @@ class ProactSFTSettings:
             check_scenario(scenario)
         check_range("window", self.window, 2, 4096, ProactSFTError)
         check_range("max_steps", self.max_steps, 0, MAX_STEPS, ProactSFTError)
+        check_range("head_warmup_epochs", self.head_warmup_epochs, 0, 100_000, ProactSFTError)
         if not (math.isfinite(self.gate_weight) and self.gate_weight >= 0):
             raise ProactSFTError(f"gate_weight must be a finite number >= 0, got {self.gate_weight!r}")
         if not 0 <= self.threshold <= 1:
@@ -158,6 +167,7 @@ def stream_records(stream: Stream, clip: int, folder: Path) -> list[dict[str, An
                     {"role": "assistant", "content": line if line else SILENCE},
                 ],
                 "images": names,
+                "train_reply": bool(line),
                 "gate": 1 if second in label else 0,
                 "clip": clip,
                 "second": second,
@@ -290,14 +300,24 @@ def run_proact_sft(settings: ProactSFTSettings, out: Path, *, resume: bool = Fal
             "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8"
         )
         # the head's input standardisation: the start model's flag states on the training seconds
-        start_features = torch.cat(features.stream_features(opened))
+        by_stream = features.stream_features(opened)
         mark(DATA, "done", records=len(records), speaking=sum(r["gate"] for r in records))
 
-        with torch.random.fork_rng(devices=[]):
-            torch.manual_seed(settings.seed)
-            head = ResponseHead(features.hidden_size)
-        head.feature_mean.copy_(start_features.mean(0))
-        head.feature_std.copy_(start_features.std(0, unbiased=False).clamp_min(1e-6))
+        if settings.head_warmup_epochs:
+            head, _ = train_gate(
+                by_stream,
+                [stream_labels(stream) for stream in opened],
+                epochs=settings.head_warmup_epochs,
+                seed=settings.seed,
+            )
+            head.train()
+        else:
+            with torch.random.fork_rng(devices=[]):
+                torch.manual_seed(settings.seed)
+                head = ResponseHead(features.hidden_size)
+            start_features = torch.cat(by_stream)
+            head.feature_mean.copy_(start_features.mean(0))
+            head.feature_std.copy_(start_features.std(0, unbiased=False).clamp_min(1e-6))
         objective = GateObjective(head, features.flag_id, settings.layer, settings.gate_weight)
         meta = features.meta(
             model_dir=None,

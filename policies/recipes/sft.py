@@ -20,8 +20,10 @@ file's folder, or to the working directory for records given in memory), attache
 last user message before the reply, as the ``hf`` backend attaches a request's images. The
 model is then a vision-language model (an image-text-to-text directory with its processor),
 and the records are rendered and tokenised batch by batch by TRL's vision-language collator.
-All records of a run have images or none do. Only image records can have their completion
-replaced while training runs (``run_sft(override=...)``: BYORn's bootstrapped responses).
+All records of a run have images or none do. An image record with ``"train_reply": false``
+runs through the model without an LM loss (for a second objective that reads it). Only image
+records can have their completion replaced while training runs (``run_sft(override=...)``:
+BYORn's bootstrapped responses).
 
 Either kind may carry ``completion_weights``: ``[[end, weight], ...]``, the completion cut at
 increasing character offsets ``end`` into spans, each with a loss weight (a token belongs to
@@ -339,6 +341,8 @@ def _check_images(record: Mapping[str, Any], where: str) -> None:
             raise SFTError(f"{where}: images[{index}] must be an image file's path")
     if not any(m["role"] == "user" for m in record["messages"][:-1]):
         raise SFTError(f"{where}: images are attached to the last user message, but there is no user message")
+    if not isinstance(record.get("train_reply", True), bool):
+        raise SFTError(f"{where}: train_reply must be true or false")
     if placed is not None and placed != len(images):
         raise SFTError(f"{where}: the content places {placed} image(s) but the record has {len(images)}")
     if "completion_weights" in record:
@@ -607,9 +611,9 @@ def image_batch(
     replies: Sequence[str | None] | None = None,
 ) -> dict[str, Any]:
     """Image records as one padded batch of model inputs with ``labels`` (-100 on padding,
-    and on the prompt with ``completion_only_loss``), rendered and tokenised by TRL's
-    vision-language collator as the trainer's batches are; ``replies`` replaces the
-    completions where it holds a string."""
+    on the prompt with ``completion_only_loss``, and on the whole row of a record with
+    ``"train_reply": false``), rendered and tokenised by TRL's vision-language collator as
+    the trainer's batches are; ``replies`` replaces the completions where it holds a string."""
     from trl.trainer.sft_trainer import DataCollatorForVisionLanguageModeling
 
     collator = DataCollatorForVisionLanguageModeling(
@@ -624,7 +628,11 @@ def image_batch(
             if completion_only_loss
             else {"messages": messages, "images": images}
         )
-    return dict(collator(examples))
+    batch = dict(collator(examples))
+    for row, record in enumerate(records):
+        if record.get("train_reply", True) is False:
+            batch["labels"][row] = -100
+    return batch
 
 
 def _image_collator(

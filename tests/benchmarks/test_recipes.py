@@ -21,3 +21,8 @@ def test_quick_recipes_run_prints_the_air_lift_and_byorn_keys() -> None:
     # the flags find the poisoned records: their reply is implausible to the pretrained model
     assert result["byorn_flag_recall"] >= 0.9 and result["byorn_flag_precision"] >= 0.9
     assert result["byorn_asr"] <= result["sft_asr"]
+    for prefix in ("proact_ft", "frozen_gate", "heuristic"):
+        assert 0 <= result[f"{prefix}_f1"] <= 1 and result[f"{prefix}_timediff"] >= 0, prefix
+        assert len(result[f"{prefix}_f1_per_stream"]) == result["proact_held_out_streams"]
+    # the joint training fits the gate: its loss falls on the training streams
+    assert result["proact_gate_loss_last"] < result["proact_gate_loss_first"]

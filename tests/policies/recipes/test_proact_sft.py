@@ -59,6 +59,7 @@ def test_one_record_per_second_with_its_line_or_silence(tmp_path: Path) -> None:
         assert sum(p["type"] == "image" for p in user["content"]) == len(record["images"]) == 2
         expected = stream.label.get(record["second"]) or proact_sft.SILENCE
         assert reply["content"] == expected
+        assert record["train_reply"] == (reply["content"] != proact_sft.SILENCE)
         assert all((tmp_path / name).is_file() for name in record["images"])
     # the SFT recipe reads them as image records with content in parts
     path = tmp_path / "train.jsonl"
@@ -81,7 +82,10 @@ def test_the_gate_reads_the_flag_state_the_frozen_gate_reads(tiny_vlm_dir: Path,
     head = ResponseHead(int(model.config.text_config.hidden_size))
     objective = proact_sft.GateObjective(head, features.flag_id, -2, 1.0)
     batch = image_batch(processor, loaded, max_length=4096)
-    batch.pop("labels")
+    labels = batch.pop("labels")
+    # a silent second's reply is not trained on; a line is
+    for row, record in enumerate(loaded):
+        assert bool((labels[row] != -100).any()) == record["train_reply"]
     with torch.no_grad(), objective.capture(model):
         model(**batch)
         logits = objective.logits(batch["input_ids"], batch["attention_mask"])
