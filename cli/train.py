@@ -496,3 +496,119 @@ def train_sxs(options: dict[str, Any], out: OutOption, resume: ResumeOption = Fa
             f"first speech at {latency['env/first_speak_fraction']:.0%} of the reply"
         )
     _finish_line("SxS training done", out, {"steps": sft["steps"] + (grpo["steps"] or 0), **summary}, numbers)
+
+
+# --------------------------------------------------------------------------- train byorn
+
+
+def _byorn_settings() -> type[Any]:
+    from embodia.policies.recipes.byorn import BYORnSettings
+
+    return BYORnSettings
+
+
+TRAIN_BYORN_OPTIONS: OptionTable = {
+    "model": FieldOption(
+        "The pretrained VLM to fine-tune and score with: hf:DIR (an image-text-to-text directory).",
+        flag="--policy",
+    ),
+    "data_file": OWN,
+    "out": OWN,
+    "resume": OWN,
+    "threshold": FieldOption("Flag a record whose mean reply log-prob per token is below this (nats)."),
+    "quantile": FieldOption("Instead of --threshold, flag this share of the records, the lowest-scoring."),
+    "judge": FieldOption("A --policy spec asked whether each reply fits; a 'no' flags the record."),
+    "replace": FieldOption("What a flagged record trains on: current, pretrained or drop."),
+    "regenerate_every": FieldOption("Steps between two refreshes of the generated replies (0: once)."),
+    "max_new_tokens": FieldOption("Tokens a generated reply may have."),
+    "score_batch_size": FieldOption("Records per forward pass when scoring and generating."),
+    "epochs": FieldOption("Passes over the records when --max-steps is 0."),
+    "max_steps": FieldOption("Optimiser steps (0: as many as --epochs make)."),
+    "learning_rate": FieldOption("AdamW's learning rate at the schedule's peak."),
+    "batch_size": FieldOption("Records per forward pass."),
+    "max_length": FieldOption("Tokens per record."),
+    "lora_r": FieldOption("LoRA rank; 0 trains every weight."),
+    "lora_alpha": FieldOption("LoRA scaling numerator."),
+    "logging_steps": FieldOption("Steps between two metrics lines."),
+    "save_steps": FieldOption("Steps between two checkpoints (a resume continues from the last)."),
+    "seed": FieldOption("Seed of the data order and LoRA initialisation."),
+}
+
+
+@settings_command(train_app, "byorn", _byorn_settings, TRAIN_BYORN_OPTIONS, hidden=("data",))
+def train_byorn(
+    options: dict[str, Any],
+    out: OutOption,
+    data_file: Annotated[
+        Path,
+        typer.Option("--data", help="Chat records with images, one JSON object a line (may be poisoned)."),
+    ],
+    resume: ResumeOption = False,
+) -> None:
+    """Fine-tune a VLM on data that may be poisoned (BYORn): replies implausible to the
+    pretrained model are flagged and trained on as the model itself would answer."""
+    from embodia.policies.recipes.byorn import BYORnSettings, run_byorn
+
+    with user_errors():
+        settings = BYORnSettings(**options, data=str(data_file))
+        summary = run_byorn(settings, out, resume=resume)
+    sft = summary["sft"]
+    numbers = f", {summary['flagged']} of {summary['records']} records flagged" + _change(
+        sft["train_loss_first"], sft["train_loss_last"], "loss"
+    )
+    _finish_line("BYORn done", out, {"steps": sft["steps"], **summary}, numbers)
+
+
+# --------------------------------------------------------------------------- train proact
+
+
+def _proact_settings() -> type[Any]:
+    from embodia.policies.recipes.proact_sft import ProactSFTSettings
+
+    return ProactSFTSettings
+
+
+TRAIN_PROACT_OPTIONS: OptionTable = {
+    "model": FieldOption("The VLM to fine-tune: hf:DIR (an image-text-to-text directory).", flag="--policy"),
+    "streams": FieldOption(
+        "A training stream, e.g. procedural:arena,seed=3,duration=30; repeatable.", flag="--stream"
+    ),
+    "scenarios": FieldOption(
+        "Labels to train on: solo, co-commentary, guidance; repeatable.", flag="--scenario"
+    ),
+    "out": OWN,
+    "resume": OWN,
+    "fps": FieldOption("Frames per 1-second chunk."),
+    "window": FieldOption("Seconds per batch: consecutive seconds of one clip."),
+    "epochs": FieldOption("Passes over the seconds when --max-steps is 0."),
+    "max_steps": FieldOption("Optimiser steps (0: as many as --epochs make)."),
+    "learning_rate": FieldOption("AdamW's learning rate at the schedule's peak."),
+    "lora_r": FieldOption("LoRA rank; 0 trains every weight."),
+    "lora_alpha": FieldOption("LoRA scaling numerator."),
+    "gate_weight": FieldOption("Weight of the gate's loss beside the LM loss."),
+    "head_warmup_epochs": FieldOption("Epochs fitting the head alone on the start model first (0: none)."),
+    "layer": FieldOption("The hidden state the gate reads."),
+    "threshold": FieldOption("The saved gate's speaking threshold."),
+    "logging_steps": FieldOption("Steps between two metrics lines."),
+    "save_steps": FieldOption("Steps between two checkpoints (a resume continues from the last)."),
+    "seed": FieldOption("Seed of the clip order, head and LoRA initialisation."),
+}
+
+
+@settings_command(train_app, "proact", _proact_settings, TRAIN_PROACT_OPTIONS)
+def train_proact(options: dict[str, Any], out: OutOption, resume: ResumeOption = False) -> None:
+    """Fine-tune a VLM on live-commentary streams with its speak gate trained jointly
+    (Proact-VL); the gate it writes runs as --agent gate:OUT/gate in `embodia stream run`."""
+    from embodia.policies.recipes.proact_sft import ProactSFTSettings, run_proact_sft
+
+    with user_errors():
+        settings = ProactSFTSettings(**options)
+        summary = run_proact_sft(settings, out, resume=resume)
+    sft = summary["sft"]
+    numbers = _change(sft["train_loss_first"], sft["train_loss_last"], "loss") + _change(
+        summary["gate_loss_first"], summary["gate_loss_last"], "gate loss"
+    )
+    _finish_line("Proact-VL fine-tune done", out, {"steps": sft["steps"], **summary}, numbers)
+    console.print(
+        f"the gate: [bold]--agent gate:{escape(summary['gate'])}[/]", highlight=False, soft_wrap=True
+    )

@@ -326,10 +326,10 @@ def _refresh_callback(replacements: Replacements, processor: Any, settings: BYOR
 def run_byorn(settings: BYORnSettings, out: Path, *, resume: bool = False) -> dict[str, Any]:
     """Score, flag and fine-tune (module docstring) into the run folder ``out``; returns the
     summary (also ``summary.json``)."""
+    folder = RunFolder(out, SCORES)  # an unusable out is refused first
     records = load_records(settings.data, "data")
     if not has_images(records):
         raise BYORnError("BYORn fine-tunes a VLM on image records: the data has no images")
-    folder = RunFolder(out, SCORES)
     config = asdict(settings)
     if not isinstance(settings.data, str):
         config["data"] = f"{len(records)} records given in memory"
