@@ -270,8 +270,19 @@ def run_backdoor_study(settings: BackdoorStudySettings, out: Path, *, resume: bo
     kept = folder.kept_records()
     measured = {r["model"]: r for r in kept if "model" in r}
 
-    def fit(name: str, run: Any) -> str:
-        return str(run(out / name, resume=(out / name).exists())["policy"])
+    def sft(name: str, model: str, records_file: Path, steps: int) -> str:
+        """A plain SFT run of the study, its model's spec."""
+        run_settings = SFTSettings(
+            model=model,
+            data=str(records_file),
+            max_steps=steps,
+            learning_rate=settings.learning_rate,
+            batch_size=settings.batch_size,
+            logging_steps=10,
+            save_steps=50,
+            seed=settings.seed,
+        )
+        return str(run_sft(run_settings, out / name, resume=(out / name).exists())["policy"])
 
     with folder.recording(kept, {"settings": config}) as log:
 
@@ -283,50 +294,19 @@ def run_backdoor_study(settings: BackdoorStudySettings, out: Path, *, resume: bo
                 }
                 log.append(measured[name])
 
-        pretrained = fit(
+        pretrained = sft(
             "pretrain",
-            lambda where, resume: run_sft(
-                SFTSettings(
-                    model=settings.model,
-                    data=str(write_records(pretrain, data / "pretrain.jsonl")),
-                    max_steps=settings.pretrain_steps,
-                    learning_rate=settings.learning_rate,
-                    batch_size=settings.batch_size,
-                    logging_steps=10,
-                    save_steps=100,
-                    seed=settings.seed,
-                ),
-                where,
-                resume=resume,
-            ),
+            settings.model,
+            write_records(pretrain, data / "pretrain.jsonl"),
+            settings.pretrain_steps,
         )
         measure("pretrained", pretrained)
-        plain = fit(
-            "sft",
-            lambda where, resume: run_sft(
-                SFTSettings(
-                    model=pretrained,
-                    data=str(finetune_file),
-                    max_steps=settings.finetune_steps,
-                    learning_rate=settings.learning_rate,
-                    batch_size=settings.batch_size,
-                    logging_steps=10,
-                    save_steps=50,
-                    seed=settings.seed,
-                ),
-                where,
-                resume=resume,
-            ),
+        measure("sft", sft("sft", pretrained, finetune_file, settings.finetune_steps))
+        byorn_settings = BYORnSettings(
+            **{**asdict(settings.byorn_settings(pretrained, ())), "data": str(finetune_file)}
         )
-        measure("sft", plain)
-        byorn_settings = settings.byorn_settings(pretrained, ())
-        byorn = fit(
-            "byorn",
-            lambda where, resume: run_byorn(
-                BYORnSettings(**{**asdict(byorn_settings), "data": str(finetune_file)}), where, resume=resume
-            ),
-        )
-        measure("byorn", byorn)
+        byorn = run_byorn(byorn_settings, out / "byorn", resume=(out / "byorn").exists())
+        measure("byorn", str(byorn["policy"]))
     byorn_summary = json.loads((out / "byorn" / "summary.json").read_text(encoding="utf-8"))
     flagged = set(byorn_summary["flagged_records"])
     poisoned = {i for i, r in enumerate(finetune) if r["poisoned"]}

@@ -6,14 +6,12 @@ judge, and bad input named. The attack study itself (ASR and clean accuracy) is 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from killed_runs import kill_after_step
 from safetensors.torch import load_file
 
 from embodia.errors import EmbodiaError
@@ -140,34 +138,13 @@ def test_a_judge_that_says_no_flags_the_record(tiny_vlm_dir: Path, poisoned: Pat
     assert [s["judge"] for s in scores] == [False] + [True] * 23
 
 
-KILLED_RUN = """
-import os, signal, sys
-from pathlib import Path
-from transformers import TrainerCallback
-from embodia.policies.recipes import byorn, sft
-
-class Kill(TrainerCallback):
-    def on_step_end(self, args, state, control, **_):
-        if state.global_step == 5:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-def run_sft(*args, callbacks=(), **kwargs):
-    return sft.run_sft(*args, callbacks=[*callbacks, Kill()], **kwargs)
-
-byorn.run_sft = run_sft
-byorn.run_byorn(byorn.BYORnSettings(**{settings}), Path(sys.argv[1]))
-"""
-
-
 def test_a_killed_run_resumes_with_the_responses_of_its_checkpoint(
     tiny_vlm_dir: Path, poisoned: Path, tmp_path: Path
 ) -> None:
     settings = _settings(tiny_vlm_dir, poisoned)
     whole = byorn.run_byorn(settings, tmp_path / "whole")
-    fields = {k: getattr(settings, k) for k in settings.__dataclass_fields__}
-    script = textwrap.dedent(KILLED_RUN).replace("{settings}", repr(fields))
     out = tmp_path / "killed"
-    killed = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True)
+    killed = kill_after_step(settings, "run_byorn", out, 5)
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert (out / "sft" / "checkpoints" / "checkpoint-4").is_dir() and not (out / "summary.json").exists()
     with pytest.raises(EmbodiaError, match="--resume"):

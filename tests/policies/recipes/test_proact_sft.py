@@ -6,14 +6,12 @@ input named. Whether it learns is the recipes benchmark's (``docs/streams.md``).
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
-import textwrap
 from pathlib import Path
 from typing import Any
 
 import pytest
 import torch
+from killed_runs import kill_after_step
 from safetensors.torch import load_file
 
 from embodia.envs.streams.sources import open_stream
@@ -124,32 +122,11 @@ def test_a_joint_run_writes_a_gate_that_speaks_with_its_own_model(tiny_vlm_dir: 
     assert proact_sft.run_proact_sft(_settings(tiny_vlm_dir), out, resume=True) == summary
 
 
-KILLED_RUN = """
-import os, signal, sys
-from pathlib import Path
-from transformers import TrainerCallback
-from embodia.policies.recipes import proact_sft, sft
-
-class Kill(TrainerCallback):
-    def on_step_end(self, args, state, control, **_):
-        if state.global_step == 3:
-            os.kill(os.getpid(), signal.SIGKILL)
-
-def run_sft(*args, callbacks=(), **kwargs):
-    return sft.run_sft(*args, callbacks=[*callbacks, Kill()], **kwargs)
-
-proact_sft.run_sft = run_sft
-proact_sft.run_proact_sft(proact_sft.ProactSFTSettings(**{settings}), Path(sys.argv[1]))
-"""
-
-
 def test_a_killed_run_resumes_the_model_and_the_head(tiny_vlm_dir: Path, tmp_path: Path) -> None:
     settings = _settings(tiny_vlm_dir, lora_r=0)
     whole = proact_sft.run_proact_sft(settings, tmp_path / "whole")
-    fields = {k: getattr(settings, k) for k in settings.__dataclass_fields__}
-    script = textwrap.dedent(KILLED_RUN).replace("{settings}", repr(fields))
     out = tmp_path / "killed"
-    killed = subprocess.run([sys.executable, "-c", script, str(out)], capture_output=True, text=True)
+    killed = kill_after_step(settings, "run_proact_sft", out, 3)
     assert killed.returncode == -9, killed.stderr[-2000:]
     assert not (out / "summary.json").exists()
     resumed = proact_sft.run_proact_sft(settings, out, resume=True)
