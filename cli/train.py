@@ -612,3 +612,66 @@ def train_proact(options: dict[str, Any], out: OutOption, resume: ResumeOption =
     console.print(
         f"the gate: [bold]--agent gate:{escape(summary['gate'])}[/]", highlight=False, soft_wrap=True
     )
+
+
+# --------------------------------------------------------------------------- train air
+
+
+def _air_settings() -> type[Any]:
+    from embodia.policies.recipes.air import AIRSettings
+
+    return AIRSettings
+
+
+TRAIN_AIR_OPTIONS: OptionTable = {
+    "model": FieldOption("The model whose attention heads score the data: hf:DIR.", flag="--policy"),
+    "data_file": OWN,
+    "out": OWN,
+    "resume": OWN,
+    "head_fraction": FieldOption("Share of the heads, the top retrieval scorers, to disable."),
+    "min_heads": FieldOption("Fewest heads to disable."),
+    "probe": FieldOption(
+        "Measure retrieval on the samples themselves (data) or on random copy probes (copies)."
+    ),
+    "probes": FieldOption("Copy probes to measure on."),
+    "probe_haystack": FieldOption("Tokens of a copy probe's haystack."),
+    "probe_needle": FieldOption("Tokens of a copy probe's needle."),
+    "sample_score": FieldOption(
+        "A sample's score: mean_step or relative (the loss rise over the base loss)."
+    ),
+    "select_fraction": FieldOption("Share of the samples, the top scorers, written to selected.jsonl."),
+    "weighting": FieldOption("Step weights: softmax or minmax of the step scores."),
+    "temperature": FieldOption("The softmax's temperature."),
+    "max_length": FieldOption("Tokens per sample."),
+    "batch_size": FieldOption("Samples per forward pass."),
+    "seed": FieldOption("Seed of the copy probes."),
+}
+
+
+@settings_command(train_app, "air", _air_settings, TRAIN_AIR_OPTIONS, hidden=("data",))
+def train_air(
+    options: dict[str, Any],
+    out: OutOption,
+    data_file: Annotated[
+        Path,
+        typer.Option(
+            "--data", help="Chat or prompt/completion records whose completions are reasoning steps."
+        ),
+    ],
+    resume: ResumeOption = False,
+) -> None:
+    """Score reasoning data by attention-head influence (AIR): the top samples for
+    distillation, and every record with step weights for `embodia train sft`."""
+    from embodia.policies.recipes.air import SELECTED, WEIGHTED, AIRSettings, run_air
+
+    with user_errors():
+        settings = AIRSettings(**options, data=str(data_file))
+        summary = run_air(settings, out, resume=resume)
+    heads = ", ".join(f"{layer}.{head}" for layer, head in summary["critical_heads"])
+    console.print(
+        f"AIR done: {summary['samples']} samples scored with heads {heads} disabled (layer.head); "
+        f"{len(summary['selected'])} selected in {bold(out / SELECTED)}; train on the step weights "
+        f"with [bold]embodia train sft --data {escape(str(out / WEIGHTED))}[/]",
+        highlight=False,
+        soft_wrap=True,
+    )

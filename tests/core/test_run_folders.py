@@ -434,6 +434,7 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "train grpo": (["train", "grpo", "--policy", f"hf:{model}", "--env", "embodia/DSR-v0"], "folder"),
         "train sxs": (["train", "sxs", "--policy", f"hf:{model}"], "folder"),
         "train byorn": (["train", "byorn", "--policy", f"hf:{model}", "--data", str(records)], "folder"),
+        "train air": (["train", "air", "--policy", f"hf:{model}", "--data", str(records)], "folder"),
         "train proact": (
             ["train", "proact", "--policy", f"hf:{model}", "--stream", "procedural:arena,seed=0,duration=2"],
             "folder",

@@ -1,5 +1,5 @@
-"""``embodia train byorn`` and ``embodia train proact`` as a user runs them: tiny runs in a
-subprocess (the artefacts load, the metrics are written, the loss falls), and bad input."""
+"""``embodia train air``, ``train byorn`` and ``train proact`` as a user runs them: tiny runs
+in a subprocess (the artefacts load, the metrics are written, the loss falls), and bad input."""
 
 from __future__ import annotations
 
@@ -23,6 +23,43 @@ def _run(*arguments: str) -> subprocess.CompletedProcess[str]:
         text=True,
         timeout=600,
         check=False,
+    )
+
+
+def test_train_air_scores_and_sft_trains_on_its_step_weights(tiny_chat_lm_dir: Path, tmp_path: Path) -> None:
+    data = tmp_path / "reasoning.jsonl"
+    records = []
+    for i in range(12):
+        value, added = i % 7 + 10, i % 3
+        records.append(
+            {
+                "prompt": f"Table: A{i}={value}, B{i}={i % 5 + 20}. What is A{i} plus {added}?\n",
+                "completion": f"Step 1: A{i} = {value}.\nStep 2: {value} + {added} = {value + added}.\n"
+                f"Answer: {value + added}",
+            }
+        )
+    data.write_text("".join(json.dumps(r) + "\n" for r in records))
+    out = tmp_path / "air"
+    done = _run(
+        "train", "air", "--policy", f"hf:{tiny_chat_lm_dir}", "--data", str(data), "--select-fraction", "0.5",
+        "--out", str(out),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr
+    assert "AIR done: 12 samples scored" in done.stdout and "6 selected" in done.stdout
+    weighted = [json.loads(line) for line in (out / "weighted.jsonl").read_text().splitlines()]
+    assert len(weighted) == 12 and all("completion_weights" in r for r in weighted)
+    sft = _run(
+        "train", "sft", "--policy", f"hf:{tiny_chat_lm_dir}", "--data", str(out / "weighted.jsonl"),
+        "--steps", "6", "--batch-size", "4", "--learning-rate", "3e-3", "--out", str(tmp_path / "sft"),
+    )  # fmt: skip
+    assert sft.returncode == 0, sft.stderr
+    summary = json.loads((tmp_path / "sft" / "summary.json").read_text())
+    assert summary["train_loss_last"] < summary["train_loss_first"]
+    from embodia.policies import make_policy
+
+    assert (
+        make_policy(summary["policy"]).complete([{"role": "user", "content": "A1?"}], max_tokens=2).text
+        is not None
     )
 
 
@@ -77,6 +114,8 @@ def test_train_proact_writes_a_gate_a_stream_run_uses(tiny_vlm_dir: Path, tmp_pa
 @pytest.mark.parametrize(
     ("arguments", "problem"),
     [
+        (["air", "--data", "x.jsonl", "--probe", "needles"], "unknown probe 'needles'"),
+        (["air", "--data", "x.jsonl", "--head-fraction", "0"], "head_fraction"),
         (["byorn", "--data", "x.jsonl", "--replace", "ignore"], "unknown replace 'ignore'"),
         (["byorn", "--data", "x.jsonl", "--quantile", "2"], "quantile"),
         (["proact", "--stream", "procedural:arena,seed=0", "--scenario", "debate"], "debate"),
