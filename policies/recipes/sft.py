@@ -332,6 +332,8 @@ def _check_images(record: Mapping[str, Any], where: str) -> None:
     if "images" not in record:
         if placed is not None:
             raise SFTError(f"{where}: content in parts goes with images: the record has no images")
+        if "train_reply" in record:
+            raise SFTError(f"{where}: train_reply goes with image records (tokenised batch by batch)")
         return
     images = record["images"]
     if not isinstance(images, list) or not images or len(images) > MAX_IMAGES:

@@ -306,6 +306,31 @@ def test_image_records_are_checked(tiny_vlm_dir: Path, tiny_chat_lm_dir: Path, t
         load_records(({"prompt": "p", "completion": "c", "images": ["a.png"]},))
     with pytest.raises(SFTError, match=r"images must be a list of 1 to \d+ image file paths"):
         load_records(({**chat, "images": []},))
+    with pytest.raises(SFTError, match="train_reply goes with image records"):
+        load_records(({**chat, "train_reply": False},))
+    with pytest.raises(SFTError, match="train_reply must be true or false"):
+        load_records(({**chat, "images": [str(tmp_path / "a.png")], "train_reply": "no"},))
+    with pytest.raises(SFTError, match="content in parts goes with images"):
+        load_records(
+            (
+                {
+                    "messages": [
+                        {"role": "user", "content": [{"type": "text", "text": "hi"}]},
+                        chat["messages"][1],
+                    ]
+                },
+            )
+        )
+    with pytest.raises(SFTError, match=r"places 2 image\(s\) but the record has 1"):
+        two = [{"type": "image"}, {"type": "image"}, {"type": "text", "text": "Colour?"}]
+        load_records(
+            (
+                {
+                    "messages": [{"role": "user", "content": two}, chat["messages"][1]],
+                    "images": [str(tmp_path / "a.png")],
+                },
+            )
+        )
     with pytest.raises(SFTError, match="has no images while other records do"):
         load_records(({**chat, "images": [str(tmp_path / "a.png")]}, chat))
     with pytest.raises(SFTError, match="image file 'b.png' not found"):
