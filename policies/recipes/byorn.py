@@ -305,8 +305,8 @@ class Replacements:
 
 def _refresh_callback(replacements: Replacements, processor: Any, settings: BYORnSettings) -> Any:
     """A TrainerCallback that refreshes the responses at the start (or loads those of the
-    resumed step) and after every ``regenerate_every`` optimiser steps; the batches of the
-    steps after a refresh are drawn with its responses."""
+    resumed step) and after every ``regenerate_every`` optimiser steps; the step after a refresh
+    trains on its responses (the SFT recipe renders a batch when its step starts)."""
     from transformers import TrainerCallback
 
     class _Refresh(TrainerCallback):

@@ -56,7 +56,7 @@ import json
 import logging
 import math
 import time
-from collections import Counter
+from collections import Counter, UserDict
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager
 from dataclasses import asdict, dataclass
@@ -637,6 +637,37 @@ def image_batch(
     return batch
 
 
+class LazyBatch(UserDict[str, Any]):
+    """A training batch rendered when it is first read, not when it is drawn.
+
+    The trainer's data loader (accelerate's) draws each batch one step ahead, so a batch
+    rendered when drawn would miss a completion override refreshed after the step before it
+    (BYORn's regenerated replies), and a resumed run, which draws its first batches afresh,
+    would see other replies than the uninterrupted run. Read first when its step starts (the
+    trainer counts its labels), it sees every refresh made before that step. Moving it to a
+    device keeps it lazy: the trainer moves each tensor itself. Built from a mapping (as the
+    trainer rebuilds a batch with its tensors moved), it is that mapping."""
+
+    def __init__(self, source: Callable[[], dict[str, Any]] | Mapping[str, Any] | None = None) -> None:
+        self._render = source if callable(source) else None
+        self._rendered: dict[str, Any] = {}
+        super().__init__(None if callable(source) else source)
+
+    @property  # type: ignore[override]
+    def data(self) -> dict[str, Any]:
+        if self._render is not None:
+            render, self._render = self._render, None
+            self._rendered = render()
+        return self._rendered
+
+    @data.setter
+    def data(self, value: dict[str, Any]) -> None:
+        self._rendered = value
+
+    def to(self, device: Any, non_blocking: bool = False) -> LazyBatch:
+        return self
+
+
 def _image_collator(
     processor: Any,
     records: Mapping[str, Sequence[Record]],
@@ -644,12 +675,12 @@ def _image_collator(
     override: Override | None,
     fields: Sequence[str] = (),
 ) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
-    """Batches of image records (rows of :func:`_image_rows`) made by :func:`image_batch` as
-    they are drawn, each training completion the one ``override`` gives for it at that moment
-    (when it gives one), and each of the records' ``fields`` as a tensor."""
+    """Batches of image records (rows of :func:`_image_rows`) made by :func:`image_batch` when
+    first read (:class:`LazyBatch`), each training completion the one ``override`` gives for it
+    at that moment (when it gives one), and each of the records' ``fields`` as a tensor."""
     import torch
 
-    def collate(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    def render(rows: list[dict[str, Any]]) -> dict[str, Any]:
         chosen = [records[str(row["split"])][int(row["record"])] for row in rows]
         replies = [
             override(int(row["record"])) if override is not None and row["split"] == TRAIN_SPLIT else None
@@ -665,6 +696,9 @@ def _image_collator(
         for field in fields:
             batch[field] = torch.tensor([record[field] for record in chosen])
         return batch
+
+    def collate(rows: list[dict[str, Any]]) -> LazyBatch:
+        return LazyBatch(lambda: render(rows))
 
     return collate
 

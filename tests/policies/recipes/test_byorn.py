@@ -141,7 +141,9 @@ def test_a_judge_that_says_no_flags_the_record(tiny_vlm_dir: Path, poisoned: Pat
 def test_a_killed_run_resumes_with_the_responses_of_its_checkpoint(
     tiny_vlm_dir: Path, poisoned: Path, tmp_path: Path
 ) -> None:
-    settings = _settings(tiny_vlm_dir, poisoned)
+    """LoRA, a refresh at the checkpoint's step: the resumed run trains step 5 on the replies
+    the uninterrupted run did (those refreshed after step 4), to the same weights."""
+    settings = _settings(tiny_vlm_dir, poisoned, lora_r=4)
     whole = byorn.run_byorn(settings, tmp_path / "whole")
     out = tmp_path / "killed"
     killed = kill_after_step(settings, "run_byorn", out, 5)
@@ -183,3 +185,17 @@ def test_bad_input_is_named(
     missing.write_text(json.dumps({**record, "images": ["nowhere.png"]}) + "\n")
     with pytest.raises(EmbodiaError, match="image file 'nowhere.png' not found"):
         byorn.run_byorn(_settings(tiny_vlm_dir, missing), tmp_path / "c")
+
+
+def test_a_batch_is_rendered_when_first_read_and_stays_lazy_when_moved() -> None:
+    from embodia.policies.recipes.sft import LazyBatch
+
+    made = []
+    batch = LazyBatch(lambda: made.append(1) or {"labels": torch.tensor([1, -100])})
+    assert batch.to("cpu") is batch and made == []
+    assert batch["labels"].tolist() == [1, -100] and made == [1]
+    assert dict(batch) == {"labels": batch["labels"]} and made == [1]  # rendered once
+    rebuilt = type(batch)({key: value for key, value in batch.items()})  # as the trainer rebuilds it
+    assert rebuilt["labels"] is batch["labels"]
+    rebuilt["use_cache"] = False
+    assert rebuilt.pop("use_cache") is False and set(rebuilt) == {"labels"}
