@@ -653,7 +653,7 @@ class LazyBatch(UserDict[str, Any]):
         self._rendered: dict[str, Any] = {}
         super().__init__(None if callable(source) else source)
 
-    @property  # type: ignore[override]
+    @property
     def data(self) -> dict[str, Any]:
         if self._render is not None:
             render, self._render = self._render, None
@@ -674,7 +674,7 @@ def _image_collator(
     settings: SFTSettings,
     override: Override | None,
     fields: Sequence[str] = (),
-) -> Callable[[list[dict[str, Any]]], dict[str, Any]]:
+) -> Callable[[list[dict[str, Any]]], LazyBatch]:
     """Batches of image records (rows of :func:`_image_rows`) made by :func:`image_batch` when
     first read (:class:`LazyBatch`), each training completion the one ``override`` gives for it
     at that moment (when it gives one), and each of the records' ``fields`` as a tensor."""
