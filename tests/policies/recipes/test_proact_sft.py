@@ -150,3 +150,23 @@ def test_bad_input_is_named(tiny_vlm_dir: Path, tiny_chat_lm_dir: Path, tmp_path
         proact_sft.run_proact_sft(_settings(tiny_chat_lm_dir), tmp_path / "text")
     with pytest.raises(EmbodiaError, match="source"):
         proact_sft.run_proact_sft(_settings(tiny_vlm_dir, streams=("arena",)), tmp_path / "bad")
+
+
+@pytest.mark.parametrize(
+    ("scenario", "marker"), [("co-commentary", "<|history_start|>"), ("guidance", "<|query_start|>")]
+)
+def test_co_commentary_and_guidance_records_carry_what_was_heard_and_asked(
+    scenario: str, marker: str, tmp_path: Path
+) -> None:
+    """A co-caster's lines come into the next second's turn as history, a player's question as
+    the query, and the labels are the active speaker's own."""
+    stream = open_stream("procedural:arena,seed=1,duration=30", scenario)
+    records = proact_sft.stream_records(stream, 0, tmp_path)
+    texts = [[p["text"] for p in r["messages"][0]["content"] if p["type"] == "text"] for r in records]
+    assert any(marker in text for turn in texts for text in turn)
+    assert [r["gate"] for r in records] == [int(v) for v in stream_labels(stream).tolist()]
+    for record, turn in zip(records, texts, strict=True):
+        chunk = stream.chunk(record["second"])
+        assert (marker in "".join(turn)) == bool(
+            chunk.history if scenario == "co-commentary" else chunk.query
+        )
