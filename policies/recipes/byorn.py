@@ -11,7 +11,7 @@ implausible for its image and question under the *pretrained* model, so it:
 2. **flags** the records whose score is below ``threshold``, or, with ``quantile``, the
    lowest-scoring ``quantile`` share of them;
 3. **fine-tunes** through the SFT recipe (:func:`~embodia.policies.recipes.sft.run_sft`), a
-   flagged record's response replaced, as its batch is drawn, by one the model generates for
+   flagged record's response replaced, when its batch's step starts, by one the model generates for
    its image and question (greedy): the objective is the mean of ℓ(y) over the records kept
    and ℓ(ŷ) over the flagged ones. ``replace`` chooses ŷ:
 
