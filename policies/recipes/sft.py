@@ -1150,8 +1150,8 @@ def run_sft(
     checkpoint. ``on_log`` gets each ``metrics.jsonl`` line as it is written. With
     ``stream``, the records come from it as they arrive (:class:`RecordStream`) and
     ``settings.data`` only names where they are kept; ``max_steps`` bounds the steps and the
-    stream's end ends the run. ``override`` (image records only) gives, as each batch is
-    drawn, the completion to train a record on in place of its own; ``callbacks`` are
+    stream's end ends the run. ``override`` (image records only) gives, when a batch's step
+    starts, the completion to train a record on in place of its own; ``callbacks`` are
     TrainerCallbacks added to the trainer (e.g. the one that refreshes the overrides).
     ``objective`` (image records only) adds a second loss term with its own trainable
     module (:class:`Objective`); the module holds the trained state when this returns.
