@@ -28,7 +28,6 @@ each finishes) and ``summary.json``; ``resume=True`` continues where it was cut.
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
@@ -39,7 +38,7 @@ import numpy as np
 
 from embodia.core.chat import Message
 from embodia.core.limits import check_range, check_seed
-from embodia.core.runs import RunFolder, runner
+from embodia.core.runs import RunFolder, jsonl_text, runner, write_atomic
 from embodia.envs.puzzles.clevr_scene import draw_scene, render_scene
 from embodia.errors import EmbodiaError
 from embodia.policies.recipes.byorn import BYORnSettings, run_byorn
@@ -139,7 +138,7 @@ def vqa_records(
 
 def write_records(records: Sequence[Mapping[str, Any]], path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    write_atomic(path, jsonl_text(records))
     return path
 
 
@@ -220,12 +219,12 @@ class BackdoorStudySettings:
         check_seed("seed", self.seed, BackdoorError)
         self.byorn_settings(self.model, ())  # BYORn's own checks now
 
-    def byorn_settings(self, model: str, records: tuple[Any, ...]) -> BYORnSettings:
+    def byorn_settings(self, model: str, data: str | tuple[Any, ...]) -> BYORnSettings:
         try:
             return BYORnSettings(
                 **{
                     "model": model,
-                    "data": records,
+                    "data": data,
                     "max_steps": self.finetune_steps,
                     "learning_rate": self.learning_rate,
                     "batch_size": self.batch_size,
@@ -302,13 +301,10 @@ def run_backdoor_study(settings: BackdoorStudySettings, out: Path, *, resume: bo
         )
         measure("pretrained", pretrained)
         measure("sft", sft("sft", pretrained, finetune_file, settings.finetune_steps))
-        byorn_settings = BYORnSettings(
-            **{**asdict(settings.byorn_settings(pretrained, ())), "data": str(finetune_file)}
-        )
+        byorn_settings = settings.byorn_settings(pretrained, str(finetune_file))
         byorn = run_byorn(byorn_settings, out / "byorn", resume=(out / "byorn").exists())
         measure("byorn", str(byorn["policy"]))
-    byorn_summary = json.loads((out / "byorn" / "summary.json").read_text(encoding="utf-8"))
-    flagged = set(byorn_summary["flagged_records"])
+    flagged = set(byorn["flagged_records"])
     poisoned = {i for i, r in enumerate(finetune) if r["poisoned"]}
     summary = {
         "settings": config,

@@ -41,7 +41,7 @@ from typing import Any, Literal
 
 from embodia.core.chat import Policy, require_images
 from embodia.core.limits import MAX_STEPS, check_range, check_seed
-from embodia.core.runs import RunFolder, read_jsonl, runner
+from embodia.core.runs import RunFolder, jsonl_text, read_jsonl, runner
 from embodia.errors import EmbodiaError
 from embodia.policies.recipes.sft import (
     Record,
@@ -56,6 +56,7 @@ from embodia.policies.recipes.sft import (
     run_sft,
 )
 from embodia.policies.spec import parse_policy_spec
+from embodia.policies.trainable import token_scores
 
 SCORES = "scores.jsonl"
 REPLACEMENTS = "replacements.jsonl"
@@ -163,12 +164,11 @@ def plausibility(
         labels = batch.pop("labels").to(device)
         inputs = {k: v.to(device) if hasattr(v, "to") else v for k, v in batch.items()}
         with torch.no_grad():
-            logits = model(**inputs, use_cache=False).logits[:, :-1].float()
-        target = labels[:, 1:]
-        mask = target != -100
-        logps = torch.log_softmax(logits, dim=-1).gather(-1, target.clamp(min=0).unsqueeze(-1)).squeeze(-1)
-        counts = mask.sum(dim=1).clamp(min=1)
-        scores.extend(((logps * mask).sum(dim=1) / counts).tolist())
+            logits = model(**inputs, use_cache=False).logits[:, :-1]
+            target = labels[:, 1:]
+            mask = target != -100
+            logps, _ = token_scores(logits, target.clamp(min=0), mask)
+        scores.extend((logps.sum(dim=1) / mask.sum(dim=1).clamp(min=1)).tolist())
     return scores
 
 
@@ -273,21 +273,21 @@ class Replacements:
         return self.current.get(index)
 
     def load(self, up_to_step: int) -> bool:
-        """Take the last refresh written at or before ``up_to_step``; False when there is none."""
+        """Take the last whole refresh written at or before ``up_to_step`` (a kill while one
+        was written leaves part of it, which does not count); False when there is none."""
         if not self.path.is_file():
             return False
         rounds: dict[int, dict[int, str]] = {}
         for _, line in read_jsonl(self.path, strict=False, error=BYORnError, what="replacements"):
             if isinstance(line.get("step"), int) and line["step"] <= up_to_step:
                 rounds.setdefault(line["step"], {})[int(line["record"])] = str(line["response"])
-        if not rounds:
+        whole = [step for step, replies in rounds.items() if set(replies) == set(self.flagged)]
+        if not whole:
             return False
-        self.current = rounds[max(rounds)]
+        self.current = rounds[max(whole)]
         return True
 
     def refresh(self, model: Any, processor: Any, step: int, settings: BYORnSettings) -> None:
-        import json
-
         chosen = [self.records[i] for i in self.flagged]
         responses = generate_responses(
             model,
@@ -297,9 +297,9 @@ class Replacements:
             max_new_tokens=settings.max_new_tokens,
         )
         self.current = dict(zip(self.flagged, responses, strict=True))
+        lines = [{"step": step, "record": index, "response": text} for index, text in self.current.items()]
         with self.path.open("a", encoding="utf-8") as file:
-            for index, response in self.current.items():
-                file.write(json.dumps({"step": step, "record": index, "response": response}) + "\n")
+            file.write(jsonl_text(lines))
         self.refreshes += 1
 
 

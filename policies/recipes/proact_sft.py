@@ -46,7 +46,7 @@ import numpy as np
 import torch
 
 from embodia.core.limits import MAX_STEPS, check_range, check_seed
-from embodia.core.runs import RunFolder, runner
+from embodia.core.runs import RunFolder, jsonl_text, read_run_records, runner, write_atomic
 from embodia.envs.streams.core import Stream
 from embodia.envs.streams.sources import check_scenario, open_stream
 from embodia.errors import EmbodiaError
@@ -296,9 +296,7 @@ def run_proact_sft(settings: ProactSFTSettings, out: Path, *, resume: bool = Fal
         records: list[dict[str, Any]] = []
         for clip in clip_order(len(opened), settings.seed):
             records.extend(stream_records(opened[clip], clip, out / DATA))
-        (out / DATA / "train.jsonl").write_text(
-            "".join(json.dumps(r) + "\n" for r in records), encoding="utf-8"
-        )
+        write_atomic(out / DATA / "train.jsonl", jsonl_text(records))
         # the head's input standardisation: the start model's flag states on the training seconds
         by_stream = features.stream_features(opened)
         mark(DATA, "done", records=len(records), speaking=sum(r["gate"] for r in records))
@@ -343,9 +341,7 @@ def run_proact_sft(settings: ProactSFTSettings, out: Path, *, resume: bool = Fal
         mark(SFT, "done", policy=sft["policy"])
         save_gate(out / GATE, head.eval(), {**meta, "model_dir": str(final.resolve())})
         mark(GATE, "done", gate=str(out / GATE))
-    rows = [
-        json.loads(line) for line in (out / SFT / "metrics.jsonl").read_text(encoding="utf-8").splitlines()
-    ]
+    rows = read_run_records(out / SFT / "metrics.jsonl")
     gate_losses = [r["gate_loss"] for r in rows if r.get("gate_loss") is not None]
     summary = {
         "settings": config,

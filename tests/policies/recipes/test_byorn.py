@@ -199,3 +199,19 @@ def test_a_batch_is_rendered_when_first_read_and_stays_lazy_when_moved() -> None
     assert rebuilt["labels"] is batch["labels"]
     rebuilt["use_cache"] = False
     assert rebuilt.pop("use_cache") is False and set(rebuilt) == {"labels"}
+
+
+def test_a_refresh_cut_by_a_kill_is_not_trained_on(tmp_path: Path) -> None:
+    """A kill while a refresh was being written leaves part of it: a resume takes the last
+    whole refresh, so no flagged record falls back to its own (poisoned) reply."""
+    from embodia.core.runs import RunFolder
+
+    folder = RunFolder(tmp_path / "run", byorn.SCORES)
+    folder.out.mkdir(parents=True)
+    replacements = byorn.Replacements(folder, [{}] * 5, [1, 3])
+    lines = [(0, 1, "red"), (0, 3, "cube"), (2, 1, "blue")]  # step 2's reply for record 3 never written
+    (folder.out / byorn.REPLACEMENTS).write_text(
+        "".join(json.dumps({"step": s, "record": r, "response": t}) + "\n" for s, r, t in lines)
+    )
+    assert replacements.load(2) and replacements.current == {1: "red", 3: "cube"}
+    assert not byorn.Replacements(folder, [{}] * 5, [1, 3, 4]).load(2)
