@@ -1,0 +1,1 @@
+"""Adapters on frozen vision encoders: MAA (manifold-adversarial adapters) and its baseline."""

@@ -1,0 +1,1 @@
+"""Two-modality image fusion: IDEAL, its baselines and the standard fusion metrics."""

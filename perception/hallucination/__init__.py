@@ -1,0 +1,1 @@
+"""Object-hallucination detection in VLM captions: InsLen, HaloProbe and their baselines."""

@@ -1,0 +1,1 @@
+"""Visual tokenizers: lookup-free / binary spherical quantisation and its bitwise AR head."""
