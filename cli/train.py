@@ -675,3 +675,79 @@ def train_air(
         highlight=False,
         soft_wrap=True,
     )
+
+
+# --------------------------------------------------------------------------- train maa
+
+
+def _maa_settings() -> type[Any]:
+    from embodia.evals.robustness import MAASettings
+
+    return MAASettings
+
+
+TRAIN_MAA_OPTIONS: OptionTable = {
+    "encoder": FieldOption(
+        "The frozen vision encoder: a transformers directory (ViT, CLIP or SigLIP vision tower)."
+    ),
+    "data": FieldOption("Clean images: clevr (generated close-ups of puzzle renders) or a folder of images."),
+    "images": FieldOption("How many clean images."),
+    "out": OWN,
+    "resume": OWN,
+    "corruptions": FieldOption(
+        "A corruption to train on (gaussian_noise, gaussian_blur, defocus_blur, jpeg, fog, "
+        "low_light); repeatable, default all.",
+        flag="--corruption",
+    ),
+    "severities": FieldOption("A severity (1-5) to train on; repeatable, default all.", flag="--severity"),
+    "clean_share": FieldOption("Share of the training copies left clean."),
+    "rank": FieldOption("The adapters' bottleneck width."),
+    "layers": FieldOption(
+        "A block to adapt (negative from the last); repeatable, default every block.", flag="--layer"
+    ),
+    "adversarial_weight": FieldOption(
+        "Weight of the adversarial manifold term (0: Euclidean alignment only)."
+    ),
+    "objective": FieldOption("The adversarial objective: nonsaturating or lsgan."),
+    "adversarial_layers": FieldOption(
+        "A block whose tokens a discriminator judges; repeatable, default the last.",
+        flag="--adversarial-layer",
+    ),
+    "discriminator_width": FieldOption("Hidden width of each token discriminator."),
+    "steps": FieldOption("Optimiser steps."),
+    "batch_size": FieldOption("Images per step."),
+    "learning_rate": FieldOption("The adapters' Adam learning rate."),
+    "discriminator_learning_rate": FieldOption("The discriminators' Adam learning rate."),
+    "log_every": FieldOption("Steps between two metrics lines."),
+    "save_every": FieldOption("Steps between two checkpoints (a resume continues from the last)."),
+    "seed": FieldOption("Seed of the images, the corruptions drawn and the initialisation."),
+}
+MAA_COLUMNS: tuple[Column, ...] = (
+    ("step", "step"),
+    ("distill", "distill_loss"),
+    ("adversarial", "adversarial_loss"),
+    ("D loss", "discriminator_loss"),
+    ("D accuracy", "discriminator_accuracy"),
+    ("images/s", "images_per_s"),
+)
+
+
+@settings_command(train_app, "maa", _maa_settings, TRAIN_MAA_OPTIONS)
+def train_maa(options: dict[str, Any], out: OutOption, resume: ResumeOption = False) -> None:
+    """Train MAA adapters that make a frozen vision encoder robust to corrupted images: paired
+    feature distillation of corrupted copies onto clean ones plus a token-level adversarial
+    manifold term; only the adapters are saved (OUT/adapters)."""
+    from embodia.evals.robustness import MAASettings, run_maa
+
+    with user_errors():
+        settings = MAASettings(**options)
+        with MetricsTable(f"MAA adapters: {out}", MAA_COLUMNS) as table:
+            summary = run_maa(settings, out, resume=resume, on_record=table.add)
+    console.print(
+        f"MAA done: {summary['steps']} steps"
+        + _change(summary["distill_loss_first"], summary["distill_loss_last"], "distillation loss")
+        + f"; {summary['adapter_parameters']} adapter weights in {bold(summary['adapters'])} "
+        "(attach them with embodia.perception.adapters.maa.load_adapters)",
+        highlight=False,
+        soft_wrap=True,
+    )

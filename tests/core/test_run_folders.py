@@ -435,6 +435,7 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "train sxs": (["train", "sxs", "--policy", f"hf:{model}"], "folder"),
         "train byorn": (["train", "byorn", "--policy", f"hf:{model}", "--data", str(records)], "folder"),
         "train air": (["train", "air", "--policy", f"hf:{model}", "--data", str(records)], "folder"),
+        "train maa": (["train", "maa", "--encoder", str(model)], "folder"),
         "train proact": (
             ["train", "proact", "--policy", f"hf:{model}", "--stream", "procedural:arena,seed=0,duration=2"],
             "folder",
