@@ -1,5 +1,6 @@
-"""Scores shared by several rooms: per-second speaking F1 (the live-commentary timing score)
-and ROUGE-L over lower-cased words.
+"""Scores shared by several rooms: per-second speaking F1 (the live-commentary timing score),
+ROUGE-L over lower-cased words, and the ranking scores of a detector (AUROC, average
+precision, FPR at 95% TPR).
 
 The live benchmark (``embodia.evals.live``), the speak gate's training, the stream media
 checks and the CLEVR answer checks all score with these, so they live on the lowest floor.
@@ -9,6 +10,7 @@ strings); a second whose text is empty or only an ellipsis is *silent*.
 
 from __future__ import annotations
 
+import bisect
 import re
 from collections.abc import Iterable, Mapping
 from typing import Any, TypedDict
@@ -126,3 +128,69 @@ def rouge_l(prediction: str, reference: str) -> float:
         return 0.0
     precision, recall = lcs / len(a), lcs / len(b)
     return 2 * precision * recall / (precision + recall)
+
+
+# --------------------------------------------------------------------------- ranking scores
+
+
+def _ranking_inputs(
+    positives: Iterable[float], negatives: Iterable[float]
+) -> tuple[list[float], list[float]]:
+    pos, neg = [float(x) for x in positives], [float(x) for x in negatives]
+    if not pos or not neg:
+        raise ScoreInputError(
+            f"a ranking score needs both classes: {len(pos)} positive and {len(neg)} negative scores"
+        )
+    if any(x != x for x in pos + neg):
+        raise ScoreInputError("a ranking score was given a NaN score")
+    return pos, neg
+
+
+def _thresholds(positives: list[float], negatives: list[float]) -> list[tuple[int, int]]:
+    """Cumulative (true positives, false positives) at each distinct score, highest first:
+    tied scores enter together, as one threshold."""
+    scored = sorted([(x, 1) for x in positives] + [(x, 0) for x in negatives], key=lambda pair: -pair[0])
+    out: list[tuple[int, int]] = []
+    tp = fp = 0
+    for i, (score, label) in enumerate(scored):
+        tp, fp = tp + label, fp + (1 - label)
+        if i + 1 == len(scored) or scored[i + 1][0] != score:
+            out.append((tp, fp))
+    return out
+
+
+def auroc(positives: Iterable[float], negatives: Iterable[float]) -> float:
+    """The area under the ROC curve: the chance that a positive outscores a negative, a tie
+    counting one half (the Mann-Whitney statistic; as ``sklearn.metrics.roc_auc_score``)."""
+    pos, neg = _ranking_inputs(positives, negatives)
+    ordered = sorted(neg)
+    wins = sum(
+        bisect.bisect_left(ordered, x)
+        + 0.5 * (bisect.bisect_right(ordered, x) - bisect.bisect_left(ordered, x))
+        for x in pos
+    )
+    return wins / (len(pos) * len(neg))
+
+
+def average_precision(positives: Iterable[float], negatives: Iterable[float]) -> float:
+    """AUPR as average precision: Σ (R_n - R_(n-1)) · P_n over the distinct thresholds, highest
+    score first (as ``sklearn.metrics.average_precision_score``)."""
+    pos, neg = _ranking_inputs(positives, negatives)
+    total, previous_recall = 0.0, 0.0
+    for tp, fp in _thresholds(pos, neg):
+        recall = tp / len(pos)
+        total += (recall - previous_recall) * tp / (tp + fp)
+        previous_recall = recall
+    return total
+
+
+def fpr_at_tpr(positives: Iterable[float], negatives: Iterable[float], tpr: float = 0.95) -> float:
+    """The false-positive rate at the highest threshold whose true-positive rate reaches
+    ``tpr`` (FPR@95%TPR by default)."""
+    if not 0 < tpr <= 1:
+        raise ScoreInputError(f"tpr must be in (0, 1]; got {tpr!r}")
+    pos, neg = _ranking_inputs(positives, negatives)
+    for tp, fp in _thresholds(pos, neg):
+        if tp / len(pos) >= tpr:
+            return fp / len(neg)
+    return 1.0

@@ -1,0 +1,471 @@
+"""``embodia eval hallucination``: how often a VLM's captions name objects that are not there,
+how well InsLen, HaloProbe and the attention-mass baseline tell those mentions apart, and
+whether HaloProbe-guided decoding lowers the rate.
+
+The images are captioned scenes whose objects are known exactly
+(:mod:`embodia.evals.hallucination_data`), so every mention is labelled real or hallucinated
+without a judge. A run has two sets of scenes, drawn from different seeds:
+
+- **probe** scenes (``probe_captions``): their greedy captions, labelled, fit HaloProbe
+  (saved as ``haloprobe.json`` in the run folder);
+- **test** scenes (``captions``): their greedy captions are labelled and every mention is
+  scored by each detector, one forward pass per caption; detection is measured with real
+  mentions as the positive class (AUROC, AUPR, FPR@95%TPR); CHAIR and caption-based POPE
+  (a question is answered "yes" when the caption names the object) are measured on them.
+
+With ``guided`` the test scenes are captioned again by HaloProbe-guided decoding (candidates
+from beam search and sampling, re-ranked by expected hallucinations, among candidates naming
+as many objects as the greedy caption: equal caption length) and by post-hoc removal of the
+mentions HaloProbe flags; CHAIR and POPE are measured on both.
+
+The run folder holds ``captions.jsonl`` (one record per captioned scene, written as each is
+done), ``haloprobe.json``, ``guided.jsonl`` and ``summary.json``; a resumed run captions only
+the scenes without a record. Each scene is one unit of a
+:class:`~embodia.core.scale_out.WorkerPool` (here, or on Ray).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import asdict, dataclass
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from embodia.core.limits import check_range, check_seed
+from embodia.core.runs import RunFolder, runner
+from embodia.core.scale_out import LOCAL, Backend, Unit, WorkerPool
+from embodia.evals.hallucination_data import (
+    CAPTION_PROMPT,
+    caption_scene,
+    caption_text,
+    find_mentions,
+    label_mentions,
+    scene_objects,
+)
+from embodia.perception.hallucination.decoding import (
+    generate_captions,
+    guided_caption,
+    hallucination_probabilities,
+    remove_flagged,
+)
+from embodia.perception.hallucination.detectors import (
+    attention_scores,
+    inslen_scores,
+    signal_names,
+    token_signals,
+)
+from embodia.perception.hallucination.haloprobe import HaloProbe, mention_features, simpson_report
+from embodia.perception.hallucination.mentions import HallucinationError, Mention, repeated
+from embodia.perception.hallucination.metrics import chair, detection_scores, pope
+from embodia.perception.hallucination.signals import caption_pass
+from embodia.policies.spec import parse_policy_spec
+
+CAPTIONS = "captions.jsonl"
+GUIDED = "guided.jsonl"
+SUMMARY = "summary.json"
+DETECTORS: tuple[str, ...] = ("inslen", "haloprobe", "attention-baseline")
+SPLIT_SEEDS = {"probe": 1, "test": 2}
+"""Offsets of each split's scene seed from the run's seed (seed x 10 + offset)."""
+POPE_SPLITS: tuple[str, ...] = ("random", "popular", "adversarial")
+
+
+@dataclass(frozen=True)
+class HallucinationEvalSettings:
+    """One hallucination evaluation (module docstring)."""
+
+    model: str
+    """The VLM: ``hf:DIR``, a local image-text-to-text model with its processor."""
+    detectors: tuple[str, ...] = DETECTORS
+    """Which detectors to measure: ``inslen``, ``haloprobe``, ``attention-baseline``."""
+    captions: int = 200
+    """Test scenes captioned and scored."""
+    probe_captions: int = 200
+    """Scenes whose captions fit HaloProbe (used when ``haloprobe`` is measured or ``guided``)."""
+    guided: bool = False
+    """Also caption the test scenes by HaloProbe-guided decoding and post-hoc removal."""
+    num_beams: int = 4
+    samples: int = 4
+    """Guided decoding's candidates: beams of a beam search, then samples at temperature 1."""
+    flag_threshold: float = 0.5
+    """Post-hoc removal drops mentions whose p(hallucinated) exceeds it."""
+    max_new_tokens: int = 64
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        if parse_policy_spec(self.model)[0] != "hf":
+            raise HallucinationError(
+                f"the detectors read a local transformers VLM's hidden states: hf:DIR, got {self.model!r}"
+            )
+        unknown = [d for d in self.detectors if d not in DETECTORS]
+        if unknown or not self.detectors:
+            raise HallucinationError(
+                f"unknown detector {', '.join(map(repr, unknown)) or '(none given)'}; "
+                f"known: {', '.join(DETECTORS)}"
+            )
+        check_range("captions", self.captions, 2, 100_000, HallucinationError)
+        check_range("probe_captions", self.probe_captions, 2, 100_000, HallucinationError)
+        check_range("num_beams", self.num_beams, 1, 64, HallucinationError)
+        check_range("samples", self.samples, 0, 64, HallucinationError)
+        if self.guided and self.num_beams + self.samples < 2:
+            raise HallucinationError("guided decoding needs at least two candidates (num_beams + samples)")
+        if not 0 < self.flag_threshold < 1:
+            raise HallucinationError(f"flag_threshold must be in (0, 1); got {self.flag_threshold!r}")
+        check_range("max_new_tokens", self.max_new_tokens, 1, 4096, HallucinationError)
+        check_seed("seed", self.seed, HallucinationError)
+
+    @property
+    def needs_probe(self) -> bool:
+        return self.guided or "haloprobe" in self.detectors
+
+
+# --------------------------------------------------------------------------- the units
+
+
+def load_captioner(spec: str) -> tuple[Any, Any]:
+    """The processor and model of ``hf:DIR``, with eager attention (the detectors read
+    attention maps)."""
+    from transformers import AutoModelForImageTextToText, AutoProcessor
+
+    directory = Path(parse_policy_spec(spec)[1])
+    if not (directory / "config.json").is_file():
+        raise HallucinationError(f"{directory} holds no transformers model (no config.json)")
+    try:
+        processor = AutoProcessor.from_pretrained(directory)
+        model = AutoModelForImageTextToText.from_pretrained(directory, attn_implementation="eager").eval()
+    except (OSError, ValueError, KeyError) as error:
+        raise HallucinationError(
+            f"{directory} is not an image-text-to-text model with a processor: {error}"
+        ) from error
+    if getattr(processor, "image_processor", None) is None:
+        raise HallucinationError(f"the processor in {directory} takes no images")
+    return processor, model
+
+
+def _mention_rows(mentions: Sequence[Mention], offsets: Sequence[int]) -> list[dict[str, Any]]:
+    flags = repeated(mentions)
+    return [
+        {
+            "text": m.text,
+            "key": list(m.key) if isinstance(m.key, tuple) else m.key,
+            "hallucinated": m.hallucinated,
+            "position": offset,
+            "repeat": flag,
+        }
+        for m, offset, flag in zip(mentions, offsets, flags, strict=True)
+    ]
+
+
+def caption_unit(
+    settings: HallucinationEvalSettings, processor: Any, model: Any, split: str, index: int
+) -> dict[str, Any]:
+    """Caption one scene greedily, label its mentions and score them (one forward pass)."""
+    image, objects = caption_scene(settings.seed * 10 + SPLIT_SEEDS[split], index)
+    caption = generate_captions(
+        model, processor, image, CAPTION_PROMPT, max_new_tokens=settings.max_new_tokens
+    )[0]
+    mentions = label_mentions(caption, objects)
+    record: dict[str, Any] = {
+        "split": split,
+        "index": index,
+        "caption": caption,
+        "objects": sorted(map(list, scene_objects(objects))),
+        "mentions": [],
+    }
+    if not mentions:
+        return record
+    scored = caption_pass(model, processor, image, CAPTION_PROMPT, caption, mentions, attentions=True)
+    rows = _mention_rows(mentions, [tokens[0] - scored.caption_start for tokens in scored.mention_tokens])
+    signals = token_signals(scored)
+    columns: dict[str, Sequence[float]] = {"attention-baseline": attention_scores(scored)}
+    if split == "test" and "inslen" in settings.detectors:
+        columns["inslen"] = inslen_scores(scored)
+    for i, row in enumerate(rows):
+        row["features"] = mention_features(signals[i]).tolist()
+        row["scores"] = {name: float(values[i]) for name, values in columns.items()}
+    record["mentions"] = rows
+    return record
+
+
+def _caption_worker(
+    settings: HallucinationEvalSettings, loaded: tuple[Any, Any] | None = None
+) -> Callable[[tuple[str, int], Any], dict[str, Any]]:
+    processor, model = loaded if loaded is not None else load_captioner(settings.model)
+
+    def work(payload: tuple[str, int], _: Any) -> dict[str, Any]:
+        return caption_unit(settings, processor, model, *payload)
+
+    return work
+
+
+def _guided_worker(
+    settings: HallucinationEvalSettings, loaded: tuple[Any, Any] | None = None
+) -> Callable[[tuple[int, str], Any], dict[str, Any]]:
+    processor, model = loaded if loaded is not None else load_captioner(settings.model)
+
+    def work(payload: tuple[int, str], probe_values: Mapping[str, Any]) -> dict[str, Any]:
+        index, greedy = payload
+        probe = HaloProbe(**probe_values)
+        image, objects = caption_scene(settings.seed * 10 + SPLIT_SEEDS["test"], index)
+        guided = guided_caption(
+            model,
+            processor,
+            probe,
+            image,
+            CAPTION_PROMPT,
+            find_mentions,
+            num_beams=settings.num_beams,
+            samples=settings.samples,
+            max_new_tokens=settings.max_new_tokens,
+            same_mentions_as=greedy,
+            seed=settings.seed * 100_003 + index,
+        )
+        mentions = find_mentions(greedy)
+        risk = hallucination_probabilities(model, processor, probe, image, CAPTION_PROMPT, greedy, mentions)
+        removed = remove_flagged(greedy, mentions, risk.tolist(), without_mentions, settings.flag_threshold)
+        return {
+            "index": index,
+            "guided": guided.caption,
+            "candidates": guided.candidates,
+            "removed": removed,
+            "greedy_risk": risk.tolist(),
+            "objects": sorted(map(list, scene_objects(objects))),
+        }
+
+    return work
+
+
+def without_mentions(caption: str, flagged: Sequence[Mention]) -> str:
+    """The caption rewritten without the flagged mentions: the scene's caption grammar, over the
+    mentions that remain (the constrained edit of post-hoc removal, for this caption format)."""
+    drop = {(m.start, m.end) for m in flagged}
+    kept = [m for m in find_mentions(caption) if (m.start, m.end) not in drop]
+    return caption_text(
+        [{"colour": m.key[0], "shape": m.key[1], "x": i, "id": i} for i, m in enumerate(kept)]
+    )
+
+
+# --------------------------------------------------------------------------- the report
+
+
+def _mentions_of(record: Mapping[str, Any]) -> list[Mention]:
+    return [Mention(m["text"], 0, 0, tuple(m["key"]), bool(m["hallucinated"])) for m in record["mentions"]]
+
+
+def _keys(objects: Sequence[Sequence[str]]) -> set[tuple[str, ...]]:
+    return {tuple(o) for o in objects}
+
+
+def _labelled(caption: str, objects: Sequence[Sequence[str]]) -> list[Mention]:
+    present = _keys(objects)
+    return [m.labelled(m.key not in present) for m in find_mentions(caption)]
+
+
+def pope_questions(
+    objects: Sequence[Sequence[str]],
+    split: str,
+    frequency: Mapping[tuple[str, ...], int],
+    rng: np.random.Generator,
+) -> list[tuple[tuple[str, ...], bool]]:
+    """POPE's questions for one scene: each present object, and as many absent ones drawn
+    ``random``ly, the most ``popular`` in the probe captions' scenes, or ``adversarial``: sharing
+    a colour or a shape with a present object."""
+    from embodia.envs.puzzles.clevr_scene import COLOURS, SHAPES
+
+    present = _keys(objects)
+    absent = [(c, s) for c in COLOURS for s in SHAPES if (c, s) not in present]
+    if split == "popular":
+        absent.sort(key=lambda key: (-frequency.get(key, 0), key))
+        chosen = absent[: len(present)]
+    else:
+        if split == "adversarial":
+            near = [k for k in absent if any(k[0] == p[0] or k[1] == p[1] for p in present)]
+            absent = near or absent
+        picks = rng.choice(len(absent), size=min(len(present), len(absent)), replace=False)
+        chosen = [absent[int(i)] for i in picks]
+    return [(key, True) for key in sorted(present)] + [(key, False) for key in chosen]
+
+
+def caption_pope(
+    captions: Sequence[tuple[str, Sequence[Sequence[str]]]],
+    frequency: Mapping[tuple[str, ...], int],
+    seed: int,
+) -> dict[str, Any]:
+    """POPE from captions: "is there a X?" answered yes when the caption names X, per split."""
+    out = {}
+    for split in POPE_SPLITS:
+        rng = np.random.default_rng([seed, POPE_SPLITS.index(split)])
+        answers, truths = [], []
+        for caption, objects in captions:
+            named = {m.key for m in find_mentions(caption)}
+            for key, present in pope_questions(objects, split, frequency, rng):
+                answers.append(key in named)
+                truths.append(present)
+        out[split] = pope(answers, truths)
+    return out
+
+
+def fit_probe(records: Sequence[Mapping[str, Any]], layers_heads: tuple[int, int] | None) -> HaloProbe:
+    rows = [m for r in records for m in r["mentions"]]
+    if not rows:
+        raise HallucinationError("the probe captions name no objects: HaloProbe has nothing to fit")
+    names = []
+    if layers_heads is not None:
+        signals = signal_names(*layers_heads)
+        names = [f"mean/{n}" for n in signals] + [f"min/{n}" for n in signals]
+    return HaloProbe.fit(
+        np.array([m["features"] for m in rows]),
+        [m["position"] for m in rows],
+        [m["repeat"] for m in rows],
+        [m["hallucinated"] for m in rows],
+        feature_names=names,
+    )
+
+
+def _model_shape(spec: str) -> tuple[int, int] | None:
+    import json
+
+    config = json.loads((Path(parse_policy_spec(spec)[1]) / "config.json").read_text(encoding="utf-8"))
+    text = config.get("text_config", config)
+    layers, heads = text.get("num_hidden_layers"), text.get("num_attention_heads")
+    return (int(layers), int(heads)) if isinstance(layers, int) and isinstance(heads, int) else None
+
+
+def summarise(
+    settings: HallucinationEvalSettings,
+    records: Sequence[Mapping[str, Any]],
+    probe: HaloProbe | None,
+    guided: Sequence[Mapping[str, Any]],
+) -> dict[str, Any]:
+    test = [r for r in records if r["split"] == "test"]
+    frequency: dict[tuple[str, ...], int] = {}
+    for r in records:
+        if r["split"] == "probe":
+            for key in _keys(r["objects"]):
+                frequency[key] = frequency.get(key, 0) + 1
+    rows = [m for r in test for m in r["mentions"]]
+    labels = [bool(m["hallucinated"]) for m in rows]
+    detection: dict[str, Any] = {}
+    both = any(labels) and not all(labels)
+    for name in settings.detectors:
+        if not both:
+            break
+        if name == "haloprobe":
+            assert probe is not None
+            p = probe.predict(
+                np.array([m["features"] for m in rows]),
+                [m["position"] for m in rows],
+                [m["repeat"] for m in rows],
+            )
+            detection[name] = detection_scores(list(1 - p["posterior"]), labels)
+            detection["haloprobe-balanced"] = detection_scores(list(1 - p["balanced"]), labels)
+            detection["haloprobe-prior"] = detection_scores(list(1 - p["prior"]), labels)
+        else:
+            detection[name] = detection_scores([m["scores"][name] for m in rows], labels)
+    summary: dict[str, Any] = {
+        "settings": _plain(settings),
+        "detection": detection,
+        "detection_note": "real mentions are the positive class; scores are higher for real objects"
+        if both
+        else "the test captions hold only one class of mention: detection cannot be measured",
+        "greedy": {
+            **chair((_mentions_of(r), _keys(r["objects"])) for r in test),
+            "pope": caption_pope([(r["caption"], r["objects"]) for r in test], frequency, settings.seed),
+        },
+    }
+    if probe is not None and both:
+        strata = probe.stratum([m["position"] for m in rows], [m["repeat"] for m in rows])
+        attention = [m["scores"]["attention-baseline"] for m in rows]
+        summary["simpson"] = simpson_report(attention, labels, strata)
+    if guided:
+        by_index = {int(r["index"]): r for r in test}
+        for kind in ("guided", "removed"):
+            pairs = [(g[kind], g["objects"]) for g in guided]
+            summary[kind] = {
+                **chair((_labelled(c, o), _keys(o)) for c, o in pairs),
+                "pope": caption_pope(pairs, frequency, settings.seed),
+            }
+        summary["guided"]["mentions_equal_to_greedy"] = sum(
+            len(find_mentions(g["guided"])) == len(by_index[int(g["index"])]["mentions"]) for g in guided
+        ) / len(guided)
+    return summary
+
+
+def _plain(settings: HallucinationEvalSettings) -> dict[str, Any]:
+    values = asdict(settings)
+    values["detectors"] = list(settings.detectors)
+    return values
+
+
+@runner
+def run_hallucination_eval(
+    settings: HallucinationEvalSettings,
+    out: Path,
+    *,
+    resume: bool = False,
+    backend: Backend = LOCAL,
+    on_record: Callable[[Mapping[str, Any]], None] | None = None,
+) -> dict[str, Any]:
+    """Caption, label, score and (with ``guided``) re-caption the scenes (module docstring);
+    returns the summary (also ``summary.json``)."""
+    folder = RunFolder(out, CAPTIONS)
+    config = _plain(settings)
+    folder.begin(config, resume)
+    finished = folder.finished(SUMMARY)
+    if finished is not None:
+        return finished
+    loaded = load_captioner(settings.model) if backend.kind == "local" else None
+    splits = (["probe"] if settings.needs_probe else []) + ["test"]
+    counts = {"probe": settings.probe_captions, "test": settings.captions}
+    kept = [r for r in folder.kept_records() if r.get("split") in splits and isinstance(r.get("index"), int)]
+    done = {(r["split"], r["index"]): r for r in kept}
+    todo = [
+        Unit(f"{split}-{i:05d}", (split, i))
+        for split in splits
+        for i in range(counts[split])
+        if (split, i) not in done
+    ]
+    with (
+        folder.recording(kept, {"settings": config}) as log,
+        WorkerPool(partial(_caption_worker, settings, loaded), backend) as pool,
+    ):
+
+        def record(_: str, row: dict[str, Any]) -> None:
+            log.append(row)
+            done[row["split"], row["index"]] = row
+            if on_record is not None:
+                on_record(row)
+
+        pool.run(todo, record)
+    records = [done[split, i] for split in splits for i in range(counts[split])]
+    probe = None
+    if settings.needs_probe:
+        probe = fit_probe([r for r in records if r["split"] == "probe"], _model_shape(settings.model))
+        probe.save(folder.out)
+    guided: list[dict[str, Any]] = []
+    if settings.guided:
+        assert probe is not None
+        guided_log = folder.out / GUIDED
+        from embodia.core.runs import RecordLog, read_run_records
+
+        previous = {int(r["index"]): r for r in (read_run_records(guided_log) if guided_log.exists() else [])}
+        greedy = {int(r["index"]): r["caption"] for r in records if r["split"] == "test"}
+        todo_guided = [
+            Unit(f"guided-{i:05d}", (i, greedy[i])) for i in range(settings.captions) if i not in previous
+        ]
+        with (
+            RecordLog(guided_log, list(previous.values())) as log,
+            WorkerPool(partial(_guided_worker, settings, loaded), backend) as pool,
+        ):
+
+            def keep(_: str, row: dict[str, Any]) -> None:
+                log.append(row)
+                previous[int(row["index"])] = row
+
+            pool.run(todo_guided, keep, shared=asdict(probe))
+        guided = [previous[i] for i in range(settings.captions)]
+    summary = summarise(settings, records, probe, guided)
+    folder.finish(SUMMARY, summary)
+    return summary
