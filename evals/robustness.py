@@ -14,8 +14,9 @@ on pairs of a clean image and a copy corrupted by a random kind and severity (a 
 alone). ``adversarial_weight = 0`` trains the Euclidean-alignment baseline. The run folder
 holds ``metrics.jsonl`` (a line every ``log_every`` steps: the window's mean losses),
 ``checkpoints/`` (adapters, discriminators and optimisers every ``save_every`` steps; a
-resumed run continues from the last one and, every batch being drawn from ``(seed, step)``,
-ends where an uninterrupted run would), ``adapters/`` (the adapters alone, for
+resumed run continues from the last one and, every batch being drawn from ``(seed, step)``
+and the learning rate decaying along half a cosine of the step, ends where an uninterrupted
+run would), ``adapters/`` (the adapters alone, for
 :func:`embodia.perception.adapters.maa.load_adapters`) and ``summary.json``.
 
 **The study** (:func:`run_robustness_study`): per seed, a tiny random-weight encoder is
@@ -72,6 +73,7 @@ from embodia.perception.adapters.maa import (
     MAAObjective,
     MAATrainer,
     block_outputs,
+    encoder_hidden_size,
     encoder_image_size,
     freeze,
     load_adapters,
@@ -202,7 +204,7 @@ class MAASettings:
     objective: Literal["nonsaturating", "lsgan"] = "nonsaturating"
     adversarial_layers: tuple[int, ...] = (-1,)
     discriminator_width: int = 64
-    steps: int = 1000
+    steps: int = 1500
     batch_size: int = 64
     learning_rate: float = 3e-3
     discriminator_learning_rate: float = 1e-3
@@ -232,8 +234,7 @@ class MAASettings:
         check_seed("seed", self.seed, RobustnessError)
         self.objective_config()  # MAA's own checks now
 
-    def objective_config(self) -> Any:
-
+    def objective_config(self) -> MAAObjective:
         try:
             return MAAObjective(
                 adversarial_weight=self.adversarial_weight,
@@ -259,7 +260,6 @@ def _check_corruptions(corruptions: Sequence[str], severities: Sequence[int]) ->
 def _normalisation(directory: Path) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The pixel mean and standard deviation of the encoder's image processor
     (``preprocessor_config.json``) when the directory has one; 0.5 and 0.5 otherwise."""
-
     processor = directory / "preprocessor_config.json"
     try:
         record = json.loads(processor.read_text(encoding="utf-8"))
@@ -273,14 +273,12 @@ class _Pixels:
     """Turns uint8 images into the encoder's normalised input."""
 
     def __init__(self, encoder_dir: Path, image_size: int) -> None:
-
         mean, std = _normalisation(encoder_dir)
         self.image_size = image_size
         self.mean = torch.tensor(mean).view(1, -1, 1, 1)
         self.std = torch.tensor(std).view(1, -1, 1, 1)
 
-    def __call__(self, images: np.ndarray) -> Any:
-
+    def __call__(self, images: np.ndarray) -> torch.Tensor:
         scaled = pixel_values(images, self.image_size, mean=0.0, std=1.0)
         return (scaled - self.mean) / self.std
 
@@ -299,12 +297,11 @@ def run_maa(
     """Train MAA adapters (or, with ``adversarial_weight = 0``, the Euclidean baseline) on the
     frozen encoder ``settings.encoder`` (module docstring); returns the summary (also
     ``summary.json``). ``on_record`` sees each metrics line as it is written."""
-
     folder = RunFolder(out, METRICS)
     config = json.loads(json.dumps(asdict(settings)))
-    folder.begin(config, resume, may_grow=("steps",))
+    folder.begin(config, resume)
     finished = folder.finished(SUMMARY)
-    if finished is not None and finished.get("steps") == settings.steps:
+    if finished is not None:
         return finished
     encoder_dir = Path(settings.encoder).expanduser()
     encoder = load_vision_encoder(encoder_dir)
@@ -342,6 +339,7 @@ def run_maa(
             corrupted = corrupted_pairs(
                 clean, rng, settings.corruptions, settings.severities, settings.clean_share
             )
+            trainer.scale_learning_rates(cosine_decay(step, settings.steps))
             window.append(trainer.step(to_pixels(clean), to_pixels(corrupted)))
             if step % settings.log_every == 0 or step == settings.steps:
                 record = {
@@ -355,7 +353,7 @@ def run_maa(
                 window, started = [], time.perf_counter()
             if step % settings.save_every == 0 or step == settings.steps:
                 _save_checkpoint(checkpoints, step, trainer)
-        records = [*kept, *folder.read_records()[len(kept) :]]
+    records = folder.read_records()
     adapters.detach()
     saved = save_adapters(
         adapters,
@@ -379,10 +377,15 @@ def run_maa(
     return summary
 
 
-def _save_checkpoint(folder: Path, step: int, trainer: Any) -> None:
+def cosine_decay(step: int, steps: int) -> float:
+    """The learning-rate factor of step ``step`` (1-based) of ``steps``: from 1 down to 0 along
+    half a cosine."""
+    return 0.5 * (1 + math.cos(math.pi * (step - 1) / steps))
+
+
+def _save_checkpoint(folder: Path, step: int, trainer: MAATrainer) -> None:
     """``checkpoints/step-N.pt`` written whole (a temporary file renamed), then the older ones
     removed: a kill leaves at least one complete checkpoint."""
-
     folder.mkdir(parents=True, exist_ok=True)
     target = folder / f"step-{step:07d}.pt"
     temporary = folder / f".{target.name}.tmp"
@@ -393,9 +396,8 @@ def _save_checkpoint(folder: Path, step: int, trainer: Any) -> None:
             older.unlink()
 
 
-def _load_last_checkpoint(folder: Path, trainer: Any) -> int:
+def _load_last_checkpoint(folder: Path, trainer: MAATrainer) -> int:
     """The step of the last checkpoint, its state loaded into ``trainer`` (0 when none)."""
-
     found = sorted(folder.glob("step-*.pt"))
     if not found:
         return 0
@@ -411,15 +413,14 @@ def tiny_vision_encoder(
     architecture: str,
     *,
     image_size: int = 32,
-    patch_size: int = 4,
+    patch_size: int = 8,
     hidden_size: int = 64,
     layers: int = 4,
     heads: int = 4,
     seed: int = 0,
-) -> Any:
+) -> transformers.PreTrainedModel:
     """A random-weight vision tower built from a transformers config: ``vit`` (``ViTModel``),
     ``clip`` (``CLIPVisionModel``) or ``siglip`` (``SiglipVisionModel``)."""
-
     shape = {
         "image_size": image_size,
         "patch_size": patch_size,
@@ -442,7 +443,7 @@ def tiny_vision_encoder(
 
 
 def pretrain_encoder(
-    encoder: Any,
+    encoder: nn.Module,
     images: np.ndarray,
     labels: np.ndarray,
     *,
@@ -453,13 +454,11 @@ def pretrain_encoder(
 ) -> list[float]:
     """Train ``encoder`` (every weight) with a linear head on the mean of its last block's
     tokens to classify ``images`` by ``labels``; then freeze it. The loss of each step."""
-
     image_size = images.shape[1]
     with torch.random.fork_rng(devices=[]):
         torch.manual_seed(seed)
-        head = nn.Sequential(
-            nn.LayerNorm(encoder.config.hidden_size), nn.Linear(encoder.config.hidden_size, len(LABELS))
-        )
+        hidden = encoder_hidden_size(encoder)
+        head = nn.Sequential(nn.LayerNorm(hidden), nn.Linear(hidden, len(LABELS)))
     encoder.train()
     encoder.requires_grad_(True)
     optimizer = torch.optim.AdamW(
@@ -483,8 +482,9 @@ class LinearProbe:
     """Multinomial logistic regression on standardised features, fitted by L-BFGS from zero
     weights (deterministic), with an L2 penalty ``l2`` on the weights."""
 
-    def __init__(self, features: Any, labels: np.ndarray, *, l2: float = 1e-3, iterations: int = 200) -> None:
-
+    def __init__(
+        self, features: torch.Tensor, labels: np.ndarray, *, l2: float = 1e-3, iterations: int = 200
+    ) -> None:
         self.mean = features.mean(0)
         self.std = features.std(0).clamp_min(1e-6)
         standardised = (features - self.mean) / self.std
@@ -496,7 +496,7 @@ class LinearProbe:
         )
         targets = torch.from_numpy(labels)
 
-        def closure() -> Any:
+        def closure() -> torch.Tensor:
             optimizer.zero_grad()
             loss = (
                 nn.functional.cross_entropy(self.linear(standardised), targets)
@@ -508,24 +508,24 @@ class LinearProbe:
         optimizer.step(closure)
         self.linear.requires_grad_(False)
 
-    def predict(self, features: Any) -> np.ndarray:
+    def predict(self, features: torch.Tensor) -> np.ndarray:
         predicted: np.ndarray = self.linear((features - self.mean) / self.std).argmax(1).numpy()
         return predicted
 
 
-def support_distance(features: Any, bank: Any, k: int = KNN) -> Any:
+def support_distance(features: torch.Tensor, bank: torch.Tensor, k: int = KNN) -> torch.Tensor:
     """Per row of ``features``, the mean distance to its ``k`` nearest rows of ``bank``, both
     standardised by ``bank``'s per-dimension mean and standard deviation."""
-
     mean, std = bank.mean(0), bank.std(0).clamp_min(1e-6)
     distances = torch.cdist((features - mean) / std, (bank - mean) / std)
     return distances.topk(min(k, len(bank)), dim=1, largest=False).values.mean(1)
 
 
-def feature_alignment(adapted: Sequence[Any], clean: Sequence[Any]) -> tuple[list[float], list[float]]:
+def feature_alignment(
+    adapted: Sequence[torch.Tensor], clean: Sequence[torch.Tensor]
+) -> tuple[list[float], list[float]]:
     """Per block, the mean over tokens of the L2 distance and of the cosine similarity between
     ``adapted`` and ``clean`` features (lists of ``N x T x hidden``)."""
-
     l2 = [float((a - c).norm(dim=-1).mean()) for a, c in zip(adapted, clean, strict=True)]
     cosine = [
         float(functional.cosine_similarity(a, c, dim=-1).mean()) for a, c in zip(adapted, clean, strict=True)
@@ -533,9 +533,10 @@ def feature_alignment(adapted: Sequence[Any], clean: Sequence[Any]) -> tuple[lis
     return l2, cosine
 
 
-def encode(encoder: Any, to_pixels: Callable[[np.ndarray], Any], images: np.ndarray) -> list[Any]:
+def encode(
+    encoder: nn.Module, to_pixels: Callable[[np.ndarray], torch.Tensor], images: np.ndarray
+) -> list[torch.Tensor]:
     """The block outputs of ``encoder`` for ``images``, batch by batch, concatenated."""
-
     with torch.no_grad():
         batches = [
             block_outputs(encoder, to_pixels(images[i : i + BATCH])) for i in range(0, len(images), BATCH)
@@ -550,7 +551,7 @@ class RobustnessSettings:
 
     architecture: Literal["vit", "clip", "siglip"] = "vit"
     image_size: int = 32
-    patch_size: int = 4
+    patch_size: int = 8
     hidden_size: int = 64
     layers: int = 4
     heads: int = 4
@@ -647,7 +648,7 @@ def _study_seed(
     test, test_labels = closeup_set(seed + TEST_SET_OFFSET, settings.test_images, settings.image_size)
     encoder_dir = out / "encoder"
     if not (encoder_dir / "config.json").is_file() or (seed, "pretrain") not in done:
-        encoder = tiny_vision_encoder(
+        tower = tiny_vision_encoder(
             settings.architecture,
             image_size=settings.image_size,
             patch_size=settings.patch_size,
@@ -656,10 +657,10 @@ def _study_seed(
             heads=settings.heads,
             seed=seed,
         )
-        losses = pretrain_encoder(encoder, train, train_labels, steps=settings.pretrain_steps, seed=seed)
+        losses = pretrain_encoder(tower, train, train_labels, steps=settings.pretrain_steps, seed=seed)
         staging = out / ".encoder.tmp"
         shutil.rmtree(staging, ignore_errors=True)
-        encoder.save_pretrained(staging)
+        tower.save_pretrained(staging)
         shutil.rmtree(encoder_dir, ignore_errors=True)
         os.replace(staging, encoder_dir)
         record({"seed": seed, "stage": "pretrain", "loss_first": losses[0], "loss_last": losses[-1]})
@@ -709,8 +710,8 @@ class CleanReference:
 
     def __init__(
         self,
-        frozen: Any,
-        to_pixels: Callable[[np.ndarray], Any],
+        frozen: nn.Module,
+        to_pixels: Callable[[np.ndarray], torch.Tensor],
         train: np.ndarray,
         train_labels: np.ndarray,
         test: np.ndarray,
@@ -723,7 +724,7 @@ class CleanReference:
         self.labels = test_labels
         self.clean_support = float(support_distance(self.clean[-1].mean(1), self.bank).mean())
 
-    def measure(self, encoder: Any, images: np.ndarray) -> dict[str, Any]:
+    def measure(self, encoder: nn.Module, images: np.ndarray) -> dict[str, Any]:
         """The probe's accuracy, the alignment per block and the support distance of
         ``encoder``'s features of ``images`` (the held-out images, corrupted or not)."""
         features = encode(encoder, self.to_pixels, images)
@@ -794,7 +795,6 @@ def summarise(settings: RobustnessSettings, lines: Sequence[Mapping[str, Any]]) 
 def adapter_overhead(batch_size: int = 64, repeats: int = 5, seed: int = 0) -> dict[str, float]:
     """Images per second through the study's tiny ViT, frozen and with adapters after every
     block (rank 32): what the adapters cost at inference. For the benchmark."""
-
     encoder = tiny_vision_encoder("vit", seed=seed)
     freeze(encoder)
     pixels = torch.randn(batch_size, 3, 32, 32, generator=torch.Generator().manual_seed(seed))

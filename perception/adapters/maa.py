@@ -133,6 +133,14 @@ def encoder_blocks(encoder: nn.Module) -> nn.ModuleList:
     return found[0][1]
 
 
+def encoder_hidden_size(encoder: nn.Module) -> int:
+    """The width of ``encoder``'s tokens (its ``config.hidden_size``)."""
+    hidden = getattr(getattr(encoder, "config", None), "hidden_size", None)
+    if not isinstance(hidden, int):
+        raise UnsupportedEncoderError(f"{type(encoder).__name__} has no config.hidden_size")
+    return hidden
+
+
 def encoder_image_size(encoder: nn.Module) -> int:
     """The side in pixels of the square images ``encoder`` takes (its ``config.image_size``)."""
     size = getattr(getattr(encoder, "config", None), "image_size", None)
@@ -256,7 +264,7 @@ class AdapterConfig:
         depth = len(encoder_blocks(encoder))
         chosen = range(depth) if layers is None else [i + depth if i < 0 else i for i in layers]
         return cls(
-            hidden_size=int(encoder.config.hidden_size),
+            hidden_size=encoder_hidden_size(encoder),
             num_layers=depth,
             layers=tuple(sorted(chosen)),
             rank=rank,
@@ -309,7 +317,7 @@ class Adapters(nn.Module):
         if self.encoder is not None:
             raise AdapterError("these adapters are attached already: detach them first")
         blocks = encoder_blocks(encoder)
-        hidden = int(encoder.config.hidden_size)
+        hidden = encoder_hidden_size(encoder)
         if (hidden, len(blocks)) != (self.config.hidden_size, self.config.num_layers):
             raise AdapterError(
                 f"the adapters fit an encoder of hidden size {self.config.hidden_size} with "
@@ -557,6 +565,16 @@ class MAATrainer:
             if len(self.discriminators)
             else None
         )
+        for optimizer in (self.adapter_optimizer, self.discriminator_optimizer):
+            for group in optimizer.param_groups if optimizer is not None else ():
+                group["initial_lr"] = group["lr"]
+
+    def scale_learning_rates(self, factor: float) -> None:
+        """Set both optimisers' learning rates to ``factor`` times those they were made with
+        (a schedule computed from the step alone, so a resumed run follows it exactly)."""
+        for optimizer in (self.adapter_optimizer, self.discriminator_optimizer):
+            for group in optimizer.param_groups if optimizer is not None else ():
+                group["lr"] = group["initial_lr"] * factor
 
     def step(self, clean: torch.Tensor, corrupted: torch.Tensor) -> dict[str, float]:
         """One update of the adapters (``L_distill + lambda L_adv``) then, with ``lambda > 0``,
