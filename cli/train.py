@@ -751,3 +751,75 @@ def train_maa(options: dict[str, Any], out: OutOption, resume: ResumeOption = Fa
         highlight=False,
         soft_wrap=True,
     )
+
+
+# --------------------------------------------------------------------------- train fusion
+
+
+def _fusion_settings() -> type[Any]:
+    from embodia.perception.fusion.training import FusionTrainSettings
+
+    return FusionTrainSettings
+
+
+TRAIN_FUSION_OPTIONS: OptionTable = {
+    "out": OWN,
+    "resume": OWN,
+    "steps": FieldOption("Optimiser steps."),
+    "kinds": FieldOption(
+        "A pair kind to train and evaluate on: ir_vis, medical or sim_depth; repeatable (default: all).",
+        flag="--kind",
+    ),
+    "batch_size": FieldOption("Crops per step."),
+    "crop": FieldOption("Pixels per side of a training crop."),
+    "learning_rate": FieldOption("Adam's learning rate."),
+    "train_pairs": FieldOption("Training pairs of each kind, the crops drawn from them."),
+    "pair_size": FieldOption("Pixels per side of a training pair."),
+    "eval_pairs": FieldOption("Held-out pairs of each kind in the metric table."),
+    "eval_size": FieldOption("Pixels per side of a held-out pair."),
+    "width": FieldOption("Channels of the condition network."),
+    "stride": FieldOption("Pixels per side of a decision cell (1, 2, 4 or 8)."),
+    "patch": FieldOption("Pixels per side of a spectral patch (8, 16 or 32)."),
+    "bands": FieldOption("Octave bands of the spectral conditions."),
+    "prior": FieldOption("a0 of the symmetric Beta(a0, a0) prior on the policy."),
+    "intensity_weight": FieldOption("Weight of mean |F - max(A, B)|."),
+    "gradient_weight": FieldOption("Weight of mean | |grad F| - max(|grad A|, |grad B|) |."),
+    "ssim_weight": FieldOption("Weight of (1 - SSIM(F, A)) + (1 - SSIM(F, B))."),
+    "kl_weight": FieldOption("Weight of the policy's KL to the prior."),
+    "agree_share": FieldOption("Share of the crops given a rectangle where B is A."),
+    "log_every": FieldOption("Steps per metrics.jsonl line."),
+    "checkpoint_every": FieldOption("Steps between two checkpoints (a resume continues from the last)."),
+    "seed": FieldOption("Seed of the pairs, crops, draws and initial weights."),
+}
+
+
+@settings_command(train_app, "fusion", _fusion_settings, TRAIN_FUSION_OPTIONS)
+def train_fusion(options: dict[str, Any], out: OutOption, resume: ResumeOption = False) -> None:
+    """Train IDEAL image fusion (Beta contribution policies over spatial and spectral
+    conditions) on generated pairs, and compare it with the average, max-abs and Laplacian
+    baselines on held-out pairs (EN, SD, SF, MI, SCD, VIF, Qabf, SSIM, AG)."""
+    from embodia.perception.fusion.training import FusionTrainSettings, run_fusion_training
+
+    with user_errors():
+        settings = FusionTrainSettings(**options)
+        columns = (("step", "step"), ("loss", "loss"), ("KL", "kl"), ("|w - 0.5|", "weight_spread"))
+        with MetricsTable("IDEAL fusion training", columns) as table:
+            summary = run_fusion_training(settings, out, resume=resume, on_step=table.add)
+    for kind, methods in summary["table"].items():
+        held_out = Table(
+            title=f"held-out {kind} ({summary['held_out_pairs'][kind]} pairs)", title_justify="left"
+        )
+        held_out.add_column("method")
+        for metric in summary["metrics"]:
+            held_out.add_column(metric, justify="right")
+        for method, values in methods.items():
+            held_out.add_row(method, *(_cell(values[metric]) for metric in summary["metrics"]))
+        console.print(held_out)
+    console.print(
+        f"IDEAL fusion done: {summary['steps']} steps"
+        + _change(summary["loss_first"], summary["loss_last"], "loss")
+        + f"; run folder {bold(out)}; the model in {bold(summary['model'])} "
+        "(load it with embodia.perception.fusion.model.load_ideal)",
+        highlight=False,
+        soft_wrap=True,
+    )

@@ -424,6 +424,7 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "eval dsr": (["eval", "dsr", "--policy", f"scripted:{replies}", "--limit", "1"], "folder"),
         "eval csmr": (["eval", "csmr", "--reasoner", f"scripted:{replies}", "--items", "1"], "folder"),
         "eval sxs": (["eval", "sxs", "--modes", "sft_target", "--items", "1"], "folder"),
+        "eval hallucination": (["eval", "hallucination", "--model", f"hf:{model}"], "folder"),
         "stream run": (["stream", "run", "--source", "procedural:arena,seed=0,duration=5"], "folder"),
         "stream train-gate": (["stream", "train-gate", "--model", str(model)], "folder"),
         "stream export": (["stream", "export", "--source", "procedural:arena,seed=0,duration=2"], "file"),
@@ -436,6 +437,7 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "train byorn": (["train", "byorn", "--policy", f"hf:{model}", "--data", str(records)], "folder"),
         "train air": (["train", "air", "--policy", f"hf:{model}", "--data", str(records)], "folder"),
         "train maa": (["train", "maa", "--encoder", str(model)], "folder"),
+        "train fusion": (["train", "fusion"], "folder"),
         "train proact": (
             ["train", "proact", "--policy", f"hf:{model}", "--stream", "procedural:arena,seed=0,duration=2"],
             "folder",
