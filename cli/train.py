@@ -809,11 +809,11 @@ def train_fusion(options: dict[str, Any], out: OutOption, resume: ResumeOption =
         held_out = Table(
             title=f"held-out {kind} ({summary['held_out_pairs'][kind]} pairs)", title_justify="left"
         )
-        held_out.add_column("method")
+        held_out.add_column("metric")  # a metric a row, a method a column: fits 80 columns
+        for method in methods:
+            held_out.add_column(method, justify="right")
         for metric in summary["metrics"]:
-            held_out.add_column(metric, justify="right")
-        for method, values in methods.items():
-            held_out.add_row(method, *(_cell(values[metric]) for metric in summary["metrics"]))
+            held_out.add_row(metric, *(_cell(values[metric]) for values in methods.values()))
         console.print(held_out)
     console.print(
         f"IDEAL fusion done: {summary['steps']} steps"

@@ -39,6 +39,7 @@ from embodia.perception.fusion.model import (
     build_ideal,
     fuse_images,
     save_ideal,
+    to_unit_tensor,
 )
 
 METRICS_FILE = "metrics.jsonl"
@@ -53,7 +54,7 @@ METHODS = ("ideal", *BASELINES)
 class FusionTrainSettings:
     """One IDEAL training run (module docstring)."""
 
-    steps: int = 300
+    steps: int = 600
     """Optimiser steps."""
     batch_size: int = 8
     """Crops per step."""
@@ -346,18 +347,16 @@ def weak_evidence_probe(model: IDEALNetwork, pair: FusionPair) -> WeakEvidence:
     the decisions inside that half (away from its edge) with those on the right half."""
     a = pair.a.astype(np.float64)
     b = pair.b.astype(np.float64).copy()
-    height, width = a.shape
+    width = a.shape[1]
     half = width // 2
     b[:, :half] = a[:, :half]
     stride = model.config.stride
     # beyond the reach of the convolutions and the patches, where the image is wide enough
     margin = min(4 * model.config.patch, half // 2)
     with torch.inference_mode():
-        output = model(
-            torch.from_numpy(a / 255.0).float()[None, None], torch.from_numpy(b / 255.0).float()[None, None]
-        )
-    weight = (output.weight[0, 0].numpy() - 0.5).__abs__()
-    mean = (output.mean[0, 0].numpy() - 0.5).__abs__()
+        output = model(to_unit_tensor(a), to_unit_tensor(b))
+    weight = np.abs(output.weight[0, 0].numpy() - 0.5)
+    mean = np.abs(output.mean[0, 0].numpy() - 0.5)
     agree_cols, differ_cols = slice(0, half - margin), slice(half + margin, width)
     return WeakEvidence(
         agree_weight=float(weight[:, agree_cols].mean()),
