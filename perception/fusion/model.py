@@ -17,10 +17,12 @@ and outputs a per-cell Beta policy ``pi ~ Beta(alpha, beta)``, ``alpha, beta = 1
 softplus(NN(conditions))``, the contribution of A. The decision (its mean at inference, a
 reparameterised sample in training) is pulled towards an even mix where the evidence is weak:
 
-``w = 0.5 + gate (pi - 0.5)``, ``gate = trigger x certainty x trust`` with
+``w = 0.5 + gate (pi - 0.5)``, ``gate = trigger x trust (x certainty at inference)`` with
 ``trigger = 1 - exp(-sum_s softmax(theta)_s D_s / tau)`` (0 where the sources agree),
-``certainty = 1 - 12 Var[pi]`` (0 for the flattest policy, Beta(1, 1)), and
-``trust = 1 - lambda (1 - max(r_A, r_B))`` (theta, tau, lambda learned). ``w`` is upsampled
+``trust = 1 - lambda (1 - max(r_A, r_B))`` and ``certainty = 1 - 12 Var[pi]`` (0 for the
+flattest policy, Beta(1, 1)); theta, tau and lambda are learned. In training a draw's
+spread is paid for in the loss, which teaches the concentration; multiplying the draw by
+the certainty too would make the flattest policy the cheapest way to silence that spread. ``w`` is upsampled
 bilinearly to the pixels and the fused image is ``F = w A + (1 - w) B``.
 """
 
@@ -49,9 +51,9 @@ CONFIG_FILE = "ideal.json"
 DIFFERENCE_SCALES = (1, 2, 4)
 """The downsampling factors of the difference attention: D at full, half and quarter size."""
 SPATIAL_CHANNELS = 4 + len(DIFFERENCE_SCALES)
+"""A, B, |grad A|, |grad B| on the grid, and one difference map per scale."""
 MIN_SIDE = 4
 """The smallest image side IDEAL fuses."""
-"""A, B, |grad A|, |grad B| on the grid, and one difference map per scale."""
 
 
 @dataclass(frozen=True)
@@ -129,7 +131,7 @@ class FusionOutput:
     alpha: torch.Tensor
     beta: torch.Tensor
     gate: torch.Tensor
-    """trigger x certainty x trust: how far the decision may move from 0.5."""
+    """trigger x trust (x certainty at inference): how far the decision may move from 0.5."""
     trigger: torch.Tensor
     """The difference trigger, 0 where the sources agree."""
 
@@ -244,6 +246,7 @@ class IDEALNetwork(nn.Module):
 
     @property
     def tau(self) -> torch.Tensor:
+        """The trigger's difference scale (intensities in [0, 1]), kept positive."""
         return nnf.softplus(self.tau_raw) + 1e-4
 
     def forward(self, a: torch.Tensor, b: torch.Tensor, sample: bool = False) -> FusionOutput:
