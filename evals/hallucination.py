@@ -35,12 +35,14 @@ from typing import Any
 import numpy as np
 
 from embodia.core.limits import check_range, check_seed
-from embodia.core.runs import RunFolder, runner
+from embodia.core.runs import RecordLog, RunFolder, jsonl_text, read_run_records, runner, write_atomic
 from embodia.core.scale_out import LOCAL, Backend, Unit, WorkerPool
+from embodia.envs.puzzles.clevr_scene import COLOURS, SHAPES
 from embodia.evals.hallucination_data import (
     CAPTION_PROMPT,
+    caption_records,
     caption_scene,
-    caption_text,
+    caption_without,
     find_mentions,
     label_mentions,
     scene_objects,
@@ -61,6 +63,7 @@ from embodia.perception.hallucination.haloprobe import HaloProbe, mention_featur
 from embodia.perception.hallucination.mentions import HallucinationError, Mention, repeated
 from embodia.perception.hallucination.metrics import chair, detection_scores, pope
 from embodia.perception.hallucination.signals import caption_pass
+from embodia.policies.recipes.sft import SFTSettings, run_sft
 from embodia.policies.spec import parse_policy_spec
 
 CAPTIONS = "captions.jsonl"
@@ -224,7 +227,7 @@ def _guided_worker(
         )
         mentions = find_mentions(greedy)
         risk = hallucination_probabilities(model, processor, probe, image, CAPTION_PROMPT, greedy, mentions)
-        removed = remove_flagged(greedy, mentions, risk.tolist(), without_mentions, settings.flag_threshold)
+        removed = remove_flagged(greedy, mentions, risk.tolist(), caption_without, settings.flag_threshold)
         return {
             "index": index,
             "guided": guided.caption,
@@ -235,16 +238,6 @@ def _guided_worker(
         }
 
     return work
-
-
-def without_mentions(caption: str, flagged: Sequence[Mention]) -> str:
-    """The caption rewritten without the flagged mentions: the scene's caption grammar, over the
-    mentions that remain (the constrained edit of post-hoc removal, for this caption format)."""
-    drop = {(m.start, m.end) for m in flagged}
-    kept = [m for m in find_mentions(caption) if (m.start, m.end) not in drop]
-    return caption_text(
-        [{"colour": m.key[0], "shape": m.key[1], "x": i, "id": i} for i, m in enumerate(kept)]
-    )
 
 
 # --------------------------------------------------------------------------- the report
@@ -272,8 +265,6 @@ def pope_questions(
     """POPE's questions for one scene: each present object, and as many absent ones drawn
     ``random``ly, the most ``popular`` in the probe captions' scenes, or ``adversarial``: sharing
     a colour or a shape with a present object."""
-    from embodia.envs.puzzles.clevr_scene import COLOURS, SHAPES
-
     present = _keys(objects)
     absent = [(c, s) for c in COLOURS for s in SHAPES if (c, s) not in present]
     if split == "popular":
@@ -448,7 +439,6 @@ def run_hallucination_eval(
     if settings.guided:
         assert probe is not None
         guided_log = folder.out / GUIDED
-        from embodia.core.runs import RecordLog, read_run_records
 
         previous = {int(r["index"]): r for r in (read_run_records(guided_log) if guided_log.exists() else [])}
         greedy = {int(r["index"]): r["caption"] for r in records if r["split"] == "test"}
@@ -467,5 +457,84 @@ def run_hallucination_eval(
             pool.run(todo_guided, keep, shared=asdict(probe))
         guided = [previous[i] for i in range(settings.captions)]
     summary = summarise(settings, records, probe, guided)
+    folder.finish(SUMMARY, summary)
+    return summary
+
+
+# --------------------------------------------------------------------------- the study
+
+
+@dataclass(frozen=True)
+class HallucinationStudySettings:
+    """Train a VLM to caption the scenes for a few minutes (embodia's SFT recipe), then
+    evaluate it (:func:`run_hallucination_eval`, guided decoding included)."""
+
+    model: str
+    """The VLM to train: ``hf:DIR`` (e.g. a tiny random-weight build)."""
+    train_records: int = 3000
+    train_steps: int = 800
+    learning_rate: float = 1e-3
+    batch_size: int = 16
+    captions: int = 200
+    probe_captions: int = 200
+    num_beams: int = 4
+    samples: int = 4
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_range("train_records", self.train_records, 1, 1_000_000, HallucinationError)
+        check_range("train_steps", self.train_steps, 1, 1_000_000, HallucinationError)
+        self.eval_settings(self.model)  # the evaluation's own checks now
+
+    def eval_settings(self, model: str) -> HallucinationEvalSettings:
+        return HallucinationEvalSettings(
+            model=model,
+            captions=self.captions,
+            probe_captions=self.probe_captions,
+            guided=True,
+            num_beams=self.num_beams,
+            samples=self.samples,
+            seed=self.seed,
+        )
+
+
+@runner
+def run_hallucination_study(
+    settings: HallucinationStudySettings, out: Path, *, resume: bool = False
+) -> dict[str, Any]:
+    """``out/train`` (the SFT run on ``train_records`` captioned scenes of their own seed),
+    ``out/eval`` (the evaluation of the trained model) and ``out/summary.json`` (the
+    evaluation's summary with the training's first and last loss)."""
+    folder = RunFolder(out, "study.jsonl")
+    config = asdict(settings)
+    folder.begin(config, resume)
+    finished = folder.finished(SUMMARY)
+    if finished is not None:
+        return finished
+    out = folder.out
+    with folder.recording(folder.kept_records(), {"settings": config}) as log:
+        data = out / "data"
+        records_file = data / "train.jsonl"
+        if not records_file.exists():
+            records = caption_records(data, settings.seed * 10 + 9, settings.train_records)
+            write_atomic(records_file, jsonl_text(records))
+        sft_settings = SFTSettings(
+            model=settings.model,
+            data=str(records_file),
+            max_steps=settings.train_steps,
+            learning_rate=settings.learning_rate,
+            batch_size=settings.batch_size,
+            logging_steps=20,
+            save_steps=200,
+            seed=settings.seed,
+        )
+        trained = run_sft(sft_settings, out / "train", resume=(out / "train").exists())
+        log.append({"stage": "train", "policy": trained["policy"]})
+        evaluation = run_hallucination_eval(
+            settings.eval_settings(str(trained["policy"])), out / "eval", resume=(out / "eval").exists()
+        )
+        log.append({"stage": "eval"})
+    losses = [r["loss"] for r in read_run_records(out / "train" / "metrics.jsonl") if "loss" in r]
+    summary = {**evaluation, "settings": config, "train_loss_first": losses[0], "train_loss_last": losses[-1]}
     folder.finish(SUMMARY, summary)
     return summary

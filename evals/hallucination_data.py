@@ -28,7 +28,9 @@ from embodia.perception.hallucination.mentions import Mention
 
 SCENE_SIDE = 120
 """Pixels of a scene's side (a crop of the puzzle renderer's 320x240 canvas)."""
-MIN_OBJECTS, MAX_OBJECTS = 1, 4
+MIN_OBJECTS, MAX_OBJECTS = 1, 3
+COLUMNS = 3
+"""A scene's columns: each holds at most one object."""
 CAPTION_PROMPT = "Describe the image in detail."
 """The request every caption answers (the wording of the CHAIR evaluations)."""
 NUMBER_WORDS = ("no", "one", "two", "three", "four", "five", "six")
@@ -37,22 +39,18 @@ _MENTION = re.compile(r"\b(?P<colour>" + "|".join(COLOURS) + r")\s+(?P<shape>" +
 
 def caption_scene(seed: int, index: int) -> tuple[np.ndarray, list[dict[str, Any]]]:
     """Scene ``index`` of the set ``seed``: its RGB image (``SCENE_SIDE`` square) and its
-    objects (``colour``, ``shape``, ``size``, ``x``, ``y``), drawn apart from one another."""
+    objects (``colour``, ``shape``, ``size``, ``x``, ``y``), one per column of ``COLUMNS``
+    (so left-to-right order is plain to see), at a random height."""
     rng = np.random.default_rng([seed, index])
     count = int(rng.integers(MIN_OBJECTS, MAX_OBJECTS + 1))
+    columns = sorted(rng.choice(COLUMNS, size=count, replace=False).tolist())
+    width = SCENE_SIDE / COLUMNS
     objects: list[dict[str, Any]] = []
-    for _ in range(500):
-        if len(objects) == count:
-            break
+    for column in columns:
         size = str(rng.choice(list(SIZES)))
         half = SIZES[size]
-        x = int(rng.integers(half + 2, SCENE_SIDE - half - 8))
+        x = int(width * (column + 0.5) + rng.integers(-3, 4))
         y = int(rng.integers(half + 2, SCENE_SIDE - half - 6))
-        if any(
-            abs(x - o["x"]) < half + SIZES[o["size"]] + 8 and abs(y - o["y"]) < half + SIZES[o["size"]] + 8
-            for o in objects
-        ):
-            continue
         colour, shape = str(rng.choice(list(COLOURS))), str(rng.choice(SHAPES))
         objects.append({"id": len(objects), "colour": colour, "shape": shape, "size": size, "x": x, "y": y})
     image = render_scene({"objects": objects})[:SCENE_SIDE, :SCENE_SIDE]
@@ -93,6 +91,19 @@ def label_mentions(caption: str, objects: Sequence[Mapping[str, Any]]) -> list[M
     """The mentions of ``caption``, each labelled ``hallucinated`` against the scene."""
     present = scene_objects(objects)
     return [m.labelled(m.key not in present) for m in find_mentions(caption)]
+
+
+def caption_without(caption: str, flagged: Sequence[Mention]) -> str:
+    """``caption`` rewritten in the caption grammar over the mentions that remain once the
+    ``flagged`` ones are dropped (post-hoc removal's constrained edit, for this caption format)."""
+    drop = {(m.start, m.end) for m in flagged}
+    kept = [match for match in _MENTION.finditer(caption) if (match.start(), match.end()) not in drop]
+    return caption_text(
+        [
+            {"colour": m.group("colour"), "shape": m.group("shape"), "x": i, "id": i}
+            for i, m in enumerate(kept)
+        ]
+    )
 
 
 def caption_records(folder: Path, seed: int, count: int) -> list[dict[str, Any]]:

@@ -217,7 +217,9 @@ class HaloProbe:
 
 
 def simpson_report(
-    feature: Sequence[float], hallucinated: Sequence[bool], strata: Sequence[int]
+    feature: Sequence[float] | np.ndarray,
+    hallucinated: Sequence[bool] | np.ndarray,
+    strata: Sequence[int] | np.ndarray,
 ) -> dict[str, Any]:
     """Pooled vs stratified trends of one feature (e.g. total image attention): the mean of
     real minus hallucinated mentions over all mentions, and within each stratum holding both

@@ -7,7 +7,8 @@ The spans are found generically, so one code path serves LLaVA- and Qwen-VL-styl
   ``image_token_index`` in its config: LLaVA repeats ``<image>`` once per patch feature,
   Qwen-VL repeats ``<|image_pad|>`` between ``<|vision_start|>`` and ``<|vision_end|>``);
 - **instruction tokens**: the prompt's tokens after the last image token (the request and the
-  template's turn markers up to the assistant's turn), as the InsLen reference reads them;
+  template's turn markers up to the assistant's turn), as the InsLen reference reads them,
+  less the special tokens that close the image (Qwen-VL's ``<|vision_end|>``);
 - **caption tokens**: the caption, tokenised on its own and appended to the prompt, so its
   token character offsets are exact.
 
@@ -134,7 +135,11 @@ def caption_pass(
     image_positions = torch.nonzero(prompt_ids == token).flatten()
     if image_positions.numel() == 0:
         raise HallucinationError("the prompt holds no image token: the processor did not place the image")
-    instruction_positions = torch.arange(int(image_positions[-1]) + 1, caption_start)
+    first = int(image_positions[-1]) + 1
+    special = set(processor.tokenizer.all_special_ids)
+    while first < caption_start and int(prompt_ids[first]) in special:
+        first += 1
+    instruction_positions = torch.arange(first, caption_start)
     if attentions:
         use_eager_attention(model)
     device = next(model.parameters()).device

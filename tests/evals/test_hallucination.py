@@ -1,0 +1,192 @@
+"""The hallucination evaluation: captioned scenes with exact objects, the caption pass over a real
+(tiny) VLM, and the runner end to end with resume."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from embodia.evals.hallucination import HallucinationEvalSettings, pope_questions, run_hallucination_eval
+from embodia.evals.hallucination_data import (
+    CAPTION_PROMPT,
+    COLUMNS,
+    SCENE_SIDE,
+    caption_records,
+    caption_scene,
+    caption_text,
+    caption_without,
+    find_mentions,
+    label_mentions,
+)
+from embodia.perception.hallucination.mentions import HallucinationError
+
+SCENE = [
+    {"id": 0, "colour": "blue", "shape": "sphere", "size": "small", "x": 60, "y": 50},
+    {"id": 1, "colour": "red", "shape": "cube", "size": "large", "x": 20, "y": 40},
+]
+
+
+def test_captions_list_objects_left_to_right_and_label_mentions() -> None:
+    caption = caption_text(SCENE)
+    assert caption == "There are two objects: a red cube and a blue sphere."
+    assert caption_text(SCENE[:1]) == "There is one object: a blue sphere."
+    said = "There are three objects: a red cube, a grey cylinder and a red cube."
+    labelled = label_mentions(said, SCENE)
+    assert [(m.text, m.hallucinated) for m in labelled] == [
+        ("red cube", False),
+        ("grey cylinder", True),
+        ("red cube", False),
+    ]
+    assert said[labelled[1].start : labelled[1].end] == "grey cylinder"
+    # Post-hoc removal rewrites the caption over the mentions that remain.
+    assert caption_without(said, [labelled[1]]) == "There are two objects: a red cube and a red cube."
+    assert caption_without(said, labelled) == "There are no objects."
+    assert find_mentions("a red one and a cube") == []
+
+
+def test_scenes_are_seeded_one_object_per_column() -> None:
+    image, objects = caption_scene(3, 7)
+    again, same = caption_scene(3, 7)
+    assert image.shape == (SCENE_SIDE, SCENE_SIDE, 3) and image.dtype == np.uint8
+    np.testing.assert_array_equal(image, again)
+    assert objects == same
+    width = SCENE_SIDE / COLUMNS
+    columns = [int(o["x"] // width) for o in objects]
+    assert columns == sorted(set(columns))
+    counts = {len(caption_scene(0, i)[1]) for i in range(40)}
+    assert counts == {1, 2, 3}
+
+
+def test_caption_records_write_their_images(tmp_path: Path) -> None:
+    records = caption_records(tmp_path, 5, 3)
+    assert [r["messages"][0]["content"] for r in records] == [CAPTION_PROMPT] * 3
+    for record in records:
+        assert (tmp_path / record["images"][0]).is_file()
+        assert record["messages"][1]["content"] == caption_text(record["objects"])
+
+
+def test_pope_questions_pair_present_objects_with_absent_ones() -> None:
+    objects = [["red", "cube"], ["blue", "sphere"]]
+    rng = np.random.default_rng(0)
+    frequency = {("grey", "cylinder"): 9, ("green", "cube"): 5, ("red", "cube"): 50}
+    popular = pope_questions(objects, "popular", frequency, rng)
+    assert popular[:2] == [(("blue", "sphere"), True), (("red", "cube"), True)]
+    assert [key for key, present in popular if not present] == [("grey", "cylinder"), ("green", "cube")]
+    for key, present in pope_questions(objects, "adversarial", frequency, rng):
+        if not present:
+            assert key[0] in ("red", "blue") or key[1] in ("cube", "sphere")
+    assert sum(not p for _, p in pope_questions(objects, "random", frequency, rng)) == 2
+
+
+def test_caption_pass_finds_the_spans_of_a_llava_style_model(tiny_vlm_dir: Path) -> None:
+    from embodia.evals.hallucination import load_captioner
+    from embodia.perception.hallucination.detectors import inslen_scores, token_signals
+    from embodia.perception.hallucination.signals import caption_pass
+
+    processor, model = load_captioner(f"hf:{tiny_vlm_dir}")
+    image, _ = caption_scene(0, 0)
+    caption = "There are two objects: a red cube and a blue sphere."
+    mentions = find_mentions(caption)
+    scored = caption_pass(model, processor, image, CAPTION_PROMPT, caption, mentions, attentions=True)
+    tokenizer = processor.tokenizer
+    assert scored.image.numel() == 16  # 4 x 4 patches of the tiny CLIP tower
+    instruction = tokenizer.decode(scored.input_ids[scored.instruction])
+    assert instruction.startswith(CAPTION_PROMPT) and instruction.rstrip().endswith("assistant")
+    assert tokenizer.decode(scored.input_ids[scored.caption_start :]) == caption
+    assert [tokenizer.decode(scored.input_ids[t]).strip() for t in scored.mention_tokens] == [
+        "red cube",
+        "blue sphere",
+    ]
+    layers = model.config.text_config.num_hidden_layers
+    assert scored.hidden.shape[:2] == (layers + 1, scored.input_ids.numel())
+    assert scored.attentions is not None and scored.attentions.shape[0] == layers
+    # Each query's attention is a distribution.
+    np.testing.assert_allclose(scored.attentions.sum(-1).numpy(), 1.0, atol=1e-4)
+    assert len(inslen_scores(scored)) == 2 and all(np.isfinite(inslen_scores(scored)))
+    rows = token_signals(scored)
+    assert [r.shape[0] for r in rows] == [len(t) for t in scored.mention_tokens]
+    with pytest.raises(HallucinationError, match="H x W x 3"):
+        caption_pass(model, processor, image[..., 0], CAPTION_PROMPT, caption, mentions)
+
+
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"model": "openai:http://x"}, "hf:DIR"),
+        ({"detectors": ("inslen", "glsim")}, "unknown detector 'glsim'"),
+        ({"captions": 1}, "captions"),
+        ({"guided": True, "num_beams": 1, "samples": 0}, "two candidates"),
+        ({"flag_threshold": 1.0}, "flag_threshold"),
+    ],
+)
+def test_settings_name_bad_values(changes: dict[str, Any], message: str) -> None:
+    with pytest.raises(HallucinationError, match=message):
+        HallucinationEvalSettings(**{"model": "hf:/nowhere", **changes})
+
+
+@pytest.fixture(scope="module")
+def caption_model(tiny_vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) -> str:
+    """The tiny VLM after a short caption SFT: it writes captions in the scenes' grammar (and
+    gets many objects wrong)."""
+    from embodia.evals.backdoor import write_records
+    from embodia.policies.recipes.sft import SFTSettings, run_sft
+
+    folder = tmp_path_factory.mktemp("caption-model")
+    records = write_records(caption_records(folder / "data", 9, 400), folder / "data" / "train.jsonl")
+    settings = SFTSettings(
+        model=f"hf:{tiny_vlm_dir}",
+        data=str(records),
+        max_steps=120,
+        learning_rate=1e-3,
+        batch_size=16,
+        logging_steps=20,
+        save_steps=1000,
+        seed=0,
+    )
+    return str(run_sft(settings, folder / "run")["policy"])
+
+
+def test_the_evaluation_runs_resumes_and_reports(caption_model: str, tmp_path: Path) -> None:
+    settings = HallucinationEvalSettings(
+        model=caption_model, captions=6, probe_captions=8, guided=True, num_beams=2, samples=1, max_new_tokens=40
+    )
+    out = tmp_path / "run"
+    summary = run_hallucination_eval(settings, out)
+    records = [json.loads(line) for line in (out / "captions.jsonl").read_text().splitlines()]
+    assert sorted((r["split"], r["index"]) for r in records) == sorted(
+        [("probe", i) for i in range(8)] + [("test", i) for i in range(6)]
+    )
+    mentions = [m for r in records for m in r["mentions"]]
+    assert mentions, "the caption model names objects"
+    for record in records:
+        truth = {tuple(o) for o in record["objects"]}
+        for mention in record["mentions"]:
+            assert mention["hallucinated"] == (tuple(mention["key"]) not in truth)
+            assert len(mention["features"]) == len(mentions[0]["features"])
+    assert (out / "haloprobe.json").is_file()
+    assert summary["greedy"]["captions"] == 6
+    for kind in ("guided", "removed"):
+        assert summary[kind]["captions"] == 6
+        assert set(summary[kind]["pope"]) == {"random", "popular", "adversarial"}
+    greedy = {r["index"]: r for r in records if r["split"] == "test"}
+    for line in (out / "guided.jsonl").read_text().splitlines():
+        row = json.loads(line)
+        kept = [m.key for m in find_mentions(row["removed"])]
+        named = [tuple(m["key"]) for m in greedy[row["index"]]["mentions"]]
+        flagged = sum(p > settings.flag_threshold for p in row["greedy_risk"])
+        assert len(kept) == len(named) - flagged and set(kept) <= set(named)
+    assert summary["guided"]["mentions_equal_to_greedy"] == 1.0
+
+    # Cut the run after five captions: a resume captions only the nine missing scenes.
+    lines = (out / "captions.jsonl").read_text().splitlines(keepends=True)
+    (out / "captions.jsonl").write_text("".join(lines[:5]))
+    (out / "summary.json").unlink()
+    (out / "guided.jsonl").write_text("".join((out / "guided.jsonl").read_text().splitlines(keepends=True)[:2]))
+    seen: list[Any] = []
+    again = run_hallucination_eval(settings, out, resume=True, on_record=seen.append)
+    assert len(seen) == 9
+    assert again == summary
