@@ -823,3 +823,95 @@ def train_fusion(options: dict[str, Any], out: OutOption, resume: ResumeOption =
         highlight=False,
         soft_wrap=True,
     )
+
+
+# --------------------------------------------------------------------------- train tokenizer
+
+
+def _tokenizer_settings() -> type[Any]:
+    from embodia.evals.tokenizer_study import TokenizerStudySettings
+
+    return TokenizerStudySettings
+
+
+TRAIN_TOKENIZER_OPTIONS: OptionTable = {
+    "out": OWN,
+    "resume": OWN,
+    "source": FieldOption("Images: clevr (puzzle renders), sim (simulator views) or mixed (half each)."),
+    "train_images": FieldOption("Training images."),
+    "eval_images": FieldOption("Held-out images (other puzzle seeds, houses never trained on)."),
+    "height": FieldOption("Image height in pixels (a multiple of the stride)."),
+    "width": FieldOption("Image width in pixels (a multiple of the stride)."),
+    "quantizer": FieldOption("lfq (signs of the latent) or bsq (signs on the unit sphere)."),
+    "bits": FieldOption("K: bits per code."),
+    "levels": FieldOption("M: codes per grid position, one per encoder level (deepest first)."),
+    "channels": FieldOption(
+        "Width of an encoder stage, a multiple of 8; repeatable (the stride is 2^stages).", flag="--channel"
+    ),
+    "commitment_weight": FieldOption("Weight of the commitment loss."),
+    "entropy_weight": FieldOption("Weight of the entropy loss."),
+    "diversity_gamma": FieldOption("gamma: weight of the codebook entropy in the entropy loss."),
+    "inv_temperature": FieldOption("1/tau of p(c|z)."),
+    "entropy_group_size": FieldOption("Bits per group of BSQ's grouped entropy (default: exact over 2^K)."),
+    "steps": FieldOption("Tokenizer optimiser steps."),
+    "batch_size": FieldOption("Images per step."),
+    "learning_rate": FieldOption("Adam's peak learning rate (cosine decay)."),
+    "warmup_steps": FieldOption("Steps of linear warm-up."),
+    "log_every": FieldOption("Steps per metrics.jsonl line."),
+    "eval_every": FieldOption("Steps between two held-out measurements."),
+    "checkpoint_every": FieldOption("Steps between two checkpoints (a resume continues from the last)."),
+    "ar_steps": FieldOption("Steps of the unified AR demonstration after the tokenizer (0: none)."),
+    "ar_group": FieldOption("g: the AR model writes g x g grid positions per step."),
+    "ar_width": FieldOption("The AR transformer's width."),
+    "ar_layers": FieldOption("The AR transformer's layers."),
+    "ar_heads": FieldOption("The AR transformer's attention heads."),
+    "ar_batch_size": FieldOption("Descriptions per AR step."),
+    "ar_learning_rate": FieldOption("The AR model's peak learning rate."),
+    "ar_flip_probability": FieldOption(
+        "Share of input bits flipped in AR training (bitwise self-correction)."
+    ),
+    "threads": FieldOption("Torch CPU threads."),
+    "seed": FieldOption("Seed of the images, batches and initial weights."),
+}
+TOKENIZER_COLUMNS: tuple[Column, ...] = (
+    ("step", "step"),
+    ("loss", "loss"),
+    ("train PSNR", "train_psnr"),
+    ("held-out PSNR", "eval_psnr"),
+    ("code usage", "eval_group_code_usage"),
+    ("AR bits CE", "ar_bit_cross_entropy"),
+    ("held-out AR CE", "eval_ar_bit_cross_entropy"),
+)
+
+
+@settings_command(train_app, "tokenizer", _tokenizer_settings, TRAIN_TOKENIZER_OPTIONS)
+def train_tokenizer(options: dict[str, Any], out: OutOption, resume: ResumeOption = False) -> None:
+    """Train the bitwise (LFQ/BSQ) visual tokenizer on puzzle renders and simulator views and
+    measure it on held-out ones against the mean-image and downsample baselines; with
+    --ar-steps, then train a tiny unified AR model that writes codes from scene descriptions."""
+    from embodia.evals.tokenizer_study import TokenizerStudySettings, run_tokenizer_study
+
+    with user_errors():
+        settings = TokenizerStudySettings(**options)
+        with MetricsTable(f"bitwise tokenizer: {out}", TOKENIZER_COLUMNS) as table:
+            summary = run_tokenizer_study(settings, out, resume=resume, on_record=table.add)
+    held_out, base = summary["held_out"], summary["baselines"]
+    console.print(
+        f"tokenizer done: {summary['steps']} steps, {summary['bits_per_image']} bits per image; held-out "
+        f"PSNR {held_out['psnr']:.2f} dB, SSIM {held_out['ssim']:.3f} (untrained "
+        f"{summary['untrained']['psnr']:.2f} dB; mean image {base['mean_image']['psnr']:.2f} dB; "
+        f"downsample at {base['downsample']['bits_per_image']} bits {base['downsample']['psnr']:.2f} dB); "
+        f"code usage {held_out['group_code_usage']:.2f}; the tokenizer in {bold(summary['tokenizer'])} "
+        "(load it with embodia.perception.tokenizers.autoencoder.load_tokenizer)",
+        highlight=False,
+        soft_wrap=True,
+    )
+    ar = summary["ar"]
+    if ar is not None:
+        console.print(
+            f"unified AR: held-out bit cross entropy {ar['bit_cross_entropy']:.3f} nats "
+            f"(bit-frequency baseline {ar['baseline_bit_cross_entropy']:.3f}), bit accuracy "
+            f"{ar['bit_accuracy']:.3f}; samples in {bold(Path(out) / 'ar_samples.png')}",
+            highlight=False,
+            soft_wrap=True,
+        )

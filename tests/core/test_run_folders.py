@@ -438,6 +438,7 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "train air": (["train", "air", "--policy", f"hf:{model}", "--data", str(records)], "folder"),
         "train maa": (["train", "maa", "--encoder", str(model)], "folder"),
         "train fusion": (["train", "fusion"], "folder"),
+        "train tokenizer": (["train", "tokenizer"], "folder"),
         "train proact": (
             ["train", "proact", "--policy", f"hf:{model}", "--stream", "procedural:arena,seed=0,duration=2"],
             "folder",
