@@ -152,7 +152,13 @@ def caption_model(tiny_vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
 
 def test_the_evaluation_runs_resumes_and_reports(caption_model: str, tmp_path: Path) -> None:
     settings = HallucinationEvalSettings(
-        model=caption_model, captions=6, probe_captions=8, guided=True, num_beams=2, samples=1, max_new_tokens=40
+        model=caption_model,
+        captions=6,
+        probe_captions=8,
+        guided=True,
+        num_beams=2,
+        samples=1,
+        max_new_tokens=40,
     )
     out = tmp_path / "run"
     summary = run_hallucination_eval(settings, out)
@@ -185,7 +191,9 @@ def test_the_evaluation_runs_resumes_and_reports(caption_model: str, tmp_path: P
     lines = (out / "captions.jsonl").read_text().splitlines(keepends=True)
     (out / "captions.jsonl").write_text("".join(lines[:5]))
     (out / "summary.json").unlink()
-    (out / "guided.jsonl").write_text("".join((out / "guided.jsonl").read_text().splitlines(keepends=True)[:2]))
+    (out / "guided.jsonl").write_text(
+        "".join((out / "guided.jsonl").read_text().splitlines(keepends=True)[:2])
+    )
     seen: list[Any] = []
     again = run_hallucination_eval(settings, out, resume=True, on_record=seen.append)
     assert len(seen) == 9

@@ -78,7 +78,8 @@ def test_pope_counts_yes_answers() -> None:
 
 
 def test_token_spans_map_mentions_to_overlapping_tokens() -> None:
-    # The caption "a red cube and a blue sphere" in byte-level BPE pieces with their leading spaces: "a", " red", " c", "ube", " and", ...
+    # "a red cube and a blue sphere" in byte-level BPE pieces with their leading spaces:
+    # "a", " red", " c", "ube", " and", ...
     offsets = [(0, 1), (1, 5), (5, 7), (7, 10), (10, 14), (14, 16), (16, 21), (21, 28)]
     mentions = [
         Mention("red cube", 2, 10, ("red", "cube")),
