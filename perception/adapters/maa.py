@@ -108,7 +108,6 @@ def encoder_blocks(encoder: nn.Module) -> nn.ModuleList:
     """The transformer blocks of ``encoder``, in order: the one ``ModuleList`` of
     ``config.num_hidden_layers`` modules of one class (``ViTLayer``, ``CLIPEncoderLayer``,
     ``SiglipEncoderLayer``, ...); :class:`UnsupportedEncoderError` when there is not exactly one."""
-
     config = getattr(encoder, "config", None)
     depth = getattr(config, "num_hidden_layers", None)
     hidden = getattr(config, "hidden_size", None)

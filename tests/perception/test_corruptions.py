@@ -124,10 +124,11 @@ def test_low_light_scales_a_gamma_curve() -> None:
         assert dark.std() == pytest.approx(SEVERITIES["low_light"][severity - 1], rel=0.1, abs=0.002)
 
 
-def test_jpeg_at_lower_quality_makes_a_smaller_file_worth_of_error(photos: list[np.ndarray]) -> None:
-    # quality 30 keeps more than quality 5; an image already JPEG-decoded at a quality barely changes
+def test_jpeg_decoded_and_encoded_again_at_its_quality_barely_changes(photos: list[np.ndarray]) -> None:
     once = corrupt(photos[2], "jpeg", 1)
-    assert _psnr(once, corrupt(once, "jpeg", 1)) > _psnr(photos[2], once)
+    twice = corrupt(once, "jpeg", 1)
+    error = np.mean((photos[2].astype(float) - once) ** 2)
+    assert np.mean((once.astype(float) - twice) ** 2) < error / 4  # what JPEG drops, it drops once
 
 
 @pytest.mark.parametrize(

@@ -98,7 +98,7 @@ def test_distillation_loss_is_the_sum_over_layers_of_each_layers_mean_squared_er
     clean = [torch.zeros(1, 2, 2, requires_grad=True), torch.ones(1, 2, 2, requires_grad=True)]
     loss = distillation_loss(adapted, clean)
     # layer 0: (1 + 4 + 9 + 16) / 4 = 7.5; layer 1: (1 + 1 + 1 + 0) / 4 = 0.75
-    assert float(loss) == pytest.approx(8.25)
+    assert float(loss.detach()) == pytest.approx(8.25)
     loss.backward()
     assert all(c.grad is None for c in clean)  # the clean features are a fixed target
     # d/da of mean((a - c)^2) = 2 (a - c) / 4
@@ -199,6 +199,30 @@ def test_pixel_values_scale_and_normalise() -> None:
     assert pixels.shape == (2, 3, 4, 4) and pixels.dtype == torch.float32
     assert float(pixels[0].max()) == -1.0 and float(pixels[1].min()) == 1.0  # (x - 0.5) / 0.5
     assert torch.equal(pixel_values(list(images), 4), pixels)
+
+
+@pytest.mark.parametrize("kind", ["clip", "siglip"])
+def test_a_full_clip_or_siglip_directory_loads_as_its_vision_tower(kind: str, tmp_path: Path) -> None:
+    import transformers
+
+    vision = {"image_size": 16, "patch_size": 4, "hidden_size": 32, "num_hidden_layers": 2}
+    vision |= {"num_attention_heads": 2, "intermediate_size": 64}
+    text = {"vocab_size": 50, "hidden_size": 32, "num_hidden_layers": 1, "num_attention_heads": 2}
+    text |= {"intermediate_size": 64, "max_position_embeddings": 16, "bos_token_id": 1, "eos_token_id": 2}
+    classes = {
+        "clip": (transformers.CLIPConfig, transformers.CLIPModel),
+        "siglip": (transformers.SiglipConfig, transformers.SiglipModel),
+    }
+    config_class, model_class = classes[kind]
+    torch.manual_seed(0)
+    full = model_class(config_class(text_config=text, vision_config=vision)).eval()
+    full.save_pretrained(tmp_path)
+    encoder = load_vision_encoder(tmp_path)
+    assert type(encoder).__name__ == {"clip": "CLIPVisionModel", "siglip": "SiglipVisionModel"}[kind]
+    with torch.no_grad():
+        expected = full.vision_model(pixel_values=_pixels(3)).last_hidden_state
+        assert torch.equal(encoder(pixel_values=_pixels(3)).last_hidden_state, expected)
+    assert len(encoder_blocks(encoder)) == 2
 
 
 def test_unsupported_models_and_directories_are_named(tower_dirs: dict[str, Path], tmp_path: Path) -> None:
