@@ -732,8 +732,16 @@ MAA_COLUMNS: tuple[Column, ...] = (
 )
 
 
+MAAOutOption = Annotated[
+    Path,
+    typer.Option(
+        "--out", help="Run folder (metrics.jsonl, checkpoints/, adapters/, summary.json), e.g. runs/NAME."
+    ),
+]
+
+
 @settings_command(train_app, "maa", _maa_settings, TRAIN_MAA_OPTIONS)
-def train_maa(options: dict[str, Any], out: OutOption, resume: ResumeOption = False) -> None:
+def train_maa(options: dict[str, Any], out: MAAOutOption, resume: ResumeOption = False) -> None:
     """Train MAA adapters that make a frozen vision encoder robust to corrupted images: paired
     feature distillation of corrupted copies onto clean ones plus a token-level adversarial
     manifold term; only the adapters are saved (OUT/adapters)."""

@@ -560,8 +560,8 @@ class RobustnessSettings:
     pretrain_steps: int = 400
     maa: Mapping[str, Any] | None = None
     """:class:`MAASettings` fields for both adapter runs (``steps``, ``rank``, ...) besides
-    ``encoder``, ``data``, ``images`` and ``seed``, which the study sets;
-    ``adversarial_weight`` is MAA's (the baseline's is 0)."""
+    ``encoder``, ``data``, ``images``, ``seed``, ``corruptions`` and ``severities``, which the
+    study sets; ``adversarial_weight`` is MAA's (the baseline's is 0)."""
     corruptions: tuple[str, ...] = CORRUPTIONS
     severities: tuple[int, ...] = (1, 2, 3, 4, 5)
     seeds: tuple[int, ...] = (0,)
@@ -643,7 +643,9 @@ def _study_seed(
     done: Mapping[tuple[int, str], Mapping[str, Any]],
     record: Callable[[dict[str, Any]], None],
 ) -> None:
-
+    """Seed ``seed`` of the study in ``out``: the encoder pretrained, both adapter runs, the
+    three methods measured; the stages in ``done`` are skipped, each new one's line goes to
+    ``record``."""
     train, train_labels = closeup_set(seed, settings.train_images, settings.image_size)
     test, test_labels = closeup_set(seed + TEST_SET_OFFSET, settings.test_images, settings.image_size)
     encoder_dir = out / "encoder"

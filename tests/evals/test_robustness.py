@@ -143,6 +143,16 @@ def _adapter_weights(out: Path) -> dict[str, torch.Tensor]:
     return load_file(str(out / "adapters" / "adapters.safetensors"))
 
 
+@pytest.mark.parametrize("architecture", ["clip", "siglip"])
+def test_a_run_adapts_clip_and_siglip_towers_too(architecture: str, tmp_path: Path) -> None:
+    tower = tmp_path / architecture
+    tiny_vision_encoder(architecture, image_size=16, hidden_size=32, layers=2, heads=2).save_pretrained(tower)
+    summary = run_maa(_settings(tower, steps=2), tmp_path / "run")
+    adapters = load_adapters(load_vision_encoder(tower), summary["adapters"])
+    assert adapters.config.model_type == f"{architecture}_vision_model" and adapters.config.layers == (0, 1)
+    assert summary["distill_loss_first"] > 0
+
+
 def test_a_run_resumes_only_with_its_own_settings(encoder_dir: Path, tmp_path: Path) -> None:
     out = tmp_path / "run"
     run_maa(_settings(encoder_dir, steps=2), out)
