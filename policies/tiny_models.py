@@ -265,6 +265,25 @@ CHAT_INITIALIZER_RANGE = 0.2
 model meant to be trained from scratch learns far sooner from a small one (0.02)."""
 CHAT_SHAPE = {"attention_heads": CHAT_ATTENTION_HEADS, "initializer_range": CHAT_INITIALIZER_RANGE}
 """The chat LM's shape options at their defaults (a build records only those it changes)."""
+VLM_SHAPE: dict[str, int | float] = {
+    "text_layers": 2,
+    "vision_layers": 1,
+    "vision_hidden": 32,
+    "image_side": 56,
+    "vlm_initializer_range": 0.2,
+}
+"""The VLM's shape options at their defaults (a build records only those it changes). A model
+meant to be trained from scratch to see (the hallucination study's captioner) learns far more
+with a deeper decoder, a wider 2-layer vision tower on 84-pixel images and small initial
+weights (0.02)."""
+_VLM_LIMITS: dict[str, tuple[float, float]] = {
+    "text_layers": (1, 12),
+    "vision_layers": (1, 12),
+    "vision_hidden": (16, 512),
+    "image_side": (28, 448),
+    "vlm_initializer_range": (1e-4, 1.0),
+}
+SHAPES: dict[str, int | float] = {**CHAT_SHAPE, **VLM_SHAPE}
 
 
 def _text_config_values(tokenizer: PreTrainedTokenizerFast, context_tokens: int) -> dict[str, Any]:
@@ -322,29 +341,32 @@ def _write_chat_lm(directory: Path, seed: int, context_tokens: int, **shape: Any
     )
 
 
-def _write_vlm(directory: Path, seed: int, context_tokens: int) -> str:
+def _write_vlm(directory: Path, seed: int, context_tokens: int, **shape: Any) -> str:
     """Images are resized (not cropped, so a panorama stays whole) to 56x56 pixels: 4x4 patches
-    of 14 pixels, i.e. 16 image tokens per image after the CLS feature is dropped."""
+    of 14 pixels, i.e. 16 image tokens per image after the CLS feature is dropped. ``shape``: the
+    :data:`VLM_SHAPE` options that differ from their defaults."""
     import torch
     from transformers import CLIPImageProcessorPil, LlavaConfig, LlavaForConditionalGeneration, LlavaProcessor
 
     tokenizer = train_tokenizer(directory, context_tokens)
-    image_side, patch_size = 56, 14
+    size = {**VLM_SHAPE, **shape}
+    image_side, patch_size = int(size["image_side"]), 14
+    vision_hidden = int(size["vision_hidden"])
+    text = _text_config_values(tokenizer, context_tokens) | {
+        "num_hidden_layers": int(size["text_layers"]),
+        "initializer_range": float(size["vlm_initializer_range"]),
+    }
     config = LlavaConfig(
-        text_config={
-            "model_type": "qwen2",
-            **_text_config_values(tokenizer, context_tokens),
-            "tie_word_embeddings": False,
-        },
+        text_config={"model_type": "qwen2", **text, "tie_word_embeddings": False},
         vision_config={
             "model_type": "clip_vision_model",
-            "hidden_size": 32,
-            "intermediate_size": 64,
-            "num_hidden_layers": 1,
+            "hidden_size": vision_hidden,
+            "intermediate_size": 2 * vision_hidden,
+            "num_hidden_layers": int(size["vision_layers"]),
             "num_attention_heads": 2,
             "image_size": image_side,
             "patch_size": patch_size,
-            "projection_dim": 32,
+            "projection_dim": vision_hidden,
         },
         image_token_index=_token_id(tokenizer, IMAGE_PAD),
         image_seq_length=(image_side // patch_size) ** 2,
@@ -370,9 +392,14 @@ def _write_vlm(directory: Path, seed: int, context_tokens: int) -> str:
         chat_template=CHAT_TEMPLATE,
     )
     processor.save_pretrained(directory)
+    changed = {key: value for key, value in shape.items() if value != VLM_SHAPE[key]}
+    init = (
+        f", initial weights std {size['vlm_initializer_range']}" if "vlm_initializer_range" in changed else ""
+    )
     return (
-        "a LLaVA-style VLM: a 1-layer CLIP vision tower on 56x56-pixel images (16 image tokens each) "
-        "and a 2-layer Qwen2 decoder, with a ChatML template that takes images"
+        f"a LLaVA-style VLM: a {size['vision_layers']}-layer CLIP vision tower (hidden size {vision_hidden}) "
+        f"on {image_side}x{image_side}-pixel images ({(image_side // patch_size) ** 2} image tokens each) "
+        f"and a {size['text_layers']}-layer Qwen2 decoder{init}, with a ChatML template that takes images"
     )
 
 
@@ -448,14 +475,15 @@ def build_tiny(
     labels: Sequence[str] | None = None,
     attention_heads: int = CHAT_ATTENTION_HEADS,
     initializer_range: float = CHAT_INITIALIZER_RANGE,
+    vlm_shape: Mapping[str, int | float] | None = None,
 ) -> bool:
     """Build the tiny ``kind`` model (chat, vlm or nli) into ``directory``; see the module
     docstring. ``context_tokens`` defaults per kind (:data:`DEFAULT_CONTEXT`); ``labels``
     (nli only) are the classes, default :data:`NLI_LABELS`. ``attention_heads`` (2, 4 or 8) and
-    ``initializer_range`` (the initial weights' std) shape the chat LM only; a non-default value
-    is part of the build's identity. Returns False when ``directory``
-    already holds this very build (nothing is done), True when it was built; ``directory``
-    must not exist, or be an empty folder.
+    ``initializer_range`` (the initial weights' std) shape the chat LM only, ``vlm_shape`` (keys
+    of :data:`VLM_SHAPE`) the VLM only; a non-default value is part of the build's identity.
+    Returns False when ``directory`` already holds this very build (nothing is done), True when
+    it was built; ``directory`` must not exist, or be an empty folder.
 
     An :class:`EmbodiaError` names the problem when the arguments are out of range or the
     folder holds something else (another build, or other files).
@@ -479,6 +507,23 @@ def build_tiny(
         if not (isinstance(initializer_range, int | float) and 0 < initializer_range <= 1):
             raise EmbodiaError(f"initializer_range must be in (0, 1], got {initializer_range!r}")
         options |= {key: value for key, value in shape.items() if value != CHAT_SHAPE[key]}
+    if vlm_shape:
+        if kind != "vlm":
+            raise EmbodiaError(f"vlm_shape shapes the vlm model, not {kind}")
+        unknown = sorted(set(vlm_shape) - set(VLM_SHAPE))
+        if unknown:
+            raise EmbodiaError(
+                f"unknown VLM shape option {', '.join(unknown)}; known: {', '.join(VLM_SHAPE)}"
+            )
+        for key, value in vlm_shape.items():
+            low, high = _VLM_LIMITS[key]
+            if not (isinstance(value, type(VLM_SHAPE[key]) | int) and low <= value <= high):
+                raise EmbodiaError(f"VLM shape {key} must be in [{low}, {high}], got {value!r}")
+        if vlm_shape.get("image_side", 56) % 14:
+            raise EmbodiaError(
+                f"VLM shape image_side must be a multiple of 14, got {vlm_shape['image_side']}"
+            )
+        options |= {key: value for key, value in vlm_shape.items() if value != VLM_SHAPE[key]}
     target = Path(directory)
     wanted: dict[str, Any] = {"kind": kind, "seed": seed, "context_tokens": context, **options}
     if _is_this_build(target, wanted):
@@ -527,10 +572,9 @@ def _is_this_build(directory: Path, wanted: Mapping[str, Any]) -> bool:
             f"{directory} holds a model trained from a tiny build ({recipes}): pick another folder"
         )
     # A shape option is in the marker only when it is not the default: compare it both ways.
-    keys = [*wanted, *(key for key in CHAT_SHAPE if key not in wanted)]
+    keys = [*wanted, *(key for key in SHAPES if key not in wanted)]
     differences = [
-        f"{key} {_plain(marker.get(key, CHAT_SHAPE.get(key)))}, "
-        f"not {_plain(wanted.get(key, CHAT_SHAPE.get(key)))}"
+        f"{key} {_plain(marker.get(key, SHAPES.get(key)))}, not {_plain(wanted.get(key, SHAPES.get(key)))}"
         for key in keys
         if marker.get(key) != wanted.get(key)
     ]
@@ -567,11 +611,25 @@ def build_tiny_chat_lm(
 
 
 def build_tiny_vlm(
-    directory: Path | str, seed: int = 0, context_tokens: int = DEFAULT_CONTEXT["vlm"]
+    directory: Path | str,
+    seed: int = 0,
+    context_tokens: int = DEFAULT_CONTEXT["vlm"],
+    shape: Mapping[str, int | float] | None = None,
 ) -> Path:
-    """A random-weight LLaVA (1-layer CLIP vision tower, 2-layer Qwen2 decoder) with a PIL processor."""
-    build_tiny("vlm", directory, seed=seed, context_tokens=context_tokens)
+    """A random-weight LLaVA (1-layer CLIP vision tower, 2-layer Qwen2 decoder) with a PIL
+    processor; ``shape`` changes the :data:`VLM_SHAPE` options it names."""
+    build_tiny("vlm", directory, seed=seed, context_tokens=context_tokens, vlm_shape=shape)
     return Path(directory)
+
+
+CAPTIONER_SHAPE: dict[str, int | float] = {
+    "text_layers": 4,
+    "vision_layers": 2,
+    "vision_hidden": 64,
+    "image_side": 84,
+    "vlm_initializer_range": 0.02,
+}
+"""The VLM shape the hallucination study trains from scratch (see :data:`VLM_SHAPE`)."""
 
 
 def build_tiny_nli(

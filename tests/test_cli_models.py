@@ -272,3 +272,33 @@ def test_the_chat_lm_shape_is_an_option_and_part_of_the_build(
     with pytest.raises(EmbodiaError, match="shape the chat model, not vlm"):
         build_tiny("vlm", tmp_path / "bad", attention_heads=4)
     assert not (tmp_path / "bad").exists()
+
+
+def test_the_vlm_shape_is_an_option_and_part_of_the_build(
+    tmp_path: Path, models: dict[str, tuple[Path, str]]
+) -> None:
+    from embodia.policies.tiny_models import CAPTIONER_SHAPE, build_tiny_vlm
+
+    out = build_tiny_vlm(tmp_path / "captioner", shape=CAPTIONER_SHAPE)
+    config = AutoConfig.from_pretrained(out, local_files_only=True)
+    text, vision = config.text_config, config.vision_config
+    assert (text.num_hidden_layers, text.initializer_range) == (4, 0.02)
+    assert (vision.num_hidden_layers, vision.hidden_size, vision.image_size) == (2, 64, 84)
+    assert config.image_seq_length == 36
+    assert "36 image tokens each) and a 4-layer Qwen2 decoder" in (out / MODEL_CARD).read_text()
+    assert not build_tiny("vlm", out, vlm_shape=CAPTIONER_SHAPE)  # the same build: a no-op
+    default, _ = models["vlm"]
+    with pytest.raises(EmbodiaError, match=r"text_layers 4, not 2"):
+        build_tiny("vlm", out)
+    with pytest.raises(EmbodiaError, match=r"text_layers 2, not 3"):
+        build_tiny("vlm", default, vlm_shape={"text_layers": 3})
+    for bad, message in (
+        ({"depth": 3}, "unknown VLM shape option depth"),
+        ({"image_side": 50}, "multiple of 14"),
+        ({"vision_hidden": 4}, r"vision_hidden must be in \[16, 512\]"),
+    ):
+        with pytest.raises(EmbodiaError, match=message):
+            build_tiny("vlm", tmp_path / "bad", vlm_shape=bad)
+    with pytest.raises(EmbodiaError, match="shapes the vlm model, not chat"):
+        build_tiny("chat", tmp_path / "bad", vlm_shape={"text_layers": 3})
+    assert not (tmp_path / "bad").exists()
