@@ -131,6 +131,14 @@ def caption_pass(
     inputs.pop("attention_mask", None)
     caption_ids = torch.tensor(encoded["input_ids"], dtype=prompt_ids.dtype)
     input_ids = torch.cat([prompt_ids, caption_ids])
+    for name, value in list(inputs.items()):
+        # Per-token inputs (Qwen-VL's modality types): the caption's tokens are text, type 0.
+        if (
+            isinstance(value, torch.Tensor)
+            and value.shape[:2] == (1, prompt_ids.shape[0])
+            and value.dim() == 2
+        ):
+            inputs[name] = torch.cat([value, value.new_zeros((1, caption_ids.shape[0]))], dim=1)
     caption_start = int(prompt_ids.shape[0])
     image_positions = torch.nonzero(prompt_ids == token).flatten()
     if image_positions.numel() == 0:
