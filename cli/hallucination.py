@@ -35,6 +35,10 @@ EVAL_HALLUCINATION_OPTIONS: OptionTable = {
     "num_beams": FieldOption("Guided decoding: candidates from a beam search."),
     "samples": FieldOption("Guided decoding: further candidates sampled at temperature 1."),
     "flag_threshold": FieldOption("Post-hoc removal drops mentions whose p(hallucinated) exceeds it."),
+    "inslen_layers": FieldOption(
+        "InsLen's layers: reference (LLaVA-1.5's, as fractions of the depth) "
+        "or probe (the best on the probe captions)."
+    ),
     "max_new_tokens": FieldOption(),
     "seed": FieldOption(),
     "resume": OWN,

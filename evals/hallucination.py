@@ -14,7 +14,7 @@ without a judge. A run has two sets of scenes, drawn from different seeds:
   (a question is answered "yes" when the caption names the object) are measured on them.
 
 With ``guided`` the test scenes are captioned again by HaloProbe-guided decoding (candidates
-from beam search and sampling, re-ranked by expected hallucinations, among candidates naming
+from beam search (and optionally sampling), re-ranked by expected hallucinations, among candidates naming
 as many objects as the greedy caption: equal caption length) and by post-hoc removal of the
 mentions HaloProbe flags; CHAIR and POPE are measured on both.
 
@@ -54,7 +54,10 @@ from embodia.perception.hallucination.decoding import (
     remove_flagged,
 )
 from embodia.perception.hallucination.detectors import (
+    InsLenConfig,
     attention_scores,
+    inslen_grid,
+    inslen_layer_grid,
     inslen_scores,
     signal_names,
     token_signals,
@@ -73,6 +76,7 @@ DETECTORS: tuple[str, ...] = ("inslen", "haloprobe", "attention-baseline")
 SPLIT_SEEDS = {"probe": 1, "test": 2}
 """Offsets of each split's scene seed from the run's seed (seed x 10 + offset)."""
 POPE_SPLITS: tuple[str, ...] = ("random", "popular", "adversarial")
+INSLEN_LAYERS: tuple[str, ...] = ("reference", "probe")
 
 
 @dataclass(frozen=True)
@@ -89,11 +93,16 @@ class HallucinationEvalSettings:
     """Scenes whose captions fit HaloProbe (used when ``haloprobe`` is measured or ``guided``)."""
     guided: bool = False
     """Also caption the test scenes by HaloProbe-guided decoding and post-hoc removal."""
-    num_beams: int = 4
-    samples: int = 4
-    """Guided decoding's candidates: beams of a beam search, then samples at temperature 1."""
+    num_beams: int = 6
+    samples: int = 0
+    """Guided decoding's candidates: beams of a beam search, then samples at temperature 1 (none by
+    default: on the study's captioner, sampled candidates raised CHAIR_i, 6 beams lowered it)."""
     flag_threshold: float = 0.5
     """Post-hoc removal drops mentions whose p(hallucinated) exceeds it."""
+    inslen_layers: str = "reference"
+    """InsLen's layers: ``reference`` (the reference's choice for LLaVA-1.5, as fractions of the
+    depth) or ``probe`` (the (ℓ_v, ℓ_t, ℓ_i) of :func:`inslen_layer_grid` whose AUROC on the probe
+    captions is highest; the reference's layers are reported beside)."""
     max_new_tokens: int = 64
     seed: int = 0
 
@@ -116,12 +125,24 @@ class HallucinationEvalSettings:
             raise HallucinationError("guided decoding needs at least two candidates (num_beams + samples)")
         if not 0 < self.flag_threshold < 1:
             raise HallucinationError(f"flag_threshold must be in (0, 1); got {self.flag_threshold!r}")
+        if self.inslen_layers not in INSLEN_LAYERS:
+            raise HallucinationError(
+                f"inslen_layers must be one of {', '.join(INSLEN_LAYERS)}; got {self.inslen_layers!r}"
+            )
         check_range("max_new_tokens", self.max_new_tokens, 1, 4096, HallucinationError)
         check_seed("seed", self.seed, HallucinationError)
 
     @property
     def needs_probe(self) -> bool:
+        return self.guided or "haloprobe" in self.detectors or self.searches_inslen_layers
+
+    @property
+    def fits_haloprobe(self) -> bool:
         return self.guided or "haloprobe" in self.detectors
+
+    @property
+    def searches_inslen_layers(self) -> bool:
+        return "inslen" in self.detectors and self.inslen_layers == "probe"
 
 
 # --------------------------------------------------------------------------- the units
@@ -183,11 +204,16 @@ def caption_unit(
     rows = _mention_rows(mentions, [tokens[0] - scored.caption_start for tokens in scored.mention_tokens])
     signals = token_signals(scored)
     columns: dict[str, Sequence[float]] = {"attention-baseline": attention_scores(scored)}
-    if split == "test" and "inslen" in settings.detectors:
+    grid: list[list[float]] = []
+    if settings.searches_inslen_layers:
+        grid = inslen_grid(scored, InsLenConfig(), inslen_layer_grid(scored.layers))
+    if "inslen" in settings.detectors:
         columns["inslen"] = inslen_scores(scored)
     for i, row in enumerate(rows):
         row["features"] = mention_features(signals[i]).tolist()
         row["scores"] = {name: float(values[i]) for name, values in columns.items()}
+        if grid:
+            row["inslen_grid"] = [float(scores[i]) for scores in grid]
     record["mentions"] = rows
     return record
 
@@ -353,6 +379,12 @@ def summarise(
             detection[name] = detection_scores(list(1 - p["posterior"]), labels)
             detection["haloprobe-balanced"] = detection_scores(list(1 - p["balanced"]), labels)
             detection["haloprobe-prior"] = detection_scores(list(1 - p["prior"]), labels)
+        elif name == "inslen" and settings.searches_inslen_layers:
+            chosen = _best_inslen_layers([m for r in records if r["split"] == "probe" for m in r["mentions"]])
+            detection[name] = detection_scores([m["inslen_grid"][chosen] for m in rows], labels)
+            detection["inslen-reference-layers"] = detection_scores([m["scores"][name] for m in rows], labels)
+            layers = _model_shape(settings.model)
+            detection[name]["layers"] = list(inslen_layer_grid(layers[0] if layers else 0)[chosen])
         else:
             detection[name] = detection_scores([m["scores"][name] for m in rows], labels)
     summary: dict[str, Any] = {
@@ -382,6 +414,19 @@ def summarise(
             len(find_mentions(g["guided"])) == len(by_index[int(g["index"])]["mentions"]) for g in guided
         ) / len(guided)
     return summary
+
+
+def _best_inslen_layers(mentions: Sequence[Mapping[str, Any]]) -> int:
+    """The index of the InsLen layer choice with the highest AUROC on ``mentions`` (the probe
+    captions'); the first when they hold one class only."""
+    labels = [bool(m["hallucinated"]) for m in mentions]
+    if all(labels) or not any(labels):
+        return 0
+    choices = len(mentions[0]["inslen_grid"])
+    aurocs = [
+        detection_scores([m["inslen_grid"][c] for m in mentions], labels)["auroc"] for c in range(choices)
+    ]
+    return int(np.argmax(aurocs))
 
 
 def _plain(settings: HallucinationEvalSettings) -> dict[str, Any]:
@@ -432,7 +477,7 @@ def run_hallucination_eval(
         pool.run(todo, record)
     records = [done[split, i] for split in splits for i in range(counts[split])]
     probe = None
-    if settings.needs_probe:
+    if settings.fits_haloprobe:
         probe = fit_probe([r for r in records if r["split"] == "probe"], _model_shape(settings.model))
         probe.save(folder.out)
     guided: list[dict[str, Any]] = []
@@ -471,14 +516,14 @@ class HallucinationStudySettings:
 
     model: str
     """The VLM to train: ``hf:DIR`` (e.g. a tiny random-weight build)."""
-    train_records: int = 3000
-    train_steps: int = 800
+    train_records: int = 6000
+    train_steps: int = 1200
     learning_rate: float = 1e-3
     batch_size: int = 16
     captions: int = 200
     probe_captions: int = 200
-    num_beams: int = 4
-    samples: int = 4
+    num_beams: int = 6
+    samples: int = 0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -492,6 +537,7 @@ class HallucinationStudySettings:
             captions=self.captions,
             probe_captions=self.probe_captions,
             guided=True,
+            inslen_layers="probe",
             num_beams=self.num_beams,
             samples=self.samples,
             seed=self.seed,

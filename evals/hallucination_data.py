@@ -47,7 +47,7 @@ def caption_scene(seed: int, index: int) -> tuple[np.ndarray, list[dict[str, Any
     width = SCENE_SIDE / COLUMNS
     objects: list[dict[str, Any]] = []
     for column in columns:
-        size = str(rng.choice(list(SIZES)))
+        size = "large"  # small objects shrink to a few pixels in a VLM's input: shape unreadable
         half = SIZES[size]
         x = int(width * (column + 0.5) + rng.integers(-3, 4))
         y = int(rng.integers(half + 2, SCENE_SIDE - half - 6))

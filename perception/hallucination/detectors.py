@@ -141,33 +141,70 @@ def inslen_token_parts(
     return InsLenParts(lens_weight, local, calibrated, consistency, score)
 
 
-def inslen_scores(caption: CaptionPass, config: InsLenConfig | None = None) -> list[float]:
-    """InsLen of each mention of ``caption`` (higher: more likely real)."""
+Layers = tuple[int, int, int]
+"""InsLen's (ℓ_v, ℓ_t, ℓ_i) as hidden-state indices (0 is the embedding layer)."""
+
+
+def inslen_layers(config: InsLenConfig, layers: int) -> Layers:
+    """The hidden-state indices of ``config``'s layer fractions in a model of ``layers`` layers."""
+    return (
+        layer_index(config.image_layer, layers),
+        layer_index(config.text_layer, layers),
+        layer_index(config.instruction_layer, layers),
+    )
+
+
+def inslen_scores(
+    caption: CaptionPass, config: InsLenConfig | None = None, layers: Layers | None = None
+) -> list[float]:
+    """InsLen of each mention of ``caption`` (higher: more likely real), at ``config``'s layer
+    fractions or at the hidden-state indices ``layers``."""
     config = config or InsLenConfig()
-    layers = caption.layers
-    image_layer = layer_index(config.image_layer, layers)
-    text_layer = layer_index(config.text_layer, layers)
-    instruction_layer = layer_index(config.instruction_layer, layers)
-    image_lens = caption.lens(image_layer, caption.image, config.scale)
-    instruction_lens = caption.lens(instruction_layer, caption.instruction, config.scale)
-    image_states = caption.hidden[image_layer, caption.image]
-    instruction_states = caption.hidden[instruction_layer, caption.instruction]
-    scores = []
-    for positions in caption.mention_tokens:
-        per_token = []
-        for p in positions:
-            token = int(caption.input_ids[p])
-            parts = inslen_token_parts(
-                caption.hidden[text_layer, p - 1],
-                image_states,
-                image_lens[:, token],
-                instruction_states,
-                instruction_lens[:, token],
-                config,
-            )
-            per_token.append(parts.score)
-        scores.append(combine(per_token, config.aggregate))
-    return scores
+    return inslen_grid(caption, config, [layers or inslen_layers(config, caption.layers)])[0]
+
+
+def inslen_layer_grid(layers: int) -> list[Layers]:
+    """The layer choices a search tries: every (ℓ_v, ℓ_i) pair of hidden states, with the
+    object's state from the last layer or the one before it (the reference reads the last)."""
+    return [
+        (v, t, i)
+        for t in sorted({max(1, layers - 1), layers})
+        for v in range(layers + 1)
+        for i in range(layers + 1)
+    ]
+
+
+def inslen_grid(caption: CaptionPass, config: InsLenConfig, choices: Sequence[Layers]) -> list[list[float]]:
+    """InsLen of each mention at each of the layer ``choices``: one list of mention scores per
+    choice. Each layer's lens is computed once, whatever the number of choices."""
+    for choice in choices:
+        if not all(0 <= index <= caption.layers for index in choice):
+            raise HallucinationError(f"InsLen layers {choice} are outside the model's 0..{caption.layers}")
+    image_lens = {v: caption.lens(v, caption.image, config.scale) for v in {c[0] for c in choices}}
+    instruction_lens = {
+        i: caption.lens(i, caption.instruction, config.scale) for i in {c[2] for c in choices}
+    }
+    out = []
+    for image_layer, text_layer, instruction_layer in choices:
+        image_states = caption.hidden[image_layer, caption.image]
+        instruction_states = caption.hidden[instruction_layer, caption.instruction]
+        scores = []
+        for positions in caption.mention_tokens:
+            per_token = []
+            for p in positions:
+                token = int(caption.input_ids[p])
+                parts = inslen_token_parts(
+                    caption.hidden[text_layer, p - 1],
+                    image_states,
+                    image_lens[image_layer][:, token],
+                    instruction_states,
+                    instruction_lens[instruction_layer][:, token],
+                    config,
+                )
+                per_token.append(parts.score)
+            scores.append(combine(per_token, config.aggregate))
+        out.append(scores)
+    return out
 
 
 @dataclass(frozen=True)

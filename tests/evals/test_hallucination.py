@@ -84,7 +84,13 @@ def test_pope_questions_pair_present_objects_with_absent_ones() -> None:
 
 def test_caption_pass_finds_the_spans_of_a_llava_style_model(tiny_vlm_dir: Path) -> None:
     from embodia.evals.hallucination import load_captioner
-    from embodia.perception.hallucination.detectors import inslen_scores, token_signals
+    from embodia.perception.hallucination.detectors import (
+        InsLenConfig,
+        inslen_grid,
+        inslen_layer_grid,
+        inslen_scores,
+        token_signals,
+    )
     from embodia.perception.hallucination.signals import caption_pass
 
     processor, model = load_captioner(f"hf:{tiny_vlm_dir}")
@@ -107,6 +113,14 @@ def test_caption_pass_finds_the_spans_of_a_llava_style_model(tiny_vlm_dir: Path)
     # Each query's attention is a distribution.
     np.testing.assert_allclose(scored.attentions.sum(-1).numpy(), 1.0, atol=1e-4)
     assert len(inslen_scores(scored)) == 2 and all(np.isfinite(inslen_scores(scored)))
+    # The layer search scores every choice at once, each as inslen_scores would at those layers.
+    choices = inslen_layer_grid(layers)
+    assert len(choices) == 2 * (layers + 1) ** 2 and (2, 2, 1) in choices
+    grid = inslen_grid(scored, InsLenConfig(), choices)
+    assert grid[choices.index((2, 2, 1))] == pytest.approx(inslen_scores(scored))
+    assert grid[choices.index((0, 1, 2))] == pytest.approx(inslen_scores(scored, layers=(0, 1, 2)))
+    with pytest.raises(HallucinationError, match="outside the model's 0..2"):
+        inslen_scores(scored, layers=(3, 2, 1))
     rows = token_signals(scored)
     assert [r.shape[0] for r in rows] == [len(t) for t in scored.mention_tokens]
     with pytest.raises(HallucinationError, match="H x W x 3"):
@@ -121,6 +135,7 @@ def test_caption_pass_finds_the_spans_of_a_llava_style_model(tiny_vlm_dir: Path)
         ({"captions": 1}, "captions"),
         ({"guided": True, "num_beams": 1, "samples": 0}, "two candidates"),
         ({"flag_threshold": 1.0}, "flag_threshold"),
+        ({"inslen_layers": "best"}, "inslen_layers must be one of reference, probe"),
     ],
 )
 def test_settings_name_bad_values(changes: dict[str, Any], message: str) -> None:
@@ -159,6 +174,7 @@ def test_the_evaluation_runs_resumes_and_reports(caption_model: str, tmp_path: P
         num_beams=2,
         samples=1,
         max_new_tokens=40,
+        inslen_layers="probe",
     )
     out = tmp_path / "run"
     summary = run_hallucination_eval(settings, out)
@@ -174,6 +190,10 @@ def test_the_evaluation_runs_resumes_and_reports(caption_model: str, tmp_path: P
             assert mention["hallucinated"] == (tuple(mention["key"]) not in truth)
             assert len(mention["features"]) == len(mentions[0]["features"])
     assert (out / "haloprobe.json").is_file()
+    assert all(len(m["inslen_grid"]) == 2 * 3**2 for m in mentions)  # the 2-layer tiny VLM's choices
+    if "inslen" in summary["detection"]:
+        assert "inslen-reference-layers" in summary["detection"]
+        assert len(summary["detection"]["inslen"]["layers"]) == 3
     assert summary["greedy"]["captions"] == 6
     for kind in ("guided", "removed"):
         assert summary[kind]["captions"] == 6
