@@ -878,6 +878,7 @@ TRAIN_TOKENIZER_OPTIONS: OptionTable = {
     "ar_flip_probability": FieldOption(
         "Share of input bits flipped in AR training (bitwise self-correction)."
     ),
+    "ar_temperature": FieldOption("Sampling temperature of the AR model's pictures (0: greedy)."),
     "threads": FieldOption("Torch CPU threads."),
     "seed": FieldOption("Seed of the images, batches and initial weights."),
 }

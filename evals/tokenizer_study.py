@@ -20,10 +20,11 @@ bits) and the best downsample codec within the tokenizer's bits per image
 
 **The AR demonstration** (``ar_steps`` > 0; needs the puzzle renders): the trained tokenizer's
 codes of the training puzzles are grouped (``ar_group``), a :class:`TinyUnifiedAR` is trained
-teacher-forced on (description, codes), and on held-out descriptions it writes codes that go
-straight to the decoder. Measures: held-out per-bit cross entropy and accuracy against a
-baseline that predicts each bit from its frequency in the training codes, and how many of the
-generated bits survive decoding and encoding again (what re-encoding would change).
+teacher-forced on (description, codes), and on held-out descriptions it writes codes (sampled
+at ``ar_temperature``) that go straight to the decoder. Measures: held-out per-bit cross
+entropy and accuracy against a baseline that predicts each bit from its frequency in the
+training codes, and how many of the generated bits survive decoding and encoding again (what
+re-encoding would change).
 
 The run folder: ``config.yaml``; ``metrics.jsonl`` (one line per logged step, ``phase``
 ``tokenizer`` or ``ar``; evaluation lines carry ``eval_*`` keys); ``checkpoint/`` (weights,
@@ -76,7 +77,6 @@ from embodia.perception.tokenizers.bitwise_ar import (
     save_unified_ar,
     split_words,
 )
-from embodia.perception.tokenizers.data import simulator_views
 from embodia.perception.tokenizers.lfq import QUANTIZERS, QuantizerConfig, TokenizerError
 from embodia.policies.recipes.curves import plot_curves
 
@@ -142,6 +142,8 @@ class TokenizerStudySettings:
     ar_learning_rate: float = 1e-3
     ar_flip_probability: float = 0.0
     """Bitwise self-correction: the share of input bits flipped in training."""
+    ar_temperature: float = 1.0
+    """Sampling temperature of the pictures the AR model writes at the end (0: greedy)."""
     threads: int = 1
     """Torch CPU threads (more only wait on each other on a busy machine)."""
     seed: int = 0
@@ -177,6 +179,7 @@ class TokenizerStudySettings:
             if isinstance(value, bool) or not (isinstance(value, int | float) and 0 < value < math.inf):
                 raise TokenizerError(f"{name} must be a finite number > 0, got {value!r}")
         check_range("ar_flip_probability", self.ar_flip_probability, 0.0, 0.5, TokenizerError)
+        check_range("ar_temperature", self.ar_temperature, 0.0, 10.0, TokenizerError)
         if self.ar_steps:
             if self.source == "sim":
                 raise TokenizerError(
@@ -239,6 +242,50 @@ def clevr_renders(
     return np.stack(images), captions
 
 
+_RENDER_VIEWS = """
+import json, sys
+import numpy as np
+from embodia.perception.tokenizers.data import simulator_views
+arguments = json.loads(sys.argv[2])
+np.save(sys.argv[1], simulator_views(**arguments))
+"""
+
+
+def views_in_child_process(
+    scene_seeds: Sequence[int], views: int, height: int, width: int, seed: int
+) -> NDArray[np.uint8]:
+    """:func:`~embodia.perception.tokenizers.data.simulator_views` in a child Python process.
+    The renderer's parallel kernels start an OpenMP team (numba, on the libgomp torch loaded)
+    in the process that runs them, and torch's own operations then wait on that team's
+    spinning worker: on a busy machine, training steps after rendering in the same process ran
+    about 6 times slower than in a fresh process beside them."""
+    import json
+    import subprocess
+    import sys
+    import tempfile
+
+    arguments = {
+        "scene_seeds": list(scene_seeds),
+        "views": views,
+        "height": height,
+        "width": width,
+        "seed": seed,
+    }
+    with tempfile.TemporaryDirectory(prefix="embodia-views-") as folder:
+        path = Path(folder) / "views.npy"
+        done = subprocess.run(
+            [sys.executable, "-c", _RENDER_VIEWS, str(path), json.dumps(arguments)],
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        if done.returncode != 0:
+            last = (done.stderr.strip().splitlines() or [f"exit code {done.returncode}"])[-1]
+            raise TokenizerError(f"rendering the simulator views failed: {last}")
+        views_array: NDArray[np.uint8] = np.load(path)
+    return views_array
+
+
 @dataclass(frozen=True)
 class Split:
     """The images of one split, and the descriptions of its puzzle renders (the first ones)."""
@@ -264,7 +311,9 @@ def study_images(settings: TokenizerStudySettings) -> tuple[Split, Split]:
             first = 100 * settings.seed + (SIM_EVAL_SCENE_OFFSET if split else 0)
             scenes = range(first, first + (SIM_EVAL_SCENES if split else SIM_TRAIN_SCENES))
             parts.append(
-                simulator_views(list(scenes), count - puzzles, settings.height, settings.width, settings.seed)
+                views_in_child_process(
+                    list(scenes), count - puzzles, settings.height, settings.width, settings.seed
+                )
             )
         sources = ["clevr"] * puzzles + ["sim"] * (count - puzzles)
         splits.append(Split(np.concatenate(parts), captions, sources))
@@ -633,6 +682,7 @@ def _summarise_ar(study: _Study, demo: _ARDemo) -> dict[str, Any]:
         settings.ar_group,
         height=settings.height,
         width=settings.width,
+        temperature=settings.ar_temperature,
         generator=generator,
     )
     # What re-encoding would do: the codes of the decoded pictures against those written.

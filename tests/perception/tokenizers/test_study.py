@@ -25,6 +25,7 @@ from embodia.evals.tokenizer_study import (
     run_tokenizer_study,
     study_images,
     tokenizer_throughput,
+    views_in_child_process,
 )
 from embodia.perception.tokenizers import metrics
 from embodia.perception.tokenizers.autoencoder import load_tokenizer, reconstruct
@@ -64,6 +65,7 @@ TIMING = ("images_per_s", "ar_examples_per_s")
         ({"source": "photos"}, "unknown source 'photos'"),
         ({"channels": (8, 12)}, "multiple of 8"),
         ({"ar_flip_probability": 0.7}, "ar_flip_probability must be in 0..0.5"),
+        ({"ar_temperature": -1.0}, "ar_temperature must be in 0..10"),
     ],
 )
 def test_bad_settings_name_the_problem(change: dict[str, Any], message: str) -> None:
@@ -82,6 +84,14 @@ def test_held_out_puzzles_are_not_training_puzzles() -> None:
     train, held_out = study_images(dataclasses.replace(TINY, train_images=16, eval_images=16))
     assert train.images.shape == (16, 16, 32, 3) and len(train.captions) == 16
     assert not any(np.array_equal(a, b) for a in train.images for b in held_out.images)
+
+
+def test_simulator_views_are_rendered_by_a_child_process() -> None:
+    views = views_in_child_process([0], 3, 16, 24, seed=0)
+    assert views.shape == (3, 16, 24, 3) and views.dtype == np.uint8
+    assert all(float(view.std()) > 0 for view in views)
+    with pytest.raises(TokenizerError, match="rendering the simulator views failed: .*views must be"):
+        views_in_child_process([0], 0, 16, 24, seed=0)
 
 
 def _tensors(folder: Path) -> dict[str, torch.Tensor]:
@@ -208,3 +218,15 @@ def test_the_command_trains_and_names_a_bad_setting(tmp_path: Path) -> None:
     lines = refused.output.strip().splitlines()
     assert refused.exit_code == 2 and len(lines) == 1 and "got 50x64" in lines[0]
     assert not (tmp_path / "bad").exists()
+
+
+@pytest.mark.slow
+def test_the_tokenizer_learns_to_reconstruct_held_out_renders(tmp_path: Path) -> None:
+    settings = TokenizerStudySettings(train_images=128, eval_images=32, steps=300, eval_every=100)
+    summary = run_tokenizer_study(settings, tmp_path / "run")
+    psnr, untrained = summary["held_out"]["psnr"], summary["untrained"]["psnr"]
+    assert untrained < 12.0 < 20.0 < psnr
+    assert psnr > summary["baselines"]["mean_image"]["psnr"] + 3.0
+    assert summary["held_out"]["group_code_usage"] > 0.5  # most sub-codes of 8 bits occur
+    curve = [r["eval_psnr"] for r in read_run_records(tmp_path / "run" / "metrics.jsonl") if "eval_psnr" in r]
+    assert curve == sorted(curve)  # held-out PSNR rises at every measurement
