@@ -713,14 +713,21 @@ def tokenizer_throughput(
     width: int = 64,
     repeats: int = 3,
     tokenizer_dir: Path | str | None = None,
+    threads: int = 1,
 ) -> dict[str, float]:
     """Encode and decode throughput (images/s) of a tokenizer on a batch of ``batch_size``
-    CLEVR-like renders: the one saved in ``tokenizer_dir``, or one of the default settings'
-    architecture with fresh weights (the cost does not depend on the weights)."""
-    if tokenizer_dir is None:
-        torch.manual_seed(0)
-        tokenizer = BitwiseTokenizer(TokenizerStudySettings(height=height, width=width).tokenizer_config())
-    else:
-        tokenizer = load_tokenizer(tokenizer_dir)
-    images, _ = clevr_renders(batch_size, height, width, 0)
-    return {**codec_throughput(tokenizer, images, repeats), "height": float(height), "width": float(width)}
+    CLEVR-like renders, with ``threads`` torch threads: the tokenizer saved in
+    ``tokenizer_dir``, or one of the default settings' architecture with fresh weights (the
+    cost does not depend on the weights). On 2 shared cores, 2 threads measured 10 times slower
+    than 1 (they wait on each other), hence the default."""
+    with torch_threads(threads):
+        if tokenizer_dir is None:
+            torch.manual_seed(0)
+            tokenizer = BitwiseTokenizer(
+                TokenizerStudySettings(height=height, width=width).tokenizer_config()
+            )
+        else:
+            tokenizer = load_tokenizer(tokenizer_dir)
+        images, _ = clevr_renders(batch_size, height, width, 0)
+        measured = codec_throughput(tokenizer, images, repeats)
+    return {**measured, "height": float(height), "width": float(width), "threads": float(threads)}

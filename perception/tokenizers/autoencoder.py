@@ -43,7 +43,13 @@ from numpy.typing import NDArray
 from torch import nn
 
 from embodia.errors import read_text_file
-from embodia.perception.tokenizers.lfq import Quantized, QuantizerConfig, SignQuantizer, TokenizerError
+from embodia.perception.tokenizers.lfq import (
+    Quantized,
+    QuantizerConfig,
+    SignQuantizer,
+    TokenizerError,
+    signs_to_bits,
+)
 
 WEIGHTS_FILE = "tokenizer.safetensors"
 CONFIG_FILE = "tokenizer.json"
@@ -248,8 +254,9 @@ class BitwiseTokenizer(nn.Module):
         return TokenizerOutput(self.decode_codes(quantized.codes), quantized.bits, quantized)
 
     def encode(self, images: torch.Tensor) -> torch.Tensor:
-        """The bits of ``images``: (N, M, h, w, K) int64 in {0, 1}."""
-        return self.quantizer(self.latents(images)).bits
+        """The bits of ``images``: (N, M, h, w, K) int64 in {0, 1} (the latent's signs; the
+        quantiser's losses are not computed)."""
+        return signs_to_bits(self.latents(images))
 
     def decode_codes(self, codes: torch.Tensor) -> torch.Tensor:
         """Images from code values (N, M, h, w, K)."""
@@ -313,9 +320,9 @@ def reconstruct(
     pictures, codes = [], []
     try:
         for start in range(0, len(images), batch_size):
-            output = tokenizer(images_to_tensor(images[start : start + batch_size]))
-            pictures.append(tensor_to_images(output.reconstruction))
-            codes.append(output.bits.numpy())
+            bits = tokenizer.encode(images_to_tensor(images[start : start + batch_size]))
+            pictures.append(tensor_to_images(tokenizer.decode_bits(bits)))
+            codes.append(bits.numpy())
     finally:
         tokenizer.train(was_training)
     return np.concatenate(pictures), np.concatenate(codes)
