@@ -124,7 +124,7 @@ class TokenizerStudySettings:
     inv_temperature: float = 100.0
     entropy_group_size: int | None = None
     """None: the exact entropy over 2^K codes; g: BSQ's grouped entropy."""
-    steps: int = 1500
+    steps: int = 3000
     batch_size: int = 16
     learning_rate: float = 3e-3
     warmup_steps: int = 50
@@ -718,8 +718,8 @@ def tokenizer_throughput(
     """Encode and decode throughput (images/s) of a tokenizer on a batch of ``batch_size``
     CLEVR-like renders, with ``threads`` torch threads: the tokenizer saved in
     ``tokenizer_dir``, or one of the default settings' architecture with fresh weights (the
-    cost does not depend on the weights). On 2 shared cores, 2 threads measured 10 times slower
-    than 1 (they wait on each other), hence the default."""
+    cost does not depend on the weights). On 2 shared cores, 2 threads measured 6 to 20 times
+    slower than 1 (they wait on each other), hence the default."""
     with torch_threads(threads):
         if tokenizer_dir is None:
             torch.manual_seed(0)
