@@ -3,10 +3,13 @@
 Every error a user can cause (a missing file, a malformed pose, a mesh without a floor)
 is an :class:`EmbodiaError` whose message names the problem in one line; the CLI turns
 these into exit code 2 without a traceback. :func:`read_text_file` reads the text files users
-give (records, instances, scripted replies) with such an error for bytes that are not text.
+give (records, instances, scripted replies) with such an error for bytes that are not text;
+:func:`read_format_record` the versioned JSON record a saved model keeps beside its weights.
 """
 
+import json
 from pathlib import Path
+from typing import Any
 
 
 class EmbodiaError(Exception):
@@ -23,6 +26,21 @@ class PoseError(EmbodiaError, ValueError):
 
 class BackendUnavailableError(EmbodiaError, ImportError):
     """An optional backend (e.g. habitat_sim) is not installed."""
+
+
+def read_format_record(
+    path: Path, format_version: int, what: str, error: type[EmbodiaError] = EmbodiaError
+) -> dict[str, Any]:
+    """The JSON object a saved artefact keeps beside its weights (``{"format": N, ...}``);
+    ``error`` naming the file when it cannot be read, is not JSON, or is not a format-N
+    ``what`` record."""
+    try:
+        record = json.loads(read_text_file(path, error))
+    except json.JSONDecodeError as exc:
+        raise error(f"{path} is not JSON: {exc.msg}") from None
+    if not isinstance(record, dict) or record.get("format") != format_version:
+        raise error(f"{path} is not a format-{format_version} {what} record")
+    return record
 
 
 def read_text_file(path: Path, error: type[EmbodiaError] = EmbodiaError) -> str:

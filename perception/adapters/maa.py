@@ -42,7 +42,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
-from embodia.errors import EmbodiaError, read_text_file
+from embodia.errors import EmbodiaError, read_format_record, read_text_file
 
 ADAPTERS_FORMAT = 1
 ADAPTER_WEIGHTS = "adapters.safetensors"
@@ -391,12 +391,7 @@ def read_adapters(directory: Path | str) -> Adapters:
     for path in (config_file, weights_file):
         if not path.is_file():
             raise AdapterError(f"{folder} holds no MAA adapters: {path.name} is missing")
-    try:
-        record = json.loads(read_text_file(config_file, AdapterError))
-    except json.JSONDecodeError as error:
-        raise AdapterError(f"{config_file} is not JSON: {error.msg}") from None
-    if not isinstance(record, dict) or record.get("format") != ADAPTERS_FORMAT:
-        raise AdapterError(f"{config_file} is not a format-{ADAPTERS_FORMAT} adapters record")
+    record = read_format_record(config_file, ADAPTERS_FORMAT, "adapters", AdapterError)
     try:
         config = AdapterConfig(
             hidden_size=record["hidden_size"],

@@ -29,7 +29,6 @@ A trained tokenizer is saved as ``tokenizer.safetensors`` (the weights) and ``to
 
 from __future__ import annotations
 
-import json
 import statistics
 import time
 from collections.abc import Mapping
@@ -42,7 +41,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
-from embodia.errors import read_text_file
+from embodia.errors import read_format_record
 from embodia.perception.tokenizers.lfq import (
     Quantized,
     QuantizerConfig,
@@ -380,13 +379,7 @@ def read_json_record(path: Path, what: str) -> dict[str, Any]:
     """The JSON object in ``path``; a :class:`TokenizerError` naming ``what`` and the problem."""
     if not path.is_file():
         raise TokenizerError(f"{path.parent} is not a saved {what}: it has no {path.name}")
-    try:
-        record = json.loads(read_text_file(path, TokenizerError))
-    except json.JSONDecodeError as exc:
-        raise TokenizerError(f"{path} is not JSON: {exc.msg}") from None
-    if not isinstance(record, dict) or record.get("format") != FORMAT:
-        raise TokenizerError(f"{path} is not a format-{FORMAT} {what} record")
-    return record
+    return read_format_record(path, FORMAT, what, TokenizerError)
 
 
 def load_state(module: nn.Module, path: Path) -> None:

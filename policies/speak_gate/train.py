@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from embodia.errors import read_text_file
+from embodia.errors import read_format_record
 from embodia.policies.speak_gate.config import (
     DEFAULT_THRESHOLD,
     FLAG,
@@ -231,12 +231,7 @@ def load_gate(directory: Path | str) -> tuple[ResponseHead, dict[str, Any]]:
     for path in (meta_path, weights_path):
         if not path.is_file():
             raise GateError(f"{directory} is not a speak gate: it has no {path.name}")
-    try:
-        meta = json.loads(read_text_file(meta_path, GateError))
-    except json.JSONDecodeError as error:
-        raise GateError(f"{meta_path} is not JSON: {error.msg}") from None
-    if not isinstance(meta, dict) or meta.get("format") != GATE_FORMAT:
-        raise GateError(f"{meta_path} is not a format-{GATE_FORMAT} gate record")
+    meta = read_format_record(meta_path, GATE_FORMAT, "gate", GateError)
     hidden = meta.get("hidden_size")
     if not isinstance(hidden, int) or isinstance(hidden, bool):
         raise GateError(f"{meta_path} has no integer hidden_size")
