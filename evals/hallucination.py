@@ -58,6 +58,7 @@ from embodia.perception.hallucination.detectors import (
     attention_scores,
     inslen_grid,
     inslen_layer_grid,
+    inslen_layers,
     inslen_scores,
     signal_names,
     token_signals,
@@ -206,8 +207,11 @@ def caption_unit(
     columns: dict[str, Sequence[float]] = {"attention-baseline": attention_scores(scored)}
     grid: list[list[float]] = []
     if settings.searches_inslen_layers:
-        grid = inslen_grid(scored, InsLenConfig(), inslen_layer_grid(scored.layers))
-    if "inslen" in settings.detectors:
+        choices = inslen_layer_grid(scored.layers)
+        grid = inslen_grid(scored, InsLenConfig(), choices)
+        # the reference's layers are one of the choices: read, not computed again
+        columns["inslen"] = grid[choices.index(inslen_layers(InsLenConfig(), scored.layers))]
+    elif "inslen" in settings.detectors:
         columns["inslen"] = inslen_scores(scored)
     for i, row in enumerate(rows):
         row["features"] = mention_features(signals[i]).tolist()

@@ -12,7 +12,7 @@ POPE-style yes/no accuracy.
 
 from __future__ import annotations
 
-from collections.abc import Hashable, Iterable, Mapping, Sequence
+from collections.abc import Hashable, Iterable, Sequence
 from typing import Any
 
 from embodia.core.scores import auroc, average_precision, f1_from, fpr_at_tpr
@@ -79,11 +79,3 @@ def pope(answers: Sequence[bool], present: Sequence[bool]) -> dict[str, Any]:
         "yes_ratio": sum(answers) / len(answers),
         "questions": len(answers),
     }
-
-
-def mean_by(records: Iterable[Mapping[str, Any]], key: str, value: str) -> dict[Any, float]:
-    """The mean of ``value`` per distinct ``key`` of ``records``."""
-    sums: dict[Any, list[float]] = {}
-    for record in records:
-        sums.setdefault(record[key], []).append(float(record[value]))
-    return {k: sum(v) / len(v) for k, v in sums.items()}

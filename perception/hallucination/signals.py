@@ -52,7 +52,8 @@ class CaptionPass:
     mention_tokens: list[list[int]]
     """For each mention, the absolute positions of its tokens."""
     lm_head: Any
-    """The model's output embedding (a module mapping hidden states to vocabulary logits)."""
+    """The model's output embedding (a module mapping hidden states to vocabulary logits), where
+    the model is: the lens moves the states it reads there and back."""
 
     @property
     def layers(self) -> int:
@@ -65,8 +66,10 @@ class CaptionPass:
         (no final norm on intermediate layers, as the InsLen reference reads it)."""
         import torch
 
+        weight = next(self.lm_head.parameters())
         with torch.no_grad():
-            return torch.softmax(scale * self.lm_head(self.hidden[layer, positions]).float(), dim=-1)
+            states = self.hidden[layer, positions].to(device=weight.device, dtype=weight.dtype)
+            return torch.softmax(scale * self.lm_head(states).float(), dim=-1).cpu()
 
 
 def image_token_id(config: Any) -> int:
@@ -171,18 +174,8 @@ def caption_pass(
         logits=out.logits[0].float().cpu(),
         attentions=maps,
         mention_tokens=[[caption_start + i for i in span] for span in spans],
-        lm_head=_cpu_head(model),
+        lm_head=model.get_output_embeddings(),
     )
-
-
-def _cpu_head(model: Any) -> Any:
-    """The LM head, on the CPU where the hidden states are kept (a copy when the model is on
-    an accelerator)."""
-    import copy
-
-    head = model.get_output_embeddings()
-    weight = next(head.parameters())
-    return head if weight.device.type == "cpu" else copy.deepcopy(head).float().cpu()
 
 
 def layer_index(fraction: float, layers: int) -> int:
