@@ -103,7 +103,7 @@ def scoring_throughput(study: Path) -> dict[str, float]:
 
     from embodia.core.runs import read_run_records
     from embodia.evals.hallucination import SPLIT_SEEDS, load_captioner
-    from embodia.evals.hallucination_data import CAPTION_PROMPT, caption_scene, find_mentions
+    from embodia.evals.hallucination_data import CAPTION_PROMPT, caption_source
     from embodia.perception.hallucination.detectors import inslen_scores, token_signals
     from embodia.perception.hallucination.haloprobe import HaloProbe, mention_features
     from embodia.perception.hallucination.mentions import repeated
@@ -112,11 +112,12 @@ def scoring_throughput(study: Path) -> dict[str, float]:
     config = json.loads((study / "eval" / "summary.json").read_text())["settings"]
     processor, model = load_captioner(config["model"])
     probe = HaloProbe.load(study / "eval")
+    scenes = caption_source(config["source"])
     items = []
     for record in read_run_records(study / "eval" / "captions.jsonl"):
         if record["split"] == "test" and record["mentions"]:
-            image, _ = caption_scene(config["seed"] * 10 + SPLIT_SEEDS["test"], record["index"])
-            items.append((image, record["caption"], find_mentions(record["caption"])))
+            image, _ = scenes.scene(config["seed"] * 10 + SPLIT_SEEDS["test"], record["index"])
+            items.append((image, record["caption"], scenes.find_mentions(record["caption"])))
 
     def inslen_pass(image: Any, caption: str, mentions: Any) -> None:
         inslen_scores(caption_pass(model, processor, image, CAPTION_PROMPT, caption, mentions))

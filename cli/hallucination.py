@@ -23,6 +23,7 @@ def _hallucination_settings() -> type[Any]:
 EVAL_HALLUCINATION_OPTIONS: OptionTable = {
     "out": OWN,
     "model": FieldOption("The VLM: hf:DIR, a local image-text-to-text model with its processor."),
+    "source": FieldOption("The captioned scenes: simulator (panoramas of procedural houses) or clevr."),
     "detectors": FieldOption(
         "A detector to measure, repeatable: inslen, haloprobe, attention-baseline (default: all three).",
         flag="--detector",

@@ -26,9 +26,11 @@ the scenes without a record. Each scene is one unit of a
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections import Counter
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from functools import partial
+from itertools import combinations
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +39,12 @@ import numpy as np
 from embodia.core.limits import check_range, check_seed
 from embodia.core.runs import RecordLog, RunFolder, jsonl_text, read_run_records, runner, write_atomic
 from embodia.core.scale_out import LOCAL, Backend, Unit, WorkerPool
-from embodia.envs.puzzles.clevr_scene import COLOURS, SHAPES
 from embodia.evals.hallucination_data import (
     CAPTION_PROMPT,
+    CaptionSource,
+    Key,
     caption_records,
-    caption_scene,
-    caption_without,
-    find_mentions,
-    label_mentions,
-    scene_objects,
+    caption_source,
 )
 from embodia.perception.hallucination.decoding import (
     generate_captions,
@@ -86,6 +85,8 @@ class HallucinationEvalSettings:
 
     model: str
     """The VLM: ``hf:DIR``, a local image-text-to-text model with its processor."""
+    source: str = "simulator"
+    """The captioned scenes: ``simulator`` (panoramas) or ``clevr`` (:data:`CAPTION_SOURCES`)."""
     detectors: tuple[str, ...] = DETECTORS
     """Which detectors to measure: ``inslen``, ``haloprobe``, ``attention-baseline``."""
     captions: int = 200
@@ -112,6 +113,7 @@ class HallucinationEvalSettings:
             raise HallucinationError(
                 f"the detectors read a local transformers VLM's hidden states: hf:DIR, got {self.model!r}"
             )
+        caption_source(self.source)
         unknown = [d for d in self.detectors if d not in DETECTORS]
         if unknown or not self.detectors:
             raise HallucinationError(
@@ -132,6 +134,10 @@ class HallucinationEvalSettings:
             )
         check_range("max_new_tokens", self.max_new_tokens, 1, 4096, HallucinationError)
         check_seed("seed", self.seed, HallucinationError)
+
+    @property
+    def scenes(self) -> CaptionSource:
+        return caption_source(self.source)
 
     @property
     def needs_probe(self) -> bool:
@@ -187,16 +193,17 @@ def caption_unit(
     settings: HallucinationEvalSettings, processor: Any, model: Any, split: str, index: int
 ) -> dict[str, Any]:
     """Caption one scene greedily, label its mentions and score them (one forward pass)."""
-    image, objects = caption_scene(settings.seed * 10 + SPLIT_SEEDS[split], index)
+    scenes = settings.scenes
+    image, objects = scenes.scene(settings.seed * 10 + SPLIT_SEEDS[split], index)
     caption = generate_captions(
         model, processor, image, CAPTION_PROMPT, max_new_tokens=settings.max_new_tokens
     )[0]
-    mentions = label_mentions(caption, objects)
+    mentions = scenes.label_mentions(caption, scenes.keys(objects))
     record: dict[str, Any] = {
         "split": split,
         "index": index,
         "caption": caption,
-        "objects": sorted(map(list, scene_objects(objects))),
+        "objects": sorted(map(list, scenes.keys(objects))),
         "mentions": [],
     }
     if not mentions:
@@ -241,30 +248,33 @@ def _guided_worker(
     def work(payload: tuple[int, str], probe_values: Mapping[str, Any]) -> dict[str, Any]:
         index, greedy = payload
         probe = HaloProbe(**probe_values)
-        image, objects = caption_scene(settings.seed * 10 + SPLIT_SEEDS["test"], index)
+        scenes = settings.scenes
+        image, objects = scenes.scene(settings.seed * 10 + SPLIT_SEEDS["test"], index)
         guided = guided_caption(
             model,
             processor,
             probe,
             image,
             CAPTION_PROMPT,
-            find_mentions,
+            scenes.find_mentions,
             num_beams=settings.num_beams,
             samples=settings.samples,
             max_new_tokens=settings.max_new_tokens,
             same_mentions_as=greedy,
             seed=settings.seed * 100_003 + index,
         )
-        mentions = find_mentions(greedy)
+        mentions = scenes.find_mentions(greedy)
         risk = hallucination_probabilities(model, processor, probe, image, CAPTION_PROMPT, greedy, mentions)
-        removed = remove_flagged(greedy, mentions, risk.tolist(), caption_without, settings.flag_threshold)
+        removed = remove_flagged(
+            greedy, mentions, risk.tolist(), scenes.caption_without, settings.flag_threshold
+        )
         return {
             "index": index,
             "guided": guided.caption,
             "candidates": guided.candidates,
             "removed": removed,
             "greedy_risk": risk.tolist(),
-            "objects": sorted(map(list, scene_objects(objects))),
+            "objects": sorted(map(list, scenes.keys(objects))),
         }
 
     return work
@@ -277,41 +287,63 @@ def _mentions_of(record: Mapping[str, Any]) -> list[Mention]:
     return [Mention(m["text"], 0, 0, tuple(m["key"]), bool(m["hallucinated"])) for m in record["mentions"]]
 
 
-def _keys(objects: Sequence[Sequence[str]]) -> set[tuple[str, ...]]:
+def _keys(objects: Sequence[Sequence[str]]) -> set[Key]:
     return {tuple(o) for o in objects}
 
 
-def _labelled(caption: str, objects: Sequence[Sequence[str]]) -> list[Mention]:
-    present = _keys(objects)
-    return [m.labelled(m.key not in present) for m in find_mentions(caption)]
+@dataclass(frozen=True)
+class PopeCounts:
+    """How often each object, and each pair of objects, is in the probe scenes: POPE's
+    ``popular`` and ``adversarial`` absent objects are drawn by them."""
+
+    frequency: Mapping[Key, int]
+    together: Mapping[frozenset[Key], int]
+
+    @classmethod
+    def of(cls, scenes: Iterable[set[Key]]) -> PopeCounts:
+        frequency: Counter[Key] = Counter()
+        together: Counter[frozenset[Key]] = Counter()
+        for keys in scenes:
+            frequency.update(keys)
+            together.update(frozenset(pair) for pair in combinations(sorted(keys), 2))
+        return cls(frequency, together)
 
 
 def pope_questions(
     objects: Sequence[Sequence[str]],
     split: str,
-    frequency: Mapping[tuple[str, ...], int],
+    vocabulary: Sequence[Key],
+    counts: PopeCounts,
     rng: np.random.Generator,
-) -> list[tuple[tuple[str, ...], bool]]:
-    """POPE's questions for one scene: each present object, and as many absent ones drawn
-    ``random``ly, the most ``popular`` in the probe captions' scenes, or ``adversarial``: sharing
-    a colour or a shape with a present object."""
+) -> list[tuple[Key, bool]]:
+    """POPE's questions for one scene: each present object, and as many absent ones of the
+    ``vocabulary`` drawn ``random``ly, the most ``popular`` in the probe scenes, or
+    ``adversarial``: those most often seen together with the present ones (POPE's rule), a
+    key sharing a word with a present one ("red sphere" beside a "red cube") first."""
     present = _keys(objects)
-    absent = [(c, s) for c in COLOURS for s in SHAPES if (c, s) not in present]
-    if split == "popular":
-        absent.sort(key=lambda key: (-frequency.get(key, 0), key))
-        chosen = absent[: len(present)]
-    else:
-        if split == "adversarial":
-            near = [k for k in absent if any(k[0] == p[0] or k[1] == p[1] for p in present)]
-            absent = near or absent
+    absent = [key for key in vocabulary if key not in present]
+    if split == "random":
         picks = rng.choice(len(absent), size=min(len(present), len(absent)), replace=False)
         chosen = [absent[int(i)] for i in picks]
+    else:
+        if split == "popular":
+            absent.sort(key=lambda key: (-counts.frequency.get(key, 0), key))
+        else:
+            absent.sort(
+                key=lambda key: (
+                    -any(set(key) & set(p) for p in present),
+                    -sum(counts.together.get(frozenset((key, p)), 0) for p in present),
+                    key,
+                )
+            )
+        chosen = absent[: len(present)]
     return [(key, True) for key in sorted(present)] + [(key, False) for key in chosen]
 
 
 def caption_pope(
+    scenes: CaptionSource,
     captions: Sequence[tuple[str, Sequence[Sequence[str]]]],
-    frequency: Mapping[tuple[str, ...], int],
+    counts: PopeCounts,
     seed: int,
 ) -> dict[str, Any]:
     """POPE from captions: "is there a X?" answered yes when the caption names X, per split."""
@@ -320,8 +352,8 @@ def caption_pope(
         rng = np.random.default_rng([seed, POPE_SPLITS.index(split)])
         answers, truths = [], []
         for caption, objects in captions:
-            named = {m.key for m in find_mentions(caption)}
-            for key, present in pope_questions(objects, split, frequency, rng):
+            named = {m.key for m in scenes.find_mentions(caption)}
+            for key, present in pope_questions(objects, split, scenes.vocabulary, counts, rng):
                 answers.append(key in named)
                 truths.append(present)
         out[split] = pope(answers, truths)
@@ -360,12 +392,9 @@ def summarise(
     probe: HaloProbe | None,
     guided: Sequence[Mapping[str, Any]],
 ) -> dict[str, Any]:
+    scenes = settings.scenes
     test = [r for r in records if r["split"] == "test"]
-    frequency: dict[tuple[str, ...], int] = {}
-    for r in records:
-        if r["split"] == "probe":
-            for key in _keys(r["objects"]):
-                frequency[key] = frequency.get(key, 0) + 1
+    counts = PopeCounts.of(_keys(r["objects"]) for r in records if r["split"] == "probe")
     rows = [m for r in test for m in r["mentions"]]
     labels = [bool(m["hallucinated"]) for m in rows]
     detection: dict[str, Any] = {}
@@ -399,7 +428,7 @@ def summarise(
         else "the test captions hold only one class of mention: detection cannot be measured",
         "greedy": {
             **chair((_mentions_of(r), _keys(r["objects"])) for r in test),
-            "pope": caption_pope([(r["caption"], r["objects"]) for r in test], frequency, settings.seed),
+            "pope": caption_pope(scenes, [(r["caption"], r["objects"]) for r in test], counts, settings.seed),
         },
     }
     if probe is not None and both:
@@ -411,11 +440,12 @@ def summarise(
         for kind in ("guided", "removed"):
             pairs = [(g[kind], g["objects"]) for g in guided]
             summary[kind] = {
-                **chair((_labelled(c, o), _keys(o)) for c, o in pairs),
-                "pope": caption_pope(pairs, frequency, settings.seed),
+                **chair((scenes.label_mentions(c, o), _keys(o)) for c, o in pairs),
+                "pope": caption_pope(scenes, pairs, counts, settings.seed),
             }
         summary["guided"]["mentions_equal_to_greedy"] = sum(
-            len(find_mentions(g["guided"])) == len(by_index[int(g["index"])]["mentions"]) for g in guided
+            len(scenes.find_mentions(g["guided"])) == len(by_index[int(g["index"])]["mentions"])
+            for g in guided
         ) / len(guided)
     return summary
 
@@ -520,6 +550,8 @@ class HallucinationStudySettings:
 
     model: str
     """The VLM to train: ``hf:DIR`` (e.g. a tiny random-weight build)."""
+    source: str = "simulator"
+    """The captioned scenes it trains and is evaluated on (:data:`CAPTION_SOURCES`)."""
     train_records: int = 6000
     train_steps: int = 1200
     learning_rate: float = 1e-3
@@ -538,6 +570,7 @@ class HallucinationStudySettings:
     def eval_settings(self, model: str) -> HallucinationEvalSettings:
         return HallucinationEvalSettings(
             model=model,
+            source=self.source,
             captions=self.captions,
             probe_captions=self.probe_captions,
             guided=True,
@@ -566,7 +599,8 @@ def run_hallucination_study(
         data = out / "data"
         records_file = data / "train.jsonl"
         if not records_file.exists():
-            records = caption_records(data, settings.seed * 10 + 9, settings.train_records)
+            scenes = caption_source(settings.source)
+            records = caption_records(scenes, data, settings.seed * 10 + 9, settings.train_records)
             write_atomic(records_file, jsonl_text(records))
         sft_settings = SFTSettings(
             model=settings.model,

@@ -10,19 +10,28 @@ from typing import Any
 import numpy as np
 import pytest
 
-from embodia.evals.hallucination import HallucinationEvalSettings, pope_questions, run_hallucination_eval
+from embodia.evals.hallucination import (
+    HallucinationEvalSettings,
+    PopeCounts,
+    pope_questions,
+    run_hallucination_eval,
+)
 from embodia.evals.hallucination_data import (
+    BAND,
     CAPTION_PROMPT,
+    CAPTION_SOURCES,
     COLUMNS,
+    MIN_NAMED_PIXELS,
     SCENE_SIDE,
     caption_records,
-    caption_scene,
-    caption_text,
-    caption_without,
-    find_mentions,
-    label_mentions,
+    caption_source,
+    fold,
+    simulator_objects,
 )
 from embodia.perception.hallucination.mentions import HallucinationError
+
+CLEVR = CAPTION_SOURCES["clevr"]
+SIMULATOR = CAPTION_SOURCES["simulator"]
 
 SCENE = [
     {"id": 0, "colour": "blue", "shape": "sphere", "size": "small", "x": 60, "y": 50},
@@ -31,11 +40,11 @@ SCENE = [
 
 
 def test_captions_list_objects_left_to_right_and_label_mentions() -> None:
-    caption = caption_text(SCENE)
+    caption = CLEVR.caption(SCENE)
     assert caption == "There are two objects: a red cube and a blue sphere."
-    assert caption_text(SCENE[:1]) == "There is one object: a blue sphere."
+    assert CLEVR.caption(SCENE[:1]) == "There is one object: a blue sphere."
     said = "There are three objects: a red cube, a grey cylinder and a red cube."
-    labelled = label_mentions(said, SCENE)
+    labelled = CLEVR.label_mentions(said, CLEVR.keys(SCENE))
     assert [(m.text, m.hallucinated) for m in labelled] == [
         ("red cube", False),
         ("grey cylinder", True),
@@ -43,43 +52,101 @@ def test_captions_list_objects_left_to_right_and_label_mentions() -> None:
     ]
     assert said[labelled[1].start : labelled[1].end] == "grey cylinder"
     # Post-hoc removal rewrites the caption over the mentions that remain.
-    assert caption_without(said, [labelled[1]]) == "There are two objects: a red cube and a red cube."
-    assert caption_without(said, labelled) == "There are no objects."
-    assert find_mentions("a red one and a cube") == []
+    assert CLEVR.caption_without(said, [labelled[1]]) == "There are two objects: a red cube and a red cube."
+    assert CLEVR.caption_without(said, labelled) == "There are no objects."
+    assert CLEVR.find_mentions("a red one and a cube") == []
+    assert len(CLEVR.vocabulary) == 8 * 3 and ("red", "cube") in CLEVR.vocabulary
+    with pytest.raises(HallucinationError, match="unknown caption source 'coco'; known: simulator, clevr"):
+        caption_source("coco")
 
 
-def test_scenes_are_seeded_one_object_per_column() -> None:
-    image, objects = caption_scene(3, 7)
-    again, same = caption_scene(3, 7)
+def test_simulator_captions_name_furniture_by_the_render_s_semantics() -> None:
+    furniture = simulator_objects()
+    assert "bed" in furniture and "wall" not in furniture and "door" not in furniture
+    # A tiny object is in the scene (a mention of it is real) but the caption does not name it.
+    objects = [
+        {"id": 0, "category": "sink", "pixels": 12, "x": 5.0, "named": False},
+        {"id": 1, "category": "toilet", "pixels": 300, "x": 40.0, "named": True},
+        {"id": 2, "category": "bathtub", "pixels": 900, "x": 20.0, "named": True},
+    ]
+    assert SIMULATOR.caption(objects) == "There are two objects: a bathtub and a toilet."
+    said = "There are three objects: a bathtub, a sink and a bed."
+    labels = [(m.key, m.hallucinated) for m in SIMULATOR.label_mentions(said, SIMULATOR.keys(objects))]
+    assert labels == [(("bathtub",), False), (("sink",), False), (("bed",), True)]
+    assert [m.key for m in SIMULATOR.find_mentions("two beds and a tables.")] == [("bed",), ("table",)]
+    assert [m.key for m in SIMULATOR.find_mentions("a bedside tvstand")] == []
+
+    strip = np.arange(8 * 16).reshape(8, 16)
+    np.testing.assert_array_equal(fold(strip), np.concatenate([strip[:, :8], strip[:, 8:]], axis=0))
+
+    scenes = [SIMULATOR.scene(4, i) for i in range(24)]
+    image, objects = scenes[5]
+    again, same = SIMULATOR.scene(4, 5)
+    np.testing.assert_array_equal(image, again)
+    assert objects == same
+    side = BAND[1] - BAND[0]
+    assert image.shape == (2 * side, 2 * side, 3) and image.dtype == np.uint8
+    named = set()
+    for _, objects in scenes:
+        assert [o["x"] for o in objects] == sorted(o["x"] for o in objects)
+        for obj in objects:
+            assert obj["category"] in furniture and obj["pixels"] > 0
+            assert obj["named"] == (obj["pixels"] >= MIN_NAMED_PIXELS)
+        caption = SIMULATOR.caption(objects)
+        assert [m.key[0] for m in SIMULATOR.find_mentions(caption)] == [
+            o["category"] for o in objects if o["named"]
+        ]
+        named |= {o["category"] for o in objects if o["named"]}
+    # views differ: many kinds of furniture over two houses' rooms
+    assert len(named) >= 6
+
+
+def test_clevr_scenes_are_seeded_one_object_per_column() -> None:
+    image, objects = CLEVR.scene(3, 7)
+    again, same = CLEVR.scene(3, 7)
     assert image.shape == (SCENE_SIDE, SCENE_SIDE, 3) and image.dtype == np.uint8
     np.testing.assert_array_equal(image, again)
     assert objects == same
     width = SCENE_SIDE / COLUMNS
     columns = [int(o["x"] // width) for o in objects]
     assert columns == sorted(set(columns))
-    counts = {len(caption_scene(0, i)[1]) for i in range(40)}
+    counts = {len(CLEVR.scene(0, i)[1]) for i in range(40)}
     assert counts == {1, 2, 3}
 
 
 def test_caption_records_write_their_images(tmp_path: Path) -> None:
-    records = caption_records(tmp_path, 5, 3)
-    assert [r["messages"][0]["content"] for r in records] == [CAPTION_PROMPT] * 3
-    for record in records:
-        assert (tmp_path / record["images"][0]).is_file()
-        assert record["messages"][1]["content"] == caption_text(record["objects"])
+    for source in (CLEVR, SIMULATOR):
+        records = caption_records(source, tmp_path / source.name, 5, 3)
+        assert [r["messages"][0]["content"] for r in records] == [CAPTION_PROMPT] * 3
+        for record in records:
+            assert (tmp_path / source.name / record["images"][0]).is_file()
+            assert record["messages"][1]["content"] == source.caption(record["objects"])
 
 
 def test_pope_questions_pair_present_objects_with_absent_ones() -> None:
     objects = [["red", "cube"], ["blue", "sphere"]]
     rng = np.random.default_rng(0)
-    frequency = {("grey", "cylinder"): 9, ("green", "cube"): 5, ("red", "cube"): 50}
-    popular = pope_questions(objects, "popular", frequency, rng)
+    probe_scenes = [{("grey", "cylinder")}] * 9 + [{("green", "cube")}] * 5 + [{("red", "cube")}] * 50
+    counts = PopeCounts.of(probe_scenes)
+    popular = pope_questions(objects, "popular", CLEVR.vocabulary, counts, rng)
     assert popular[:2] == [(("blue", "sphere"), True), (("red", "cube"), True)]
     assert [key for key, present in popular if not present] == [("grey", "cylinder"), ("green", "cube")]
-    for key, present in pope_questions(objects, "adversarial", frequency, rng):
+    for key, present in pope_questions(objects, "adversarial", CLEVR.vocabulary, counts, rng):
         if not present:
             assert key[0] in ("red", "blue") or key[1] in ("cube", "sphere")
-    assert sum(not p for _, p in pope_questions(objects, "random", frequency, rng)) == 2
+    assert sum(not p for _, p in pope_questions(objects, "random", CLEVR.vocabulary, counts, rng)) == 2
+    # Single-word objects: the adversarial ones are those seen most often beside the present ones.
+    rooms = (
+        [{("toilet",), ("sink",), ("bathtub",)}] * 4
+        + [{("bed",), ("cabinet",)}] * 6
+        + [{("sink",), ("counter",)}]
+    )
+    counts = PopeCounts.of(rooms)
+    assert counts.together[frozenset({("toilet",), ("sink",)})] == 4
+    asked = pope_questions([["toilet"]], "adversarial", SIMULATOR.vocabulary, counts, rng)
+    assert asked == [(("toilet",), True), (("bathtub",), False)]
+    asked = pope_questions([["sink"], ["toilet"]], "adversarial", SIMULATOR.vocabulary, counts, rng)
+    assert [key for key, present in asked if not present] == [("bathtub",), ("counter",)]
 
 
 def test_caption_pass_finds_the_spans_of_a_llava_style_model(tiny_vlm_dir: Path) -> None:
@@ -94,9 +161,9 @@ def test_caption_pass_finds_the_spans_of_a_llava_style_model(tiny_vlm_dir: Path)
     from embodia.perception.hallucination.signals import caption_pass
 
     processor, model = load_captioner(f"hf:{tiny_vlm_dir}")
-    image, _ = caption_scene(0, 0)
+    image, _ = CLEVR.scene(0, 0)
     caption = "There are two objects: a red cube and a blue sphere."
-    mentions = find_mentions(caption)
+    mentions = CLEVR.find_mentions(caption)
     scored = caption_pass(model, processor, image, CAPTION_PROMPT, caption, mentions, attentions=True)
     tokenizer = processor.tokenizer
     assert scored.image.numel() == 16  # 4 x 4 patches of the tiny CLIP tower
@@ -136,6 +203,7 @@ def test_caption_pass_finds_the_spans_of_a_llava_style_model(tiny_vlm_dir: Path)
         ({"guided": True, "num_beams": 1, "samples": 0}, "two candidates"),
         ({"flag_threshold": 1.0}, "flag_threshold"),
         ({"inslen_layers": "best"}, "inslen_layers must be one of reference, probe"),
+        ({"source": "coco"}, "unknown caption source 'coco'"),
     ],
 )
 def test_settings_name_bad_values(changes: dict[str, Any], message: str) -> None:
@@ -151,7 +219,9 @@ def caption_model(tiny_vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     from embodia.policies.recipes.sft import SFTSettings, run_sft
 
     folder = tmp_path_factory.mktemp("caption-model")
-    records = write_records(caption_records(folder / "data", 9, 400), folder / "data" / "train.jsonl")
+    records = write_records(
+        caption_records(SIMULATOR, folder / "data", 9, 300), folder / "data" / "train.jsonl"
+    )
     settings = SFTSettings(
         model=f"hf:{tiny_vlm_dir}",
         data=str(records),
@@ -201,7 +271,7 @@ def test_the_evaluation_runs_resumes_and_reports(caption_model: str, tmp_path: P
     greedy = {r["index"]: r for r in records if r["split"] == "test"}
     for line in (out / "guided.jsonl").read_text().splitlines():
         row = json.loads(line)
-        kept = [m.key for m in find_mentions(row["removed"])]
+        kept = [m.key for m in SIMULATOR.find_mentions(row["removed"])]
         named = [tuple(m["key"]) for m in greedy[row["index"]]["mentions"]]
         flagged = sum(p > settings.flag_threshold for p in row["greedy_risk"])
         assert len(kept) == len(named) - flagged and set(kept) <= set(named)
