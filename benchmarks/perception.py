@@ -86,6 +86,8 @@ def hallucination(seeds: int, args: Any, folder: Path) -> dict[str, Any]:
             add(f"{kind}_mentions", summary[kind]["mentions_per_caption"])
             add(f"{kind}_recall", summary[kind]["recall"])
             add(f"{kind}_pope_adversarial_acc", summary[kind]["pope"]["adversarial"]["accuracy"])
+        for part, value in summary.get("inslen_parts_auroc", {}).items():
+            add(f"inslen_{part}_auroc", value)
         add("train_loss_first", summary["train_loss_first"])
         add("train_loss_last", summary["train_loss_last"])
         if "simpson" in summary:

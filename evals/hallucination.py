@@ -53,12 +53,13 @@ from embodia.perception.hallucination.decoding import (
     remove_flagged,
 )
 from embodia.perception.hallucination.detectors import (
+    INSLEN_PARTS,
     InsLenConfig,
+    InsLenParts,
     attention_scores,
-    inslen_grid,
+    inslen_grid_parts,
     inslen_layer_grid,
     inslen_layers,
-    inslen_scores,
     signal_names,
     token_signals,
 )
@@ -212,19 +213,20 @@ def caption_unit(
     rows = _mention_rows(mentions, [tokens[0] - scored.caption_start for tokens in scored.mention_tokens])
     signals = token_signals(scored)
     columns: dict[str, Sequence[float]] = {"attention-baseline": attention_scores(scored)}
-    grid: list[list[float]] = []
-    if settings.searches_inslen_layers:
-        choices = inslen_layer_grid(scored.layers)
-        grid = inslen_grid(scored, InsLenConfig(), choices)
-        # the reference's layers are one of the choices: read, not computed again
-        columns["inslen"] = grid[choices.index(inslen_layers(InsLenConfig(), scored.layers))]
-    elif "inslen" in settings.detectors:
-        columns["inslen"] = inslen_scores(scored)
+    grid: list[list[InsLenParts]] = []
+    if "inslen" in settings.detectors:
+        reference = inslen_layers(InsLenConfig(), scored.layers)
+        choices = inslen_layer_grid(scored.layers) if settings.searches_inslen_layers else [reference]
+        grid = inslen_grid_parts(scored, InsLenConfig(), choices)
+        parts = grid[choices.index(reference)]  # the reference's layers: one of the choices
+        columns["inslen"] = [p.score for p in parts]
     for i, row in enumerate(rows):
         row["features"] = mention_features(signals[i]).tolist()
         row["scores"] = {name: float(values[i]) for name, values in columns.items()}
         if grid:
-            row["inslen_grid"] = [float(scores[i]) for scores in grid]
+            row["inslen_parts"] = {name: float(value) for name, value in asdict(parts[i]).items()}
+        if settings.searches_inslen_layers:
+            row["inslen_grid"] = [float(choice[i].score) for choice in grid]
     record["mentions"] = rows
     return record
 
@@ -431,6 +433,12 @@ def summarise(
             "pope": caption_pope(scenes, [(r["caption"], r["objects"]) for r in test], counts, settings.seed),
         },
     }
+    if "inslen" in settings.detectors and both:
+        # which of InsLen's premises hold on this model: each part's AUROC, the reference's layers
+        summary["inslen_parts_auroc"] = {
+            part: detection_scores([m["inslen_parts"][part] for m in rows], labels)["auroc"]
+            for part in INSLEN_PARTS
+        }
     if probe is not None and both:
         strata = probe.stratum([m["position"] for m in rows], [m["repeat"] for m in rows])
         attention = [m["scores"]["attention-baseline"] for m in rows]

@@ -21,7 +21,7 @@ the object absent), ``mean``, or ``first`` (the reference's first sub-token).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import TYPE_CHECKING, Literal
 
 import numpy as np
@@ -109,6 +109,9 @@ class InsLenParts:
     """InsLen = (1 - λ) · CLS + λ · CCS."""
 
 
+INSLEN_PARTS: tuple[str, ...] = tuple(f.name for f in fields(InsLenParts))
+
+
 def inslen_token_parts(
     hidden_object: torch.Tensor,
     image_states: torch.Tensor,
@@ -177,6 +180,15 @@ def inslen_layer_grid(layers: int) -> list[Layers]:
 def inslen_grid(caption: CaptionPass, config: InsLenConfig, choices: Sequence[Layers]) -> list[list[float]]:
     """InsLen of each mention at each of the layer ``choices``: one list of mention scores per
     choice. Each layer's lens is computed once, whatever the number of choices."""
+    return [[parts.score for parts in row] for row in inslen_grid_parts(caption, config, choices)]
+
+
+def inslen_grid_parts(
+    caption: CaptionPass, config: InsLenConfig, choices: Sequence[Layers]
+) -> list[list[InsLenParts]]:
+    """:func:`inslen_grid` with every part of each mention's score (each part combined over the
+    mention's tokens by ``config.aggregate``, as the score is): what tells which premise of the
+    score holds on a model."""
     for choice in choices:
         if not all(0 <= index <= caption.layers for index in choice):
             raise HallucinationError(f"InsLen layers {choice} are outside the model's 0..{caption.layers}")
@@ -188,22 +200,28 @@ def inslen_grid(caption: CaptionPass, config: InsLenConfig, choices: Sequence[La
     for image_layer, text_layer, instruction_layer in choices:
         image_states = caption.hidden[image_layer, caption.image]
         instruction_states = caption.hidden[instruction_layer, caption.instruction]
-        scores = []
+        mentions = []
         for positions in caption.mention_tokens:
-            per_token = []
-            for p in positions:
-                token = int(caption.input_ids[p])
-                parts = inslen_token_parts(
+            per_token = [
+                inslen_token_parts(
                     caption.hidden[text_layer, p - 1],
                     image_states,
-                    image_lens[image_layer][:, token],
+                    image_lens[image_layer][:, int(caption.input_ids[p])],
                     instruction_states,
-                    instruction_lens[instruction_layer][:, token],
+                    instruction_lens[instruction_layer][:, int(caption.input_ids[p])],
                     config,
                 )
-                per_token.append(parts.score)
-            scores.append(combine(per_token, config.aggregate))
-        out.append(scores)
+                for p in positions
+            ]
+            mentions.append(
+                InsLenParts(
+                    *(
+                        combine([getattr(parts, name) for parts in per_token], config.aggregate)
+                        for name in INSLEN_PARTS
+                    )
+                )
+            )
+        out.append(mentions)
     return out
 
 

@@ -154,6 +154,7 @@ def test_caption_pass_finds_the_spans_of_a_llava_style_model(tiny_vlm_dir: Path)
     from embodia.perception.hallucination.detectors import (
         InsLenConfig,
         inslen_grid,
+        inslen_grid_parts,
         inslen_layer_grid,
         inslen_scores,
         token_signals,
@@ -185,6 +186,12 @@ def test_caption_pass_finds_the_spans_of_a_llava_style_model(tiny_vlm_dir: Path)
     assert len(choices) == 2 * (layers + 1) ** 2 and (2, 2, 1) in choices
     grid = inslen_grid(scored, InsLenConfig(), choices)
     assert grid[choices.index((2, 2, 1))] == pytest.approx(inslen_scores(scored))
+    # Each part is combined over a mention's tokens as the score is: min by default.
+    parts = inslen_grid_parts(scored, InsLenConfig(), [(2, 2, 1)])[0]
+    assert [p.score for p in parts] == pytest.approx(inslen_scores(scored))
+    for mention, tokens in zip(parts, scored.mention_tokens, strict=True):
+        assert len(tokens) > 1 and -1 <= mention.local <= 1 and 0 <= mention.lens_weight <= 1
+        assert -1 <= mention.calibrated_local <= 1
     assert grid[choices.index((0, 1, 2))] == pytest.approx(inslen_scores(scored, layers=(0, 1, 2)))
     with pytest.raises(HallucinationError, match="outside the model's 0..2"):
         inslen_scores(scored, layers=(3, 2, 1))
@@ -261,8 +268,11 @@ def test_the_evaluation_runs_resumes_and_reports(caption_model: str, tmp_path: P
             assert len(mention["features"]) == len(mentions[0]["features"])
     assert (out / "haloprobe.json").is_file()
     assert all(len(m["inslen_grid"]) == 2 * 3**2 for m in mentions)  # the 2-layer tiny VLM's choices
+    assert all(m["inslen_parts"]["score"] == pytest.approx(m["scores"]["inslen"]) for m in mentions)
     if "inslen" in summary["detection"]:
         assert "inslen-reference-layers" in summary["detection"]
+        parts = summary["inslen_parts_auroc"]
+        assert parts["score"] == pytest.approx(summary["detection"]["inslen-reference-layers"]["auroc"])
         assert len(summary["detection"]["inslen"]["layers"]) == 3
     assert summary["greedy"]["captions"] == 6
     for kind in ("guided", "removed"):
