@@ -58,7 +58,7 @@ def hallucination(seeds: int, args: Any, folder: Path) -> dict[str, Any]:
             captions=int(args.captions),
             probe_captions=int(args.captions),
             num_beams=int(args.beams),
-            samples=int(args.samples),
+            guidance_weight=float(args.guidance_weight),
             seed=seed,
         )
         started = time.perf_counter()
@@ -189,15 +189,15 @@ def main() -> None:
             "train_records": 400,
             "captions": 10,
             "beams": 3,
-            "samples": 0,
+            "guidance_weight": 1.0,
             "repeats": 5,
         },
         seeds=2,
         train_steps=1200,
         train_records=6000,
         captions=150,
-        beams=6,
-        samples=0,
+        beams=4,
+        guidance_weight=1.0,
         repeats=30,
     )
     result: dict[str, Any] = {"quick": bool(args.quick)}

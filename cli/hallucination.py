@@ -33,8 +33,11 @@ EVAL_HALLUCINATION_OPTIONS: OptionTable = {
     "guided": FieldOption(
         "Also caption the held-out scenes by HaloProbe-guided decoding and post-hoc removal."
     ),
-    "num_beams": FieldOption("Guided decoding: candidates from a beam search."),
-    "samples": FieldOption("Guided decoding: further candidates sampled at temperature 1."),
+    "num_beams": FieldOption("Guided decoding: beams of the hallucination-aware beam search."),
+    "guidance_weight": FieldOption(
+        "Guided decoding: weight of the mentions' log p(real) beside the caption's "
+        "log-likelihood (0: plain beam search)."
+    ),
     "flag_threshold": FieldOption("Post-hoc removal drops mentions whose p(hallucinated) exceeds it."),
     "inslen_layers": FieldOption(
         "InsLen's layers: reference (LLaVA-1.5's, as fractions of the depth) "

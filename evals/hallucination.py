@@ -13,9 +13,9 @@ without a judge. A run has two sets of scenes, drawn from different seeds:
   mentions as the positive class (AUROC, AUPR, FPR@95%TPR); CHAIR and caption-based POPE
   (a question is answered "yes" when the caption names the object) are measured on them.
 
-With ``guided`` the test scenes are captioned again by HaloProbe-guided decoding (candidates
-from beam search (and optionally sampling), re-ranked by expected hallucinations, among candidates naming
-as many objects as the greedy caption: equal caption length) and by post-hoc removal of the
+With ``guided`` the test scenes are captioned again by HaloProbe-guided decoding (a beam search
+that scores each object as it is named; among the captions naming as many objects as the greedy
+caption: equal caption length) and by post-hoc removal of the
 mentions HaloProbe flags; CHAIR and POPE are measured on both.
 
 The run folder holds ``captions.jsonl`` (one record per captioned scene, written as each is
@@ -47,7 +47,7 @@ from embodia.evals.hallucination_data import (
     caption_source,
 )
 from embodia.perception.hallucination.decoding import (
-    generate_captions,
+    greedy_caption,
     guided_caption,
     hallucination_probabilities,
     remove_flagged,
@@ -96,10 +96,11 @@ class HallucinationEvalSettings:
     """Scenes whose captions fit HaloProbe (used when ``haloprobe`` is measured or ``guided``)."""
     guided: bool = False
     """Also caption the test scenes by HaloProbe-guided decoding and post-hoc removal."""
-    num_beams: int = 6
-    samples: int = 0
-    """Guided decoding's candidates: beams of a beam search, then samples at temperature 1 (none by
-    default: on the study's captioner, sampled candidates raised CHAIR_i, 6 beams lowered it)."""
+    num_beams: int = 4
+    """Guided decoding's beams (each grows by its ``num_beams`` most likely next tokens)."""
+    guidance_weight: float = 1.0
+    """Guided decoding's weight on the mentions' log p(real) beside the caption's log-likelihood
+    (0: a plain beam search)."""
     flag_threshold: float = 0.5
     """Post-hoc removal drops mentions whose p(hallucinated) exceeds it."""
     inslen_layers: str = "reference"
@@ -123,10 +124,9 @@ class HallucinationEvalSettings:
             )
         check_range("captions", self.captions, 2, 100_000, HallucinationError)
         check_range("probe_captions", self.probe_captions, 2, 100_000, HallucinationError)
-        check_range("num_beams", self.num_beams, 1, 64, HallucinationError)
-        check_range("samples", self.samples, 0, 64, HallucinationError)
-        if self.guided and self.num_beams + self.samples < 2:
-            raise HallucinationError("guided decoding needs at least two candidates (num_beams + samples)")
+        check_range("num_beams", self.num_beams, 2, 64, HallucinationError)
+        if not 0 <= self.guidance_weight <= 100:
+            raise HallucinationError(f"guidance_weight must be in [0, 100]; got {self.guidance_weight!r}")
         if not 0 < self.flag_threshold < 1:
             raise HallucinationError(f"flag_threshold must be in (0, 1); got {self.flag_threshold!r}")
         if self.inslen_layers not in INSLEN_LAYERS:
@@ -196,9 +196,7 @@ def caption_unit(
     """Caption one scene greedily, label its mentions and score them (one forward pass)."""
     scenes = settings.scenes
     image, objects = scenes.scene(settings.seed * 10 + SPLIT_SEEDS[split], index)
-    caption = generate_captions(
-        model, processor, image, CAPTION_PROMPT, max_new_tokens=settings.max_new_tokens
-    )[0]
+    caption = greedy_caption(model, processor, image, CAPTION_PROMPT, max_new_tokens=settings.max_new_tokens)
     mentions = scenes.label_mentions(caption, scenes.keys(objects))
     record: dict[str, Any] = {
         "split": split,
@@ -260,10 +258,9 @@ def _guided_worker(
             CAPTION_PROMPT,
             scenes.find_mentions,
             num_beams=settings.num_beams,
-            samples=settings.samples,
+            weight=settings.guidance_weight,
             max_new_tokens=settings.max_new_tokens,
             same_mentions_as=greedy,
-            seed=settings.seed * 100_003 + index,
         )
         mentions = scenes.find_mentions(greedy)
         risk = hallucination_probabilities(model, processor, probe, image, CAPTION_PROMPT, greedy, mentions)
@@ -566,8 +563,8 @@ class HallucinationStudySettings:
     batch_size: int = 16
     captions: int = 200
     probe_captions: int = 200
-    num_beams: int = 6
-    samples: int = 0
+    num_beams: int = 4
+    guidance_weight: float = 1.0
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -584,7 +581,7 @@ class HallucinationStudySettings:
             guided=True,
             inslen_layers="probe",
             num_beams=self.num_beams,
-            samples=self.samples,
+            guidance_weight=self.guidance_weight,
             seed=self.seed,
         )
 

@@ -1,13 +1,18 @@
-"""Captions from a VLM: plain greedy decoding, and HaloProbe-guided decoding that keeps the
-candidate caption with the fewest expected hallucinations.
+"""Captions from a VLM: plain greedy decoding, and HaloProbe-guided decoding that steers a beam
+search away from the objects the probe doubts.
 
-**Guided decoding** (candidate re-ranking): the model's *standard* decoding proposes
-candidates (the beams of a beam search, plus optional samples), each candidate's mentions are
-scored by a HaloProbe in one teacher-forced pass, and the candidate with the lowest mean
-posterior probability of hallucination wins (ties: the higher model likelihood, i.e. the
-earlier candidate). With ``same_mentions_as`` only candidates naming as many objects as that
-caption compete (the comparison at equal caption length); when none does, that caption is
-kept. Nothing inside the model is changed.
+**Guided decoding** (:func:`guided_search`, a hallucination-aware beam search): the beams grow
+by the model's own next-token distribution, and each time a beam's new token completes an
+object mention, the mention is scored by a risk (HaloProbe's posterior p(hallucinated), read
+from one teacher-forced pass over the beam's caption so far). A beam's score is
+``log p(caption) + weight * sum over its mentions of log(p(real) / p_reference(real))``, where
+the reference is HaloProbe's prior for the mention's place in the caption: the evidence of the
+model's internals that the object is there. Measured against the prior, naming an object
+neither costs nor pays on average (a plain ``log p(real)`` would reward captions that name
+nothing); the search chooses *which* object to name where the model hesitates, at the moment
+it names it, and keeps the model's wording everywhere else. With ``same_mentions_as`` only finished captions
+naming as many objects as that caption compete (the comparison at equal caption length); when
+none does, that caption is kept. Nothing inside the model is changed.
 
 **Post-hoc removal** (:func:`remove_flagged`): the mentions whose posterior passes a threshold
 are handed to an editor (a function that rewrites the caption without them).
@@ -16,7 +21,7 @@ are handed to an editor (a function that rewrites the caption without them).
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -24,26 +29,21 @@ import numpy as np
 from embodia.perception.hallucination.detectors import token_signals
 from embodia.perception.hallucination.haloprobe import HaloProbe, mention_features
 from embodia.perception.hallucination.mentions import HallucinationError, Mention, repeated
-from embodia.perception.hallucination.signals import caption_pass, prompt_inputs
+from embodia.perception.hallucination.signals import (
+    caption_pass,
+    prompt_inputs,
+    run_sequence,
+    sequence_inputs,
+)
 
 MentionFinder = Callable[[str], list[Mention]]
 """Finds the object mentions of a caption (unlabelled)."""
 
 
-def generate_captions(
-    model: Any,
-    processor: Any,
-    image: np.ndarray,
-    instruction: str,
-    *,
-    max_new_tokens: int = 64,
-    num_beams: int = 1,
-    samples: int = 0,
-    temperature: float = 1.0,
-    seed: int = 0,
-) -> list[str]:
-    """Captions of ``image``: the greedy one (``num_beams=1``) or the ``num_beams`` beams of a
-    beam search, best first; then ``samples`` sampled at ``temperature``."""
+def greedy_caption(
+    model: Any, processor: Any, image: np.ndarray, instruction: str, *, max_new_tokens: int = 64
+) -> str:
+    """The greedy caption of ``image``."""
     import torch
 
     inputs = prompt_inputs(processor, image, instruction)
@@ -51,22 +51,30 @@ def generate_captions(
     inputs = {k: v.to(device) for k, v in inputs.items()}
     start = int(inputs["input_ids"].shape[1])
     tokenizer = processor.tokenizer
-    common = {"max_new_tokens": max_new_tokens, "pad_token_id": tokenizer.pad_token_id}
     with torch.no_grad():
-        if num_beams > 1:
-            out = model.generate(
-                **inputs, do_sample=False, num_beams=num_beams, num_return_sequences=num_beams, **common
-            )
-        else:
-            out = model.generate(**inputs, do_sample=False, **common)
-        rows = [tokenizer.decode(row[start:], skip_special_tokens=True).strip() for row in out]
-        if samples:
-            torch.manual_seed(seed)
-            sampled = model.generate(
-                **inputs, do_sample=True, temperature=temperature, num_return_sequences=samples, **common
-            )
-            rows += [tokenizer.decode(row[start:], skip_special_tokens=True).strip() for row in sampled]
-    return rows
+        out = model.generate(
+            **inputs, do_sample=False, max_new_tokens=max_new_tokens, pad_token_id=tokenizer.pad_token_id
+        )
+    return str(tokenizer.decode(out[0, start:], skip_special_tokens=True).strip())
+
+
+def probe_predictions(
+    model: Any,
+    processor: Any,
+    probe: HaloProbe,
+    image: np.ndarray,
+    instruction: str,
+    caption: str,
+    mentions: Sequence[Mention],
+) -> dict[str, np.ndarray]:
+    """The probe's ``posterior`` p(hallucinated), ``prior`` and ``balanced`` estimate for each
+    mention of ``caption`` (one teacher-forced pass)."""
+    if not mentions:
+        return {name: np.zeros(0) for name in ("balanced", "prior", "posterior")}
+    scored = caption_pass(model, processor, image, instruction, caption, mentions, attentions=True)
+    internal = np.stack([mention_features(rows) for rows in token_signals(scored)])
+    positions = [tokens[0] - scored.caption_start for tokens in scored.mention_tokens]
+    return probe.predict(internal, positions, repeated(mentions))
 
 
 def hallucination_probabilities(
@@ -79,12 +87,13 @@ def hallucination_probabilities(
     mentions: Sequence[Mention],
 ) -> np.ndarray:
     """The probe's posterior p(hallucinated) for each mention of ``caption``."""
-    if not mentions:
-        return np.zeros(0)
-    scored = caption_pass(model, processor, image, instruction, caption, mentions, attentions=True)
-    internal = np.stack([mention_features(rows) for rows in token_signals(scored)])
-    positions = [tokens[0] - scored.caption_start for tokens in scored.mention_tokens]
-    return probe.predict(internal, positions, repeated(mentions))["posterior"]
+    return probe_predictions(model, processor, probe, image, instruction, caption, mentions)["posterior"]
+
+
+Risk = Callable[[str, list[Mention]], tuple[np.ndarray, np.ndarray]]
+"""For each mention of a caption: p(hallucinated), and the p(hallucinated) it is judged against
+(HaloProbe: its prior for the mention's position and repetition, so the judgement is the
+internal evidence alone)."""
 
 
 @dataclass(frozen=True)
@@ -92,9 +101,24 @@ class GuidedCaption:
     caption: str
     """The chosen caption."""
     expected_hallucination: float
-    """Its mean posterior p(hallucinated) over its mentions (0 with none)."""
+    """Its mean p(hallucinated) over its mentions (0 with none; NaN when no candidate qualified
+    and ``same_mentions_as`` was kept)."""
     candidates: int
-    """Candidates that competed."""
+    """Finished captions that competed."""
+
+
+@dataclass
+class _Beam:
+    ids: list[int]
+    text: str
+    log_prob: float = 0.0
+    safety: float = 0.0
+    """Sum over its mentions of log(p(real) / p_reference(real)): each mention's evidence."""
+    risks: tuple[float, ...] = ()
+    mentions: int = 0
+
+    def score(self, weight: float) -> float:
+        return self.log_prob + weight * self.safety
 
 
 def guided_caption(
@@ -106,45 +130,115 @@ def guided_caption(
     find_mentions: MentionFinder,
     *,
     num_beams: int = 4,
-    samples: int = 4,
-    temperature: float = 1.0,
+    expand: int | None = None,
+    weight: float = 1.0,
     max_new_tokens: int = 64,
     same_mentions_as: str | None = None,
-    seed: int = 0,
 ) -> GuidedCaption:
-    """HaloProbe-guided decoding (module docstring)."""
-    if num_beams < 1 or samples < 0 or num_beams + samples < 2:
-        raise HallucinationError(
-            f"guided decoding needs at least two candidates; got {num_beams} beams and {samples} samples"
-        )
-    candidates = generate_captions(
+    """HaloProbe-guided decoding (module docstring): :func:`guided_search` with the probe's
+    posterior as the risk."""
+
+    def risk(text: str, mentions: list[Mention]) -> tuple[np.ndarray, np.ndarray]:
+        predicted = probe_predictions(model, processor, probe, image, instruction, text, mentions)
+        return predicted["posterior"], predicted["prior"]
+
+    return guided_search(
         model,
         processor,
         image,
         instruction,
-        max_new_tokens=max_new_tokens,
+        find_mentions,
+        risk,
         num_beams=num_beams,
-        samples=samples,
-        temperature=temperature,
-        seed=seed,
+        expand=expand,
+        weight=weight,
+        max_new_tokens=max_new_tokens,
+        same_mentions_as=same_mentions_as,
     )
+
+
+def guided_search(
+    model: Any,
+    processor: Any,
+    image: np.ndarray,
+    instruction: str,
+    find_mentions: MentionFinder,
+    risk: Risk,
+    *,
+    num_beams: int = 4,
+    expand: int | None = None,
+    weight: float = 1.0,
+    max_new_tokens: int = 64,
+    same_mentions_as: str | None = None,
+) -> GuidedCaption:
+    """Hallucination-aware beam search (module docstring): beams grow one token at a time from
+    each beam's ``expand`` most likely next tokens (``num_beams`` by default); a child whose
+    new token completes a mention has that mention scored by ``risk``; the ``num_beams``
+    children with the highest ``log p(caption) + weight * sum log(p(real) / p_reference(real))``
+    go on. A beam ends at the end-of-sequence token; the search ends once ``num_beams`` have
+    ended (or at ``max_new_tokens``), and the ended caption with the highest score per token
+    wins. ``weight=0`` is a plain beam search."""
+    import torch
+
+    expand = num_beams if expand is None else expand
+    if num_beams < 2 or expand < 1:
+        raise HallucinationError(
+            f"guided decoding needs at least two beams and one expansion; got {num_beams} and {expand}"
+        )
+    if weight < 0:
+        raise HallucinationError(f"guided decoding's weight is at least 0; got {weight}")
+    tokenizer = processor.tokenizer
+    ends = model.generation_config.eos_token_id
+    ends = set(ends if isinstance(ends, list) else [ends] if ends is not None else [])
+    ends.add(tokenizer.eos_token_id)
     wanted = None if same_mentions_as is None else len(find_mentions(same_mentions_as))
-    best: tuple[float, int] | None = None
-    competing = 0
-    for index, text in enumerate(candidates):
-        mentions = find_mentions(text)
-        if wanted is not None and len(mentions) != wanted:
-            continue
-        competing += 1
-        risk = hallucination_probabilities(model, processor, probe, image, instruction, text, mentions)
-        expected = float(risk.mean()) if risk.size else 0.0
-        if best is None or expected < best[0]:
-            best = (expected, index)
-    if best is None:
+    inputs, _, prompt_ids = sequence_inputs(processor, image, instruction, [])
+
+    def next_log_probs(ids: list[int]) -> torch.Tensor:
+        # the beam's own tokens: decoded text need not tokenise back to them
+        sequence = torch.cat([prompt_ids, torch.tensor(ids, dtype=prompt_ids.dtype)])
+        return torch.log_softmax(run_sequence(model, inputs, sequence).logits[0, -1].float().cpu(), dim=-1)
+
+    live = [_Beam([], "")]
+    ended: list[_Beam] = []
+    for _ in range(max_new_tokens):
+        children: list[_Beam] = []
+        for beam in live:
+            log_probs = next_log_probs(beam.ids)
+            top = torch.topk(log_probs, expand)
+            for value, token in zip(top.values.tolist(), top.indices.tolist(), strict=True):
+                ids = [*beam.ids, token]
+                if token in ends:
+                    children.append(replace(beam, ids=ids, log_prob=beam.log_prob + value))
+                    continue
+                text = tokenizer.decode(ids, skip_special_tokens=True)
+                child = _Beam(ids, text, beam.log_prob + value, beam.safety, beam.risks, beam.mentions)
+                mentions = find_mentions(text)
+                if len(mentions) > beam.mentions:
+                    p, reference = (
+                        np.clip(v[beam.mentions :], 0.0, 1.0 - 1e-6) for v in risk(text, mentions)
+                    )
+                    child.risks = (*beam.risks, *p.tolist())
+                    child.safety += float(np.sum(np.log1p(-p) - np.log1p(-reference)))
+                    child.mentions = len(mentions)
+                children.append(child)
+        children.sort(key=lambda b: b.score(weight), reverse=True)
+        live = []
+        for rank, child in enumerate(children):
+            if child.ids[-1] in ends:
+                if rank < num_beams:  # an ending among the best children is a finished caption
+                    ended.append(child)
+            elif len(live) < num_beams:
+                live.append(child)
+        if len(ended) >= num_beams or not live:
+            break
+    finished = [b for b in ended + live if wanted is None or b.mentions == wanted]
+    if not finished:
         if same_mentions_as is None:
-            raise HallucinationError("no candidate caption to choose from")
+            raise HallucinationError("guided decoding produced no caption")
         return GuidedCaption(same_mentions_as, float("nan"), 0)
-    return GuidedCaption(candidates[best[1]], best[0], competing)
+    best = max(finished, key=lambda b: b.score(weight) / len(b.ids))
+    return GuidedCaption(best.text.strip(), float(np.mean(best.risks)) if best.risks else 0.0, len(finished))
 
 
 def remove_flagged(

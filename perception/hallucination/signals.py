@@ -110,6 +110,43 @@ def prompt_inputs(processor: Any, image: np.ndarray, instruction: str) -> dict[s
     )
 
 
+def sequence_inputs(
+    processor: Any, image: np.ndarray, instruction: str, caption_ids: Sequence[int]
+) -> tuple[dict[str, Any], torch.Tensor, torch.Tensor]:
+    """The model inputs of the prompt followed by the caption tokens ``caption_ids``: the
+    processor's other inputs (pixels, and per-token ones such as Qwen-VL's modality types,
+    extended over the caption as text), the prompt's token ids and the whole sequence's."""
+    import torch
+
+    inputs = prompt_inputs(processor, image, instruction)
+    prompt_ids = inputs.pop("input_ids")[0]
+    inputs.pop("attention_mask", None)
+    caption = torch.tensor(list(caption_ids), dtype=prompt_ids.dtype)
+    for name, value in list(inputs.items()):
+        # Per-token inputs (Qwen-VL's modality types): the caption's tokens are text, type 0.
+        if (
+            isinstance(value, torch.Tensor)
+            and value.shape[:2] == (1, prompt_ids.shape[0])
+            and value.dim() == 2
+        ):
+            inputs[name] = torch.cat([value, value.new_zeros((1, caption.shape[0]))], dim=1)
+    return inputs, prompt_ids, torch.cat([prompt_ids, caption])
+
+
+def run_sequence(model: Any, inputs: dict[str, Any], input_ids: torch.Tensor, **options: Any) -> Any:
+    """One forward pass of ``model`` over ``input_ids`` with the image ``inputs``."""
+    import torch
+
+    device = next(model.parameters()).device
+    with torch.no_grad():
+        return model(
+            input_ids=input_ids[None].to(device),
+            attention_mask=torch.ones_like(input_ids)[None].to(device),
+            **options,
+            **{k: v.to(device) if hasattr(v, "to") else v for k, v in inputs.items()},
+        )
+
+
 def caption_pass(
     model: Any,
     processor: Any,
@@ -127,21 +164,9 @@ def caption_pass(
     if image.ndim != 3 or image.shape[2] != 3:
         raise HallucinationError(f"an image is an H x W x 3 RGB array; got shape {tuple(image.shape)}")
     token = image_token_id(model.config)
-    inputs = prompt_inputs(processor, image, instruction)
     encoded = processor.tokenizer(caption, add_special_tokens=False, return_offsets_mapping=True)
     offsets = [tuple(pair) for pair in encoded["offset_mapping"]]
-    prompt_ids = inputs.pop("input_ids")[0]
-    inputs.pop("attention_mask", None)
-    caption_ids = torch.tensor(encoded["input_ids"], dtype=prompt_ids.dtype)
-    input_ids = torch.cat([prompt_ids, caption_ids])
-    for name, value in list(inputs.items()):
-        # Per-token inputs (Qwen-VL's modality types): the caption's tokens are text, type 0.
-        if (
-            isinstance(value, torch.Tensor)
-            and value.shape[:2] == (1, prompt_ids.shape[0])
-            and value.dim() == 2
-        ):
-            inputs[name] = torch.cat([value, value.new_zeros((1, caption_ids.shape[0]))], dim=1)
+    inputs, prompt_ids, input_ids = sequence_inputs(processor, image, instruction, encoded["input_ids"])
     caption_start = int(prompt_ids.shape[0])
     image_positions = torch.nonzero(prompt_ids == token).flatten()
     if image_positions.numel() == 0:
@@ -153,15 +178,7 @@ def caption_pass(
     instruction_positions = torch.arange(first, caption_start)
     if attentions:
         use_eager_attention(model)
-    device = next(model.parameters()).device
-    with torch.no_grad():
-        out = model(
-            input_ids=input_ids[None].to(device),
-            attention_mask=torch.ones_like(input_ids)[None].to(device),
-            output_hidden_states=True,
-            output_attentions=attentions,
-            **{k: v.to(device) if hasattr(v, "to") else v for k, v in inputs.items()},
-        )
+    out = run_sequence(model, inputs, input_ids, output_hidden_states=True, output_attentions=attentions)
     hidden = torch.stack([h[0] for h in out.hidden_states]).float().cpu()
     maps = torch.stack([a[0] for a in out.attentions]).float().cpu() if attentions else None
     spans = token_spans(offsets, mentions)

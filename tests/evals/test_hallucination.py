@@ -207,7 +207,8 @@ def test_caption_pass_finds_the_spans_of_a_llava_style_model(tiny_vlm_dir: Path)
         ({"model": "openai:http://x"}, "hf:DIR"),
         ({"detectors": ("inslen", "glsim")}, "unknown detector 'glsim'"),
         ({"captions": 1}, "captions"),
-        ({"guided": True, "num_beams": 1, "samples": 0}, "two candidates"),
+        ({"num_beams": 1}, "num_beams"),
+        ({"guidance_weight": -1.0}, "guidance_weight"),
         ({"flag_threshold": 1.0}, "flag_threshold"),
         ({"inslen_layers": "best"}, "inslen_layers must be one of reference, probe"),
         ({"source": "coco"}, "unknown caption source 'coco'"),
@@ -242,6 +243,63 @@ def caption_model(tiny_vlm_dir: Path, tmp_path_factory: pytest.TempPathFactory) 
     return str(run_sft(settings, folder / "run")["policy"])
 
 
+def test_guided_search_steers_away_from_the_objects_the_risk_doubts(caption_model: str) -> None:
+    from embodia.evals.hallucination import load_captioner
+    from embodia.perception.hallucination.decoding import greedy_caption, guided_search
+
+    processor, model = load_captioner(caption_model)
+    image, caption = next(
+        (image, caption)
+        for image, _ in (SIMULATOR.scene(3, i) for i in range(20))
+        if SIMULATOR.find_mentions(caption := greedy_caption(model, processor, image, CAPTION_PROMPT))
+    )
+    named = SIMULATOR.find_mentions(caption)
+    doubted = named[0].key
+    scored: list[str] = []
+
+    def risk(text: str, mentions: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+        scored.append(text)
+        return np.array([0.999 if m.key == doubted else 0.01 for m in mentions]), np.full(len(mentions), 0.2)
+
+    def search(weight: float) -> Any:
+        return guided_search(
+            model,
+            processor,
+            image,
+            CAPTION_PROMPT,
+            SIMULATOR.find_mentions,
+            risk,
+            num_beams=3,
+            weight=weight,
+            same_mentions_as=caption,
+        )
+
+    guided = search(10.0)
+    said = [m.key for m in SIMULATOR.find_mentions(guided.caption)]
+    assert doubted not in said and len(said) == len(named)  # at the greedy caption's length
+    assert guided.expected_hallucination == pytest.approx(0.01) and guided.candidates >= 1
+    # Each partial caption is scored once, when its newest token completes a mention.
+    assert all(len(SIMULATOR.find_mentions(text)) >= 1 for text in scored)
+    # weight 0 is a plain beam search: the risk changes nothing
+    plain = search(0.0)
+    assert (
+        plain.caption
+        == guided_search(
+            model,
+            processor,
+            image,
+            CAPTION_PROMPT,
+            SIMULATOR.find_mentions,
+            lambda _, mentions: (np.full(len(mentions), 0.5), np.full(len(mentions), 0.1)),
+            num_beams=3,
+            weight=0.0,
+            same_mentions_as=caption,
+        ).caption
+    )
+    with pytest.raises(HallucinationError, match="two beams"):
+        guided_search(model, processor, image, CAPTION_PROMPT, SIMULATOR.find_mentions, risk, num_beams=1)
+
+
 def test_the_evaluation_runs_resumes_and_reports(caption_model: str, tmp_path: Path) -> None:
     settings = HallucinationEvalSettings(
         model=caption_model,
@@ -249,7 +307,6 @@ def test_the_evaluation_runs_resumes_and_reports(caption_model: str, tmp_path: P
         probe_captions=8,
         guided=True,
         num_beams=2,
-        samples=1,
         max_new_tokens=40,
         inslen_layers="probe",
     )
