@@ -6,13 +6,16 @@ guided decoding, IDEAL fusion, the bitwise tokenizer and the MAA adapters' cost.
 **Hallucination** (``evals/hallucination.py``): for each seed, a tiny VLM
 (``CAPTIONER_SHAPE``: a 2-layer CLIP tower on 84-pixel images, a 4-layer Qwen2 decoder,
 random weights) is trained from scratch for ``--train_steps`` on ``--train_records``
-captioned scenes with embodia's SFT recipe, then its greedy captions of ``--captions``
-held-out scenes are labelled against the scene graphs and every mention is scored by InsLen,
+captioned simulator panoramas with embodia's SFT recipe, then its greedy captions of
+``--captions`` held-out panoramas (other houses) are labelled against the render's semantics
+and every mention is scored by InsLen,
 HaloProbe (fitted on the captions of ``--captions`` other scenes) and the attention-mass
 baseline. AUROC with real mentions positive (``inslen_auroc``, ``haloprobe_auroc``,
 ``attention_auroc``; HaloProbe's two parts alone: ``haloprobe_balanced_auroc``,
-``haloprobe_prior_auroc``); CHAIR of the greedy captions, of HaloProbe-guided decoding
-(candidates naming as many objects as the greedy caption) and of post-hoc removal
+``haloprobe_prior_auroc``; each part of InsLen at the reference's layers:
+``inslen_lens_weight_auroc``, ``inslen_local_auroc``, ...); CHAIR of the greedy captions, of
+HaloProbe-guided decoding (the hallucination-aware beam search with ``--beams`` beams and
+``--guidance_weight``, captions naming as many objects as the greedy one) and of post-hoc removal
 (``greedy_chair_i``, ``guided_chair_i``, ``removed_chair_i``, with ``*_mentions`` per caption);
 caption-based POPE accuracy on the adversarial split. Means over seeds, per-seed values beside.
 Scoring throughput on the held-out captions of the first seed: captions per second scored by

@@ -48,8 +48,9 @@ from embodia.evals.hallucination_data import (
 )
 from embodia.perception.hallucination.decoding import (
     greedy_caption,
-    guided_caption,
-    hallucination_probabilities,
+    guided_search,
+    haloprobe_risk,
+    probe_predictions,
     remove_flagged,
 )
 from embodia.perception.hallucination.detectors import (
@@ -250,20 +251,22 @@ def _guided_worker(
         probe = HaloProbe(**probe_values)
         scenes = settings.scenes
         image, objects = scenes.scene(settings.seed * 10 + SPLIT_SEEDS["test"], index)
-        guided = guided_caption(
+        guided = guided_search(
             model,
             processor,
-            probe,
             image,
             CAPTION_PROMPT,
             scenes.find_mentions,
+            haloprobe_risk(model, processor, probe, image, CAPTION_PROMPT),
             num_beams=settings.num_beams,
             weight=settings.guidance_weight,
             max_new_tokens=settings.max_new_tokens,
             same_mentions_as=greedy,
         )
         mentions = scenes.find_mentions(greedy)
-        risk = hallucination_probabilities(model, processor, probe, image, CAPTION_PROMPT, greedy, mentions)
+        risk = probe_predictions(model, processor, probe, image, CAPTION_PROMPT, greedy, mentions)[
+            "posterior"
+        ]
         removed = remove_flagged(
             greedy, mentions, risk.tolist(), scenes.caption_without, settings.flag_threshold
         )

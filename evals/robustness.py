@@ -794,23 +794,34 @@ def summarise(settings: RobustnessSettings, lines: Sequence[Mapping[str, Any]]) 
     return result
 
 
-def adapter_overhead(batch_size: int = 64, repeats: int = 5, seed: int = 0) -> dict[str, float]:
+def adapter_overhead(
+    batch_size: int = 64, repeats: int = 5, rounds: int = 7, seed: int = 0
+) -> dict[str, float]:
     """Images per second through the study's tiny ViT, frozen and with adapters after every
-    block (rank 32): what the adapters cost at inference. For the benchmark."""
+    block (rank 32): what the adapters cost at inference. For the benchmark. The two are timed
+    in alternating rounds after a warm-up of each, and each rate is the median round's, so a
+    change of the machine's load or a first call's set-up falls on both alike."""
     encoder = tiny_vision_encoder("vit", seed=seed)
     freeze(encoder)
     pixels = torch.randn(batch_size, 3, 32, 32, generator=torch.Generator().manual_seed(seed))
+    adapters = Adapters(AdapterConfig.for_encoder(encoder, rank=32))
 
     def rate() -> float:
         with torch.no_grad():
-            encoder(pixel_values=pixels)  # warm-up
             started = time.perf_counter()
             for _ in range(repeats):
                 encoder(pixel_values=pixels)
         return batch_size * repeats / (time.perf_counter() - started)
 
-    frozen = rate()
-    adapters = Adapters(AdapterConfig.for_encoder(encoder, rank=32)).attach(encoder)
-    adapted = rate()
-    adapters.detach()
+    measured: dict[str, list[float]] = {"frozen": [], "adapted": []}
+    for round_ in range(rounds + 1):
+        for kind in ("frozen", "adapted"):
+            if kind == "adapted":
+                adapters.attach(encoder)
+            value = rate()
+            if kind == "adapted":
+                adapters.detach()
+            if round_:  # round 0 warms both up
+                measured[kind].append(value)
+    frozen, adapted = (float(np.median(measured[kind])) for kind in ("frozen", "adapted"))
     return {"frozen_images_per_s": frozen, "adapted_images_per_s": adapted}

@@ -77,19 +77,6 @@ def probe_predictions(
     return probe.predict(internal, positions, repeated(mentions))
 
 
-def hallucination_probabilities(
-    model: Any,
-    processor: Any,
-    probe: HaloProbe,
-    image: np.ndarray,
-    instruction: str,
-    caption: str,
-    mentions: Sequence[Mention],
-) -> np.ndarray:
-    """The probe's posterior p(hallucinated) for each mention of ``caption``."""
-    return probe_predictions(model, processor, probe, image, instruction, caption, mentions)["posterior"]
-
-
 Risk = Callable[[str, list[Mention]], tuple[np.ndarray, np.ndarray]]
 """For each mention of a caption: p(hallucinated), and the p(hallucinated) it is judged against
 (HaloProbe: its prior for the mention's position and repetition, so the judgement is the
@@ -121,40 +108,15 @@ class _Beam:
         return self.log_prob + weight * self.safety
 
 
-def guided_caption(
-    model: Any,
-    processor: Any,
-    probe: HaloProbe,
-    image: np.ndarray,
-    instruction: str,
-    find_mentions: MentionFinder,
-    *,
-    num_beams: int = 4,
-    expand: int | None = None,
-    weight: float = 1.0,
-    max_new_tokens: int = 64,
-    same_mentions_as: str | None = None,
-) -> GuidedCaption:
-    """HaloProbe-guided decoding (module docstring): :func:`guided_search` with the probe's
-    posterior as the risk."""
+def haloprobe_risk(model: Any, processor: Any, probe: HaloProbe, image: np.ndarray, instruction: str) -> Risk:
+    """HaloProbe as guided decoding's risk: its posterior p(hallucinated), judged against its
+    prior for the mention's place."""
 
     def risk(text: str, mentions: list[Mention]) -> tuple[np.ndarray, np.ndarray]:
         predicted = probe_predictions(model, processor, probe, image, instruction, text, mentions)
         return predicted["posterior"], predicted["prior"]
 
-    return guided_search(
-        model,
-        processor,
-        image,
-        instruction,
-        find_mentions,
-        risk,
-        num_beams=num_beams,
-        expand=expand,
-        weight=weight,
-        max_new_tokens=max_new_tokens,
-        same_mentions_as=same_mentions_as,
-    )
+    return risk
 
 
 def guided_search(
