@@ -37,6 +37,7 @@ from typing import Any
 import numpy as np
 
 from embodia.envs.puzzles.clevr_scene import COLOURS, SHAPES, SIZES, render_scene
+from embodia.envs.puzzles.embodied import STRUCTURE
 from embodia.perception.hallucination.mentions import HallucinationError, Mention
 
 CAPTION_PROMPT = "Describe the image in detail."
@@ -171,7 +172,8 @@ image (a few pixels of a far cabinet are in the scene, but no captioner can be a
 them)."""
 VIEWS_PER_HOUSE = 20
 """Panoramas taken in each procedural house (a house takes about a second to build)."""
-NOT_OBJECTS = frozenset({"void", "wall", "floor", "ceiling", "door", "object"})
+NOT_OBJECTS = STRUCTURE | {"object"}
+"""Categories a caption does not name: the house's structure, and unlabelled clutter."""
 
 
 def simulator_objects() -> tuple[str, ...]:
