@@ -35,13 +35,13 @@ EVAL_HALLUCINATION_OPTIONS: OptionTable = {
     ),
     "num_beams": FieldOption("Guided decoding: beams of the hallucination-aware beam search."),
     "guidance_weight": FieldOption(
-        "Guided decoding: weight of the mentions' log p(real) beside the caption's "
+        "Guided decoding: weight of the mentions' evidence of being real (log-odds) beside the caption's "
         "log-likelihood (0: plain beam search)."
     ),
     "flag_threshold": FieldOption("Post-hoc removal drops mentions whose p(hallucinated) exceeds it."),
     "inslen_layers": FieldOption(
-        "InsLen's layers: reference (LLaVA-1.5's, as fractions of the depth) "
-        "or probe (the best on the probe captions)."
+        "InsLen's layers and weight λ: reference (LLaVA-1.5's layers as fractions of the depth, "
+        "λ 0.4) or probe (the best on the probe captions)."
     ),
     "max_new_tokens": FieldOption(),
     "seed": FieldOption(),

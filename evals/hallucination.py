@@ -58,9 +58,10 @@ from embodia.perception.hallucination.detectors import (
     InsLenConfig,
     InsLenParts,
     attention_scores,
+    inslen_grid,
     inslen_grid_parts,
-    inslen_layer_grid,
     inslen_layers,
+    inslen_search_grid,
     signal_names,
     token_signals,
 )
@@ -100,14 +101,16 @@ class HallucinationEvalSettings:
     num_beams: int = 4
     """Guided decoding's beams (each grows by its ``num_beams`` most likely next tokens)."""
     guidance_weight: float = 1.0
-    """Guided decoding's weight on the mentions' log p(real) beside the caption's log-likelihood
+    """Guided decoding's weight on the mentions' evidence of being real (log-odds against the
+    prior) beside the caption's log-likelihood
     (0: a plain beam search)."""
     flag_threshold: float = 0.5
     """Post-hoc removal drops mentions whose p(hallucinated) exceeds it."""
     inslen_layers: str = "reference"
-    """InsLen's layers: ``reference`` (the reference's choice for LLaVA-1.5, as fractions of the
-    depth) or ``probe`` (the (ℓ_v, ℓ_t, ℓ_i) of :func:`inslen_layer_grid` whose AUROC on the probe
-    captions is highest; the reference's layers are reported beside)."""
+    """InsLen's layers and λ: ``reference`` (the reference's choice for LLaVA-1.5, layers as
+    fractions of the depth, λ = 0.4) or ``probe`` (the layers (ℓ_v, ℓ_t, ℓ_i) and λ of
+    :func:`inslen_search_grid` whose AUROC on the probe captions is highest; the reference's
+    choice is reported beside)."""
     max_new_tokens: int = 64
     seed: int = 0
 
@@ -212,20 +215,21 @@ def caption_unit(
     rows = _mention_rows(mentions, [tokens[0] - scored.caption_start for tokens in scored.mention_tokens])
     signals = token_signals(scored)
     columns: dict[str, Sequence[float]] = {"attention-baseline": attention_scores(scored)}
-    grid: list[list[InsLenParts]] = []
+    parts: list[InsLenParts] = []
+    search: list[list[float]] = []
     if "inslen" in settings.detectors:
-        reference = inslen_layers(InsLenConfig(), scored.layers)
-        choices = inslen_layer_grid(scored.layers) if settings.searches_inslen_layers else [reference]
-        grid = inslen_grid_parts(scored, InsLenConfig(), choices)
-        parts = grid[choices.index(reference)]  # the reference's layers: one of the choices
+        parts = inslen_grid_parts(scored, InsLenConfig(), [inslen_layers(InsLenConfig(), scored.layers)])[0]
         columns["inslen"] = [p.score for p in parts]
+        if settings.searches_inslen_layers:
+            search = inslen_grid(scored, InsLenConfig(), inslen_search_grid(scored.layers))
     for i, row in enumerate(rows):
         row["features"] = mention_features(signals[i]).tolist()
         row["scores"] = {name: float(values[i]) for name, values in columns.items()}
-        if grid:
+        if parts:
             row["inslen_parts"] = {name: float(value) for name, value in asdict(parts[i]).items()}
-        if settings.searches_inslen_layers:
-            row["inslen_grid"] = [float(choice[i].score) for choice in grid]
+        if search:
+            # six significant digits: only the scores' order matters, and the grid is large
+            row["inslen_grid"] = [float(f"{choice[i]:.6g}") for choice in search]
     record["mentions"] = rows
     return record
 
@@ -415,11 +419,12 @@ def summarise(
             detection["haloprobe-balanced"] = detection_scores(list(1 - p["balanced"]), labels)
             detection["haloprobe-prior"] = detection_scores(list(1 - p["prior"]), labels)
         elif name == "inslen" and settings.searches_inslen_layers:
-            chosen = _best_inslen_layers([m for r in records if r["split"] == "probe" for m in r["mentions"]])
+            chosen = _best_inslen_choice([m for r in records if r["split"] == "probe" for m in r["mentions"]])
             detection[name] = detection_scores([m["inslen_grid"][chosen] for m in rows], labels)
-            detection["inslen-reference-layers"] = detection_scores([m["scores"][name] for m in rows], labels)
-            layers = _model_shape(settings.model)
-            detection[name]["layers"] = list(inslen_layer_grid(layers[0] if layers else 0)[chosen])
+            detection["inslen-reference"] = detection_scores([m["scores"][name] for m in rows], labels)
+            shape = _model_shape(settings.model)
+            layers, weight = inslen_search_grid(shape[0] if shape else 0)[chosen]
+            detection[name].update(layers=list(layers), weight=weight)
         else:
             detection[name] = detection_scores([m["scores"][name] for m in rows], labels)
     summary: dict[str, Any] = {
@@ -458,9 +463,9 @@ def summarise(
     return summary
 
 
-def _best_inslen_layers(mentions: Sequence[Mapping[str, Any]]) -> int:
-    """The index of the InsLen layer choice with the highest AUROC on ``mentions`` (the probe
-    captions'); the first when they hold one class only."""
+def _best_inslen_choice(mentions: Sequence[Mapping[str, Any]]) -> int:
+    """The index of the InsLen choice (layers and λ) with the highest AUROC on ``mentions`` (the
+    probe captions'); the first when they hold one class only."""
     labels = [bool(m["hallucinated"]) for m in mentions]
     if all(labels) or not any(labels):
         return 0

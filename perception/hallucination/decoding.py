@@ -5,13 +5,16 @@ search away from the objects the probe doubts.
 by the model's own next-token distribution, and each time a beam's new token completes an
 object mention, the mention is scored by a risk (HaloProbe's posterior p(hallucinated), read
 from one teacher-forced pass over the beam's caption so far). A beam's score is
-``log p(caption) + weight * sum over its mentions of log(p(real) / p_reference(real))``, where
-the reference is HaloProbe's prior for the mention's place in the caption: the evidence of the
-model's internals that the object is there. Measured against the prior, naming an object
-neither costs nor pays on average (a plain ``log p(real)`` would reward captions that name
-nothing); the search chooses *which* object to name where the model hesitates, at the moment
-it names it, and keeps the model's wording everywhere else. With ``same_mentions_as`` only finished captions
-naming as many objects as that caption compete (the comparison at equal caption length); when
+``log p(caption) + weight * sum over its mentions of (logit p(real) - logit p_reference(real))``,
+where the reference is HaloProbe's prior for the mention's place in the caption: each term is the
+log-likelihood ratio of the model's internals for "the object is there", in nats as the
+caption's log-probability is. Measured against the prior, naming an object neither costs nor pays
+on average (a plain ``log p(real)`` would reward captions that name nothing), and in log-odds a
+factor of evidence weighs the same whatever the prior (a ratio of probabilities of real, bounded
+by ``-log p_reference(real)``, hardly moves a beam where hallucinations are rare). The search
+chooses *which* object to name where the model hesitates, at the moment it names it, and keeps
+the model's wording everywhere else. With ``same_mentions_as`` only finished captions naming as
+many objects as that caption compete (the comparison at equal caption length); when
 none does, that caption is kept. Nothing inside the model is changed.
 
 **Post-hoc removal** (:func:`remove_flagged`): the mentions whose posterior passes a threshold
@@ -31,6 +34,7 @@ from embodia.perception.hallucination.haloprobe import HaloProbe, mention_featur
 from embodia.perception.hallucination.mentions import HallucinationError, Mention, repeated
 from embodia.perception.hallucination.signals import (
     caption_pass,
+    extend_text_inputs,
     prompt_inputs,
     run_sequence,
     sequence_inputs,
@@ -99,13 +103,19 @@ class _Beam:
     ids: list[int]
     text: str
     log_prob: float = 0.0
-    safety: float = 0.0
-    """Sum over its mentions of log(p(real) / p_reference(real)): each mention's evidence."""
+    evidence: float = 0.0
+    """Sum over its mentions of logit p(real) - logit p_reference(real): each mention's
+    log-likelihood ratio of being real."""
     risks: tuple[float, ...] = ()
     mentions: int = 0
 
     def score(self, weight: float) -> float:
-        return self.log_prob + weight * self.safety
+        return self.log_prob + weight * self.evidence
+
+
+def _logit_real(p_hallucinated: np.ndarray) -> np.ndarray:
+    """logit p(real) = log((1 - p) / p) for p = p(hallucinated)."""
+    return np.asarray(np.log1p(-p_hallucinated) - np.log(p_hallucinated))
 
 
 def haloprobe_risk(model: Any, processor: Any, probe: HaloProbe, image: np.ndarray, instruction: str) -> Risk:
@@ -136,7 +146,7 @@ def guided_search(
     """Hallucination-aware beam search (module docstring): beams grow one token at a time from
     each beam's ``expand`` most likely next tokens (``num_beams`` by default); a child whose
     new token completes a mention has that mention scored by ``risk``; the ``num_beams``
-    children with the highest ``log p(caption) + weight * sum log(p(real) / p_reference(real))``
+    children with the highest ``log p(caption) + weight * sum (logit p(real) - logit p_reference(real))``
     go on. A beam ends at the end-of-sequence token; the search ends once ``num_beams`` have
     ended (or at ``max_new_tokens``), and the ended caption with the highest score per token
     wins. ``weight=0`` is a plain beam search."""
@@ -156,17 +166,19 @@ def guided_search(
     wanted = None if same_mentions_as is None else len(find_mentions(same_mentions_as))
     inputs, _, prompt_ids = sequence_inputs(processor, image, instruction, [])
 
-    def next_log_probs(ids: list[int]) -> torch.Tensor:
-        # the beam's own tokens: decoded text need not tokenise back to them
-        sequence = torch.cat([prompt_ids, torch.tensor(ids, dtype=prompt_ids.dtype)])
-        return torch.log_softmax(run_sequence(model, inputs, sequence).logits[0, -1].float().cpu(), dim=-1)
+    def next_log_probs(beams: list[_Beam], step: int) -> torch.Tensor:
+        # the beams' own tokens (decoded text need not tokenise back to them), all of one
+        # length, so one batched pass serves every beam
+        grown = torch.tensor([b.ids for b in beams], dtype=prompt_ids.dtype).reshape(len(beams), step)
+        sequences = torch.cat([prompt_ids.expand(len(beams), -1), grown], dim=1)
+        logits = run_sequence(model, extend_text_inputs(inputs, len(prompt_ids), step), sequences).logits
+        return torch.log_softmax(logits[:, -1].float().cpu(), dim=-1)
 
     live = [_Beam([], "")]
     ended: list[_Beam] = []
-    for _ in range(max_new_tokens):
+    for step in range(max_new_tokens):
         children: list[_Beam] = []
-        for beam in live:
-            log_probs = next_log_probs(beam.ids)
+        for beam, log_probs in zip(live, next_log_probs(live, step), strict=True):
             top = torch.topk(log_probs, expand)
             for value, token in zip(top.values.tolist(), top.indices.tolist(), strict=True):
                 ids = [*beam.ids, token]
@@ -174,14 +186,14 @@ def guided_search(
                     children.append(replace(beam, ids=ids, log_prob=beam.log_prob + value))
                     continue
                 text = tokenizer.decode(ids, skip_special_tokens=True)
-                child = _Beam(ids, text, beam.log_prob + value, beam.safety, beam.risks, beam.mentions)
+                child = _Beam(ids, text, beam.log_prob + value, beam.evidence, beam.risks, beam.mentions)
                 mentions = find_mentions(text)
                 if len(mentions) > beam.mentions:
                     p, reference = (
-                        np.clip(v[beam.mentions :], 0.0, 1.0 - 1e-6) for v in risk(text, mentions)
+                        np.clip(v[beam.mentions :], 1e-6, 1.0 - 1e-6) for v in risk(text, mentions)
                     )
                     child.risks = (*beam.risks, *p.tolist())
-                    child.safety += float(np.sum(np.log1p(-p) - np.log1p(-reference)))
+                    child.evidence += float(np.sum(_logit_real(p) - _logit_real(reference)))
                     child.mentions = len(mentions)
                 children.append(child)
         children.sort(key=lambda b: b.score(weight), reverse=True)

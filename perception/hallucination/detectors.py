@@ -163,7 +163,7 @@ def inslen_scores(
     """InsLen of each mention of ``caption`` (higher: more likely real), at ``config``'s layer
     fractions or at the hidden-state indices ``layers``."""
     config = config or InsLenConfig()
-    return inslen_grid(caption, config, [layers or inslen_layers(config, caption.layers)])[0]
+    return inslen_grid(caption, config, [(layers or inslen_layers(config, caption.layers), config.weight)])[0]
 
 
 def inslen_layer_grid(layers: int) -> list[Layers]:
@@ -177,18 +177,62 @@ def inslen_layer_grid(layers: int) -> list[Layers]:
     ]
 
 
-def inslen_grid(caption: CaptionPass, config: InsLenConfig, choices: Sequence[Layers]) -> list[list[float]]:
-    """InsLen of each mention at each of the layer ``choices``: one list of mention scores per
-    choice. Each layer's lens is computed once, whatever the number of choices."""
-    return [[parts.score for parts in row] for row in inslen_grid_parts(caption, config, choices)]
+InsLenChoice = tuple[Layers, float]
+"""A choice a search tries: the layers and the weight λ of CCS beside CLS."""
+
+INSLEN_WEIGHTS: tuple[float, ...] = (0.0, 0.2, 0.4, 0.6, 0.8, 1.0)
+"""The λ a search tries (the reference's 0.4 among them)."""
+
+
+def inslen_search_grid(layers: int) -> list[InsLenChoice]:
+    """Every layer choice of :func:`inslen_layer_grid` with every λ of :data:`INSLEN_WEIGHTS`."""
+    return [(choice, weight) for choice in inslen_layer_grid(layers) for weight in INSLEN_WEIGHTS]
+
+
+def inslen_grid(
+    caption: CaptionPass, config: InsLenConfig, choices: Sequence[InsLenChoice]
+) -> list[list[float]]:
+    """InsLen of each mention at each of the ``choices`` of layers and λ: one list of mention
+    scores per choice. Each layer's lens and each token's parts are computed once, whatever the
+    number of choices; λ mixes the token's parts before they are combined over the mention."""
+    tokens = _token_parts(caption, config, [layers for layers, _ in choices])
+    return [
+        [
+            combine(
+                [(1 - weight) * p.calibrated_local + weight * p.context_consistency for p in mention],
+                config.aggregate,
+            )
+            for mention in tokens[layers]
+        ]
+        for layers, weight in choices
+    ]
 
 
 def inslen_grid_parts(
     caption: CaptionPass, config: InsLenConfig, choices: Sequence[Layers]
 ) -> list[list[InsLenParts]]:
-    """:func:`inslen_grid` with every part of each mention's score (each part combined over the
+    """Every part of each mention's score at each layer choice (each part combined over the
     mention's tokens by ``config.aggregate``, as the score is): what tells which premise of the
     score holds on a model."""
+    tokens = _token_parts(caption, config, choices)
+    return [
+        [
+            InsLenParts(
+                *(
+                    combine([getattr(parts, name) for parts in mention], config.aggregate)
+                    for name in INSLEN_PARTS
+                )
+            )
+            for mention in tokens[layers]
+        ]
+        for layers in choices
+    ]
+
+
+def _token_parts(
+    caption: CaptionPass, config: InsLenConfig, choices: Sequence[Layers]
+) -> dict[Layers, list[list[InsLenParts]]]:
+    """Per layer choice, per mention, the parts of each of its tokens' scores."""
     for choice in choices:
         if not all(0 <= index <= caption.layers for index in choice):
             raise HallucinationError(f"InsLen layers {choice} are outside the model's 0..{caption.layers}")
@@ -196,13 +240,12 @@ def inslen_grid_parts(
     instruction_lens = {
         i: caption.lens(i, caption.instruction, config.scale) for i in {c[2] for c in choices}
     }
-    out = []
-    for image_layer, text_layer, instruction_layer in choices:
+    out: dict[Layers, list[list[InsLenParts]]] = {}
+    for image_layer, text_layer, instruction_layer in dict.fromkeys(choices):
         image_states = caption.hidden[image_layer, caption.image]
         instruction_states = caption.hidden[instruction_layer, caption.instruction]
-        mentions = []
-        for positions in caption.mention_tokens:
-            per_token = [
+        out[(image_layer, text_layer, instruction_layer)] = [
+            [
                 inslen_token_parts(
                     caption.hidden[text_layer, p - 1],
                     image_states,
@@ -213,15 +256,8 @@ def inslen_grid_parts(
                 )
                 for p in positions
             ]
-            mentions.append(
-                InsLenParts(
-                    *(
-                        combine([getattr(parts, name) for parts in per_token], config.aggregate)
-                        for name in INSLEN_PARTS
-                    )
-                )
-            )
-        out.append(mentions)
+            for positions in caption.mention_tokens
+        ]
     return out
 
 

@@ -122,28 +122,41 @@ def sequence_inputs(
     prompt_ids = inputs.pop("input_ids")[0]
     inputs.pop("attention_mask", None)
     caption = torch.tensor(list(caption_ids), dtype=prompt_ids.dtype)
-    for name, value in list(inputs.items()):
-        # Per-token inputs (Qwen-VL's modality types): the caption's tokens are text, type 0.
-        if (
-            isinstance(value, torch.Tensor)
-            and value.shape[:2] == (1, prompt_ids.shape[0])
-            and value.dim() == 2
-        ):
-            inputs[name] = torch.cat([value, value.new_zeros((1, caption.shape[0]))], dim=1)
-    return inputs, prompt_ids, torch.cat([prompt_ids, caption])
+    return (
+        extend_text_inputs(inputs, int(prompt_ids.shape[0]), len(caption)),
+        prompt_ids,
+        torch.cat([prompt_ids, caption]),
+    )
+
+
+def extend_text_inputs(inputs: dict[str, Any], prompt_length: int, tokens: int) -> dict[str, Any]:
+    """``inputs`` (a prompt's, less its token ids) for the prompt followed by ``tokens`` text
+    tokens: per-token inputs (Qwen-VL's modality types) are extended with type 0, text."""
+    import torch
+
+    out = dict(inputs)
+    for name, value in inputs.items():
+        if isinstance(value, torch.Tensor) and value.dim() == 2 and value.shape[:2] == (1, prompt_length):
+            out[name] = torch.cat([value, value.new_zeros((1, tokens))], dim=1)
+    return out
 
 
 def run_sequence(model: Any, inputs: dict[str, Any], input_ids: torch.Tensor, **options: Any) -> Any:
-    """One forward pass of ``model`` over ``input_ids`` with the image ``inputs``."""
+    """One forward pass of ``model`` over ``input_ids``, one sequence (T,) or a batch of
+    equal-length ones (B, T) over the same image ``inputs`` (each tensor input, pixels and
+    per-token ones alike, is repeated along its first dimension: one image per sequence)."""
     import torch
 
     device = next(model.parameters()).device
+    batch = input_ids if input_ids.dim() == 2 else input_ids[None]
+    copies = int(batch.shape[0])
+    shared = {
+        k: (torch.cat([v] * copies) if copies > 1 else v).to(device) if isinstance(v, torch.Tensor) else v
+        for k, v in inputs.items()
+    }
     with torch.no_grad():
         return model(
-            input_ids=input_ids[None].to(device),
-            attention_mask=torch.ones_like(input_ids)[None].to(device),
-            **options,
-            **{k: v.to(device) if hasattr(v, "to") else v for k, v in inputs.items()},
+            input_ids=batch.to(device), attention_mask=torch.ones_like(batch).to(device), **options, **shared
         )
 
 

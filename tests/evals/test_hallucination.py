@@ -150,16 +150,20 @@ def test_pope_questions_pair_present_objects_with_absent_ones() -> None:
 
 
 def test_caption_pass_finds_the_spans_of_a_llava_style_model(tiny_vlm_dir: Path) -> None:
+    import torch
+
     from embodia.evals.hallucination import load_captioner
     from embodia.perception.hallucination.detectors import (
+        INSLEN_WEIGHTS,
         InsLenConfig,
         inslen_grid,
         inslen_grid_parts,
         inslen_layer_grid,
         inslen_scores,
+        inslen_search_grid,
         token_signals,
     )
-    from embodia.perception.hallucination.signals import caption_pass
+    from embodia.perception.hallucination.signals import caption_pass, run_sequence, sequence_inputs
 
     processor, model = load_captioner(f"hf:{tiny_vlm_dir}")
     image, _ = CLEVR.scene(0, 0)
@@ -181,18 +185,32 @@ def test_caption_pass_finds_the_spans_of_a_llava_style_model(tiny_vlm_dir: Path)
     # Each query's attention is a distribution.
     np.testing.assert_allclose(scored.attentions.sum(-1).numpy(), 1.0, atol=1e-4)
     assert len(inslen_scores(scored)) == 2 and all(np.isfinite(inslen_scores(scored)))
-    # The layer search scores every choice at once, each as inslen_scores would at those layers.
-    choices = inslen_layer_grid(layers)
-    assert len(choices) == 2 * (layers + 1) ** 2 and (2, 2, 1) in choices
+    # A batch of equal-length sequences over one image: each row as its own pass
+    inputs, prompt_ids, _ = sequence_inputs(processor, image, CAPTION_PROMPT, [])
+    words = scored.input_ids[scored.caption_start :].tolist()  # ordinary text tokens
+    rows = torch.stack([torch.cat([prompt_ids, torch.tensor(words[i : i + 3])]) for i in range(3)])
+    batched = run_sequence(model, inputs, rows).logits
+    for row, logits in zip(rows, batched, strict=True):
+        np.testing.assert_allclose(
+            logits.numpy(), run_sequence(model, inputs, row).logits[0].numpy(), atol=1e-4
+        )
+    # The search scores every choice of layers and λ at once, each as inslen_scores would.
+    assert len(inslen_layer_grid(layers)) == 2 * (layers + 1) ** 2
+    choices = inslen_search_grid(layers)
+    assert len(choices) == 2 * (layers + 1) ** 2 * len(INSLEN_WEIGHTS) and ((2, 2, 1), 0.4) in choices
     grid = inslen_grid(scored, InsLenConfig(), choices)
-    assert grid[choices.index((2, 2, 1))] == pytest.approx(inslen_scores(scored))
+    assert grid[choices.index(((2, 2, 1), 0.4))] == pytest.approx(inslen_scores(scored))
+    for weight in (0.0, 1.0):
+        assert grid[choices.index(((2, 2, 1), weight))] == pytest.approx(
+            inslen_scores(scored, InsLenConfig(weight=weight))
+        )
     # Each part is combined over a mention's tokens as the score is: min by default.
     parts = inslen_grid_parts(scored, InsLenConfig(), [(2, 2, 1)])[0]
     assert [p.score for p in parts] == pytest.approx(inslen_scores(scored))
     for mention, tokens in zip(parts, scored.mention_tokens, strict=True):
         assert len(tokens) > 1 and -1 <= mention.local <= 1 and 0 <= mention.lens_weight <= 1
         assert -1 <= mention.calibrated_local <= 1
-    assert grid[choices.index((0, 1, 2))] == pytest.approx(inslen_scores(scored, layers=(0, 1, 2)))
+    assert grid[choices.index(((0, 1, 2), 0.4))] == pytest.approx(inslen_scores(scored, layers=(0, 1, 2)))
     with pytest.raises(HallucinationError, match="outside the model's 0..2"):
         inslen_scores(scored, layers=(3, 2, 1))
     rows = token_signals(scored)
@@ -259,7 +277,7 @@ def test_guided_search_steers_away_from_the_objects_the_risk_doubts(caption_mode
 
     def risk(text: str, mentions: list[Any]) -> tuple[np.ndarray, np.ndarray]:
         scored.append(text)
-        return np.array([0.999 if m.key == doubted else 0.01 for m in mentions]), np.full(len(mentions), 0.2)
+        return np.array([0.999 if m.key == doubted else 0.2 for m in mentions]), np.full(len(mentions), 0.2)
 
     def search(weight: float) -> Any:
         return guided_search(
@@ -277,7 +295,7 @@ def test_guided_search_steers_away_from_the_objects_the_risk_doubts(caption_mode
     guided = search(10.0)
     said = [m.key for m in SIMULATOR.find_mentions(guided.caption)]
     assert doubted not in said and len(said) == len(named)  # at the greedy caption's length
-    assert guided.expected_hallucination == pytest.approx(0.01) and guided.candidates >= 1
+    assert guided.expected_hallucination == pytest.approx(0.2) and guided.candidates >= 1
     # Each partial caption is scored once, when its newest token completes a mention.
     assert all(len(SIMULATOR.find_mentions(text)) >= 1 for text in scored)
     # weight 0 is a plain beam search: the risk changes nothing
@@ -296,11 +314,28 @@ def test_guided_search_steers_away_from_the_objects_the_risk_doubts(caption_mode
             same_mentions_as=caption,
         ).caption
     )
+    # a mention whose probability is its prior's carries no evidence, whatever the weight
+    assert (
+        plain.caption
+        == guided_search(
+            model,
+            processor,
+            image,
+            CAPTION_PROMPT,
+            SIMULATOR.find_mentions,
+            lambda _, mentions: (np.full(len(mentions), 0.3), np.full(len(mentions), 0.3)),
+            num_beams=3,
+            weight=10.0,
+            same_mentions_as=caption,
+        ).caption
+    )
     with pytest.raises(HallucinationError, match="two beams"):
         guided_search(model, processor, image, CAPTION_PROMPT, SIMULATOR.find_mentions, risk, num_beams=1)
 
 
 def test_the_evaluation_runs_resumes_and_reports(caption_model: str, tmp_path: Path) -> None:
+    from embodia.perception.hallucination.detectors import INSLEN_WEIGHTS
+
     settings = HallucinationEvalSettings(
         model=caption_model,
         captions=6,
@@ -324,13 +359,15 @@ def test_the_evaluation_runs_resumes_and_reports(caption_model: str, tmp_path: P
             assert mention["hallucinated"] == (tuple(mention["key"]) not in truth)
             assert len(mention["features"]) == len(mentions[0]["features"])
     assert (out / "haloprobe.json").is_file()
-    assert all(len(m["inslen_grid"]) == 2 * 3**2 for m in mentions)  # the 2-layer tiny VLM's choices
+    # the 2-layer tiny VLM's choices: layers and λ
+    assert all(len(m["inslen_grid"]) == 2 * 3**2 * len(INSLEN_WEIGHTS) for m in mentions)
     assert all(m["inslen_parts"]["score"] == pytest.approx(m["scores"]["inslen"]) for m in mentions)
     if "inslen" in summary["detection"]:
-        assert "inslen-reference-layers" in summary["detection"]
+        assert "inslen-reference" in summary["detection"]
         parts = summary["inslen_parts_auroc"]
-        assert parts["score"] == pytest.approx(summary["detection"]["inslen-reference-layers"]["auroc"])
-        assert len(summary["detection"]["inslen"]["layers"]) == 3
+        assert parts["score"] == pytest.approx(summary["detection"]["inslen-reference"]["auroc"])
+        chosen = summary["detection"]["inslen"]
+        assert len(chosen["layers"]) == 3 and chosen["weight"] in INSLEN_WEIGHTS
     assert summary["greedy"]["captions"] == 6
     for kind in ("guided", "removed"):
         assert summary[kind]["captions"] == 6
