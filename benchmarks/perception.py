@@ -10,7 +10,8 @@ captioned simulator panoramas with embodia's SFT recipe, then its greedy caption
 ``--captions`` held-out panoramas (other houses) are labelled against the render's semantics
 and every mention is scored by InsLen,
 HaloProbe (fitted on the captions of ``--captions`` other scenes) and the attention-mass
-baseline. AUROC with real mentions positive (``inslen_auroc``, ``haloprobe_auroc``,
+baseline. AUROC with real mentions positive (``inslen_auroc`` at the layers and λ chosen on
+the probe captions, ``inslen_reference_auroc`` at the reference's, ``haloprobe_auroc``,
 ``attention_auroc``; HaloProbe's two parts alone: ``haloprobe_balanced_auroc``,
 ``haloprobe_prior_auroc``; each part of InsLen at the reference's layers:
 ``inslen_lens_weight_auroc``, ``inslen_local_auroc``, ...); CHAIR of the greedy captions, of
@@ -76,6 +77,7 @@ def hallucination(seeds: int, args: Any, folder: Path) -> dict[str, Any]:
         detection = summary["detection"]
         for key, name in (
             ("inslen", "inslen"),
+            ("inslen_reference", "inslen-reference"),
             ("haloprobe", "haloprobe"),
             ("haloprobe_balanced", "haloprobe-balanced"),
             ("haloprobe_prior", "haloprobe-prior"),
@@ -83,6 +85,8 @@ def hallucination(seeds: int, args: Any, folder: Path) -> dict[str, Any]:
         ):
             if name in detection:
                 add(f"{key}_auroc", detection[name]["auroc"])
+        if "weight" in detection.get("inslen", {}):
+            add("inslen_weight", detection["inslen"]["weight"])  # λ chosen on the probe captions
         for kind in ("greedy", "guided", "removed"):
             add(f"{kind}_chair_i", summary[kind]["chair_i"])
             add(f"{kind}_chair_s", summary[kind]["chair_s"])
@@ -96,7 +100,9 @@ def hallucination(seeds: int, args: Any, folder: Path) -> dict[str, Any]:
         if "simpson" in summary:
             add("simpson_paradox", summary["simpson"]["paradox"])
     result: dict[str, Any] = {key: statistics.fmean(v) for key, v in values.items()}
-    result |= {f"{key}_per_seed": v for key, v in values.items() if key.endswith(("auroc", "chair_i"))}
+    result |= {
+        f"{key}_per_seed": v for key, v in values.items() if key.endswith(("auroc", "chair_i", "weight"))
+    }
     result["hallucination_seeds"] = seeds
     result |= scoring_throughput(folder / "study-0")
     return result
