@@ -42,6 +42,7 @@ import torch
 from torch import nn
 from torch.nn import functional
 
+from embodia.core.weights import load_weights
 from embodia.errors import EmbodiaError, read_format_record, read_text_file
 
 ADAPTERS_FORMAT = 1
@@ -383,9 +384,6 @@ def save_adapters(adapters: Adapters, directory: Path | str, meta: Mapping[str, 
 def read_adapters(directory: Path | str) -> Adapters:
     """The adapters :func:`save_adapters` wrote in ``directory``, not attached to any encoder;
     an :class:`AdapterError` naming what is missing or inconsistent."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     folder = Path(directory)
     config_file, weights_file = folder / ADAPTER_CONFIG, folder / ADAPTER_WEIGHTS
     for path in (config_file, weights_file):
@@ -403,15 +401,7 @@ def read_adapters(directory: Path | str) -> Adapters:
     except (KeyError, TypeError) as error:
         raise AdapterError(f"{config_file} lacks a field of the adapters' shape: {error}") from None
     adapters = Adapters(config)
-    try:
-        state = load_file(str(weights_file))
-    except (SafetensorError, OSError) as error:
-        raise AdapterError(f"cannot read {weights_file}: {error}") from None
-    expected = {k: tuple(v.shape) for k, v in adapters.state_dict().items()}
-    found = {k: tuple(v.shape) for k, v in state.items()}
-    if expected != found:
-        raise AdapterError(f"{weights_file} does not hold the adapters {config_file.name} describes")
-    adapters.load_state_dict(state)
+    load_weights(adapters, weights_file, AdapterError, f"the adapters {config_file.name} describes")
     adapters.eval()
     return adapters
 

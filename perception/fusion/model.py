@@ -40,6 +40,7 @@ import torch
 import torch.nn.functional as nnf
 from torch import nn
 
+from embodia.core.weights import load_weights
 from embodia.errors import read_text_file
 from embodia.perception.fusion.errors import FusionError, gray_pair
 
@@ -359,9 +360,6 @@ def save_ideal(model: IDEALNetwork, directory: Path | str) -> Path:
 def load_ideal(directory: Path | str) -> IDEALNetwork:
     """The model :func:`save_ideal` wrote, in eval mode; a :class:`FusionError` naming what is
     wrong with a folder that does not hold one."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     folder = Path(directory)
     if not folder.is_dir():
         raise FusionError(f"IDEAL model folder {folder} does not exist")
@@ -385,15 +383,7 @@ def load_ideal(directory: Path | str) -> IDEALNetwork:
             f"{folder / CONFIG_FILE} has no IDEALConfig mapping (fields {', '.join(sorted(known))})"
         )
     model = build_ideal(IDEALConfig(**settings))
-    try:
-        state = load_file(str(folder / WEIGHTS_FILE))
-    except (SafetensorError, OSError) as error:
-        raise FusionError(f"cannot read {folder / WEIGHTS_FILE}: {error}") from None
-    expected = {name: tuple(tensor.shape) for name, tensor in model.state_dict().items()}
-    found = {name: tuple(tensor.shape) for name, tensor in state.items()}
-    if expected != found:
-        raise FusionError(f"{folder / WEIGHTS_FILE} does not fit the model its config describes")
-    model.load_state_dict(state)
+    load_weights(model, folder / WEIGHTS_FILE, FusionError, "the model its config describes")
     return model.eval()
 
 

@@ -41,6 +41,7 @@ import torch
 from numpy.typing import NDArray
 from torch import nn
 
+from embodia.core.weights import load_weights
 from embodia.errors import read_format_record
 from embodia.perception.tokenizers.lfq import (
     Quantized,
@@ -385,21 +386,7 @@ def read_json_record(path: Path, what: str) -> dict[str, Any]:
 def load_state(module: nn.Module, path: Path) -> None:
     """Load a safetensors state dict into ``module``; a :class:`TokenizerError` when the file
     is missing, unreadable or holds other tensors than the module has."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
-    if not path.is_file():
-        raise TokenizerError(f"{path.parent} has no {path.name}")
-    try:
-        state = load_file(str(path))
-    except (SafetensorError, OSError) as exc:
-        raise TokenizerError(f"cannot read {path}: {exc}") from None
-    expected = {name: tuple(value.shape) for name, value in module.state_dict().items()}
-    found = {name: tuple(value.shape) for name, value in state.items()}
-    if expected != found:
-        differing = sorted(set(expected.items()) ^ set(found.items()))
-        raise TokenizerError(f"{path} does not fit its config: tensors differ, e.g. {differing[0][0]}")
-    module.load_state_dict(state)
+    load_weights(module, path, TokenizerError, "its config")
 
 
 def load_tokenizer(directory: Path | str) -> BitwiseTokenizer:

@@ -47,6 +47,7 @@ import torch
 
 from embodia.core.limits import MAX_STEPS, check_range, check_seed
 from embodia.core.runs import RunFolder, jsonl_text, read_run_records, runner, write_atomic
+from embodia.core.weights import load_weights
 from embodia.envs.streams.core import Stream
 from embodia.envs.streams.sources import check_scenario, open_stream
 from embodia.errors import EmbodiaError
@@ -335,9 +336,8 @@ def run_proact_sft(settings: ProactSFTSettings, out: Path, *, resume: bool = Fal
             objective=objective,
         )
         final = Path(sft["final"])
-        from safetensors.torch import load_file
-
-        head.load_state_dict(load_file(str(final / OBJECTIVE_WEIGHTS)))  # also when the SFT run had finished
+        # also when the SFT run had finished
+        load_weights(head, final / OBJECTIVE_WEIGHTS, ProactSFTError, "the speak gate's head")
         mark(SFT, "done", policy=sft["policy"])
         save_gate(out / GATE, head.eval(), {**meta, "model_dir": str(final.resolve())})
         mark(GATE, "done", gate=str(out / GATE))

@@ -66,6 +66,7 @@ from typing import TYPE_CHECKING, Any, Literal, Protocol
 from embodia.core.chat import PolicyError
 from embodia.core.limits import MAX_SET_SIZE, MAX_STEPS, check_range, check_seed
 from embodia.core.runs import RunFolder, read_jsonl, runner, set_aside
+from embodia.core.weights import load_weights
 from embodia.errors import EmbodiaError
 from embodia.policies.recipes.curves import plot_curves
 from embodia.policies.spec import make_policy, parse_policy_spec
@@ -796,7 +797,7 @@ def _image_trainer_class(objective: Objective | None, full_weights: bool) -> Any
     checkpoint format (LLaVA's "language_model.model.*"), which only ``from_pretrained`` maps
     back; read by the trainer, none would match and a resumed run would restart from the
     untrained weights."""
-    from safetensors.torch import load_file, save_file
+    from safetensors.torch import save_file
     from transformers.trainer_utils import PREFIX_CHECKPOINT_DIR
     from trl import SFTTrainer
 
@@ -852,7 +853,7 @@ def _image_trainer_class(objective: Objective | None, full_weights: bool) -> Any
                     raise SFTError(
                         f"{resume_from_checkpoint} lacks the {objective.name} objective's {OBJECTIVE_WEIGHTS}"
                     )
-                objective.module.load_state_dict(load_file(str(saved)))
+                load_weights(objective.module, saved, SFTError, f"the {objective.name} objective")
 
     class ImageSFTTrainerWithObjective(ImageSFTTrainer):
         def __init__(self, *args: Any, **kwargs: Any) -> None:

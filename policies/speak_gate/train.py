@@ -14,6 +14,7 @@ from typing import Any
 
 import torch
 
+from embodia.core.weights import load_weights
 from embodia.errors import read_format_record
 from embodia.policies.speak_gate.config import (
     DEFAULT_THRESHOLD,
@@ -221,9 +222,6 @@ def save_gate(directory: Path | str, head: ResponseHead, meta: Mapping[str, Any]
 def load_gate(directory: Path | str) -> tuple[ResponseHead, dict[str, Any]]:
     """The head and metadata :func:`save_gate` wrote; a missing or inconsistent gate dir is a
     :class:`GateError` naming what is wrong."""
-    from safetensors import SafetensorError
-    from safetensors.torch import load_file
-
     directory = Path(directory)
     if not directory.is_dir():
         raise GateError(f"gate directory {directory} does not exist")
@@ -236,14 +234,6 @@ def load_gate(directory: Path | str) -> tuple[ResponseHead, dict[str, Any]]:
     if not isinstance(hidden, int) or isinstance(hidden, bool):
         raise GateError(f"{meta_path} has no integer hidden_size")
     head = ResponseHead(hidden, bias=bool(meta.get("bias", False)))
-    try:
-        state = load_file(str(weights_path))
-    except (SafetensorError, OSError) as error:
-        raise GateError(f"cannot read {weights_path}: {error}") from error
-    expected = {k: tuple(v.shape) for k, v in head.state_dict().items()}
-    found = {k: tuple(v.shape) for k, v in state.items()}
-    if expected != found:
-        raise GateError(f"{weights_path} does not fit a head of hidden size {hidden}: {found} vs {expected}")
-    head.load_state_dict(state)
+    load_weights(head, weights_path, GateError, f"a head of hidden size {hidden}")
     head.eval()
     return head, meta

@@ -288,7 +288,7 @@ def test_broken_adapter_folders_are_named(tower_dirs: dict[str, Path], tmp_path:
     config = tmp_path / ADAPTER_CONFIG
     record = json.loads(config.read_text())
     config.write_text(json.dumps({**record, "rank": 3}))
-    with pytest.raises(AdapterError, match="does not hold the adapters adapters.json describes"):
+    with pytest.raises(AdapterError, match="does not fit the adapters adapters.json describes"):
         read_adapters(tmp_path)
     config.write_text(json.dumps({**record, "format": 99}))
     with pytest.raises(AdapterError, match="is not a format-1 adapters record"):
