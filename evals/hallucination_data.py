@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property, lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -127,7 +127,8 @@ class CaptionSource:
         """``caption`` rewritten in the caption grammar over the mentions that remain once the
         ``flagged`` ones are dropped (post-hoc removal's constrained edit, for this format)."""
         drop = {(m.start, m.end) for m in flagged}
-        return listing([m.key for m in self.find_mentions(caption) if (m.start, m.end) not in drop])  # type: ignore[misc]
+        kept = [m.key for m in self.find_mentions(caption) if (m.start, m.end) not in drop]
+        return listing([cast(Key, key) for key in kept])  # this source's mentions carry its keys
 
 
 # --------------------------------------------------------------------------- CLEVR-like scenes
