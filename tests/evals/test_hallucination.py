@@ -279,14 +279,14 @@ def test_guided_search_steers_away_from_the_objects_the_risk_doubts(caption_mode
         scored.append(text)
         return np.array([0.999 if m.key == doubted else 0.2 for m in mentions]), np.full(len(mentions), 0.2)
 
-    def search(weight: float) -> Any:
+    def search(weight: float, by: Any = risk) -> Any:
         return guided_search(
             model,
             processor,
             image,
             CAPTION_PROMPT,
             SIMULATOR.find_mentions,
-            risk,
+            by,
             num_beams=3,
             weight=weight,
             same_mentions_as=caption,
@@ -298,37 +298,15 @@ def test_guided_search_steers_away_from_the_objects_the_risk_doubts(caption_mode
     assert guided.expected_hallucination == pytest.approx(0.2) and guided.candidates >= 1
     # Each partial caption is scored once, when its newest token completes a mention.
     assert all(len(SIMULATOR.find_mentions(text)) >= 1 for text in scored)
+
+    def constant(p: float, prior: float) -> Any:
+        return lambda _, mentions: (np.full(len(mentions), p), np.full(len(mentions), prior))
+
     # weight 0 is a plain beam search: the risk changes nothing
     plain = search(0.0)
-    assert (
-        plain.caption
-        == guided_search(
-            model,
-            processor,
-            image,
-            CAPTION_PROMPT,
-            SIMULATOR.find_mentions,
-            lambda _, mentions: (np.full(len(mentions), 0.5), np.full(len(mentions), 0.1)),
-            num_beams=3,
-            weight=0.0,
-            same_mentions_as=caption,
-        ).caption
-    )
+    assert plain.caption == search(0.0, constant(0.5, 0.1)).caption
     # a mention whose probability is its prior's carries no evidence, whatever the weight
-    assert (
-        plain.caption
-        == guided_search(
-            model,
-            processor,
-            image,
-            CAPTION_PROMPT,
-            SIMULATOR.find_mentions,
-            lambda _, mentions: (np.full(len(mentions), 0.3), np.full(len(mentions), 0.3)),
-            num_beams=3,
-            weight=10.0,
-            same_mentions_as=caption,
-        ).caption
-    )
+    assert plain.caption == search(10.0, constant(0.3, 0.3)).caption
     with pytest.raises(HallucinationError, match="two beams"):
         guided_search(model, processor, image, CAPTION_PROMPT, SIMULATOR.find_mentions, risk, num_beams=1)
 
