@@ -166,6 +166,18 @@ CASES = {
         ["stream", "train-gate", "--model", "{empty}", "--out", "{out}", "--threshold", "nan"],
         "finite",
     ),
+    "early-exit --dataset mnist": (
+        ["eval", "early-exit", "--out", "{out}", "--dataset", "mnist"],
+        "datasets are distinct values of digits, puzzles",
+    ),
+    "early-exit --failure-weight nan": (
+        ["eval", "early-exit", "--out", "{out}", "--failure-weight", "nan"],
+        "finite",
+    ),
+    "early-exit --seed -1": (
+        ["eval", "early-exit", "--out", "{out}", "--seed", "-1"],
+        "seeds must be in 0..",
+    ),
     # usage errors are one line too
     "explore without --agent": (["explore", "--out", "{out}"], "Missing option '--agent'"),
 }
