@@ -260,7 +260,7 @@ class EarlyExitSettings:
     """Joint training steps of each network."""
     finetune_steps: int = 200
     """Steps of the ``ce-heads`` and ``eefp`` head retraining."""
-    failure_weight: float = 1.0
+    failure_weight: float = 3.0
     """Weight of the failure-prediction term (``eefp``): its binary cross-entropy, averaged
     over the intermediate heads and the batch, against the heads' summed cross-entropies."""
     batch_size: int = 64

@@ -110,29 +110,27 @@ def test_joint_training_learns_digits_and_deeper_heads_are_better(trained_digits
 def test_head_finetuning_keeps_the_backbone_and_the_failure_term_predicts_failures(
     trained_digits: tuple,
 ) -> None:
+    from embodia.evals.early_exit import eefp
+
     model, splits = trained_digits
     backbone = {k: v.clone() for k, v in model.blocks.state_dict().items()}
-    heads = {k: v.clone() for k, v in model.heads.state_dict().items()}
-    images, labels = splits.held_out
+    test_images, test_labels = splits.test
 
     def failure_auroc() -> float:
-        from embodia.evals.early_exit import eefp
+        logits = head_logits(model, test_images)
+        scores = eefp(confidences(logits), logits.argmax(-1) == test_labels.numpy())
+        return float(np.mean([s for s in scores if s is not None]))
 
-        logits = head_logits(model, images)
-        scores = [s for s in eefp(confidences(logits), logits.argmax(-1) == labels.numpy()) if s is not None]
-        return float(np.mean(scores))
-
-    settings = TrainingSettings(steps=150, learning_rate=1e-3)
-    finetune_heads(model, images, labels, settings, failure_weight=0.0)
     plain = failure_auroc()
-    model.heads.load_state_dict(heads)
-    finetune_heads(model, images, labels, settings, failure_weight=1.0)
-    # on the samples it was fitted on, the term ranks safe exits above unsafe ones better
+    settings = TrainingSettings(steps=150, learning_rate=1e-3)
+    finetune_heads(model, *splits.train, settings, failure_weight=3.0)
+    # on held-out digits, the retrained heads tell safe exits from unsafe ones better than the
+    # heads as trained (0.836 -> 0.879 when written)
     assert failure_auroc() > plain + 0.02
     for name, value in model.blocks.state_dict().items():
         assert torch.equal(value, backbone[name]), name
     with pytest.raises(EarlyExitError, match="failure_weight"):
-        finetune_heads(model, images, labels, settings, failure_weight=-1.0)
+        finetune_heads(model, *splits.train, settings, failure_weight=-1.0)
 
 
 def _tiny_lm(kind: str) -> torch.nn.Module:

@@ -1,0 +1,79 @@
+"""Issue #26's side-by-side tables, so far its early-exit part: calibration against early-exit
+failure prediction as proxies for the compute an early-exit network saves.
+
+    python benchmarks/eefp_diffusion_cmi.py [--quick] [--seeds N] [--train_steps N] ...
+
+**EEFP** (``evals/early_exit.py``, ``docs/early_exit.md``): the study of
+:func:`embodia.evals.early_exit.run_early_exit_study` over ``--seeds`` seeds of every dataset
+(scikit-learn's digits, puzzle close-ups) and architecture (CNN, ViT): per network, the heads as
+trained (``baseline``), temperature-scaled (``calibrated``), retrained by cross-entropy
+(``ce-heads``) and retrained with the failure-prediction term (``eefp``). Keys, per
+``DATASET_ARCH_METHOD``: ``_acc25``, ``_acc50``, ``_acc75`` (accuracy at that share of the full
+MACs; null when even the first head costs more), ``_ece``, ``_eefp`` and ``_efficiency``, means
+over the seeds; and over every method-against-baseline change, the rank correlation of the
+efficiency gained with the change in EEFP (``eefp_efficiency_corr``) and in ECE
+(``ece_efficiency_corr``), with the Pearson values beside (``*_pearson``) and the number of
+changes (``correlation_points``). ``early_exit_s``: the study's wall time.
+
+``--quick``: the digits CNN alone, three seeds and shorter training (about half a minute).
+The last line printed is one JSON object with every key.
+"""
+
+from __future__ import annotations
+
+import json
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from _common import benchmark_args, log
+
+
+def early_exit(args: Any, folder: Path) -> dict[str, Any]:
+    from embodia.evals.early_exit import DATASETS, EarlyExitSettings, run_early_exit_study
+
+    quick = bool(args.quick)
+    settings = EarlyExitSettings(
+        datasets=("digits",) if quick else DATASETS,
+        architectures=("cnn",) if quick else ("cnn", "vit"),
+        seeds=tuple(range(int(args.seeds))),
+        train_steps=int(args.train_steps),
+        finetune_steps=int(args.finetune_steps),
+    )
+    started = time.perf_counter()
+    summary = run_early_exit_study(settings, folder / "early-exit")
+    out: dict[str, Any] = {"early_exit_s": time.perf_counter() - started}
+    for network, row in summary["networks"].items():
+        for method, measured in row["methods"].items():
+            key = f"{network.replace('/', '_')}_{method.replace('-', '_')}"
+            for budget, accuracy in measured["accuracy_at"].items():
+                out[f"{key}_acc{round(float(budget) * 100)}"] = accuracy
+            for name in ("ece", "eefp", "efficiency"):
+                out[f"{key}_{name}"] = measured[name]
+    for proxy in ("eefp", "ece"):
+        correlation = summary[f"{proxy}_efficiency"]
+        out[f"{proxy}_efficiency_corr"] = correlation["spearman"]
+        out[f"{proxy}_efficiency_pearson"] = correlation["pearson"]
+    out["correlation_points"] = summary["points"]
+    return out
+
+
+def main() -> None:
+    args = benchmark_args(
+        __doc__,
+        "the digits CNN alone, three seeds, shorter training (about half a minute)",
+        {"seeds": 3, "train_steps": 300, "finetune_steps": 100},
+        seeds=3,
+        train_steps=600,
+        finetune_steps=200,
+    )
+    result: dict[str, Any] = {"quick": bool(args.quick)}
+    with tempfile.TemporaryDirectory() as folder:
+        log("early exit")
+        result |= early_exit(args, Path(folder))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()

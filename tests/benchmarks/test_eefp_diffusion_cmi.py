@@ -1,0 +1,21 @@
+"""``benchmarks/eefp_diffusion_cmi.py --quick``: the early-exit study runs end to end and prints
+its keys."""
+
+from __future__ import annotations
+
+import pytest
+from benchmark_runs import run_benchmark
+
+
+@pytest.mark.slow
+def test_quick_run_prints_the_early_exit_table_and_correlations() -> None:
+    result = run_benchmark("eefp_diffusion_cmi", "--quick")
+    assert result["correlation_points"] == 3 * 3  # three methods against the baseline, three seeds
+    for proxy in ("eefp", "ece"):
+        assert -1 <= result[f"{proxy}_efficiency_corr"] <= 1, proxy
+    for method in ("baseline", "calibrated", "ce_heads", "eefp"):
+        key = f"digits_cnn_{method}"
+        assert 0 < result[f"{key}_acc75"] <= 1 and 0 < result[f"{key}_efficiency"] <= 1, method
+        assert 0 <= result[f"{key}_ece"] <= 1 and 0 <= result[f"{key}_eefp"] <= 1, method
+    # temperature scaling is fitted to cut calibration error
+    assert result["digits_cnn_calibrated_ece"] < result["digits_cnn_baseline_ece"]
