@@ -517,6 +517,7 @@ def early_exit_generate(
         raise EarlyExitError(f"min_layer must be in 1..{len(layers)}, got {min_layer}")
     lm_head, norm = model.lm_head, decoder.norm
     stops = set(stop_ids)
+    device = input_ids.device
     model.eval()
     with torch.no_grad():
         prompt = model(input_ids=input_ids, use_cache=True)
@@ -525,8 +526,8 @@ def early_exit_generate(
         tokens, used = [token], [len(layers)]
         position = input_ids.shape[1]
         while len(tokens) < max_new_tokens and token not in stops:
-            positions = torch.tensor([[position]])
-            hidden = decoder.embed_tokens(torch.tensor([[token]]))
+            positions = torch.tensor([[position]], device=device)
+            hidden = decoder.embed_tokens(torch.tensor([[token]], device=device))
             cos_sin = decoder.rotary_emb(hidden, positions)
             logits = None
             for depth, layer in enumerate(layers, start=1):

@@ -14,6 +14,12 @@ reproducible from the policy's seed), after the model's own logits processors (e
 repetition penalty from its ``generation_config``). Reported logprobs are the model's
 distribution, ``log_softmax`` of the raw logits at each step, before any processor or
 temperature, which is what vLLM reports by default too.
+
+Early exit (``exit_threshold``): a causal LM of the Llama family can decode greedily leaving the
+decoder at the first layer (from ``exit_min_layer`` on) whose logit-lens top probability reaches
+the threshold (:func:`embodia.policies.early_exit.early_exit_generate`); the completion's
+``extra`` says what share of the layers its tokens used. Such a policy serves greedy, text-only
+requests without logprobs or a forced tool call, and refuses the others by name.
 """
 
 from __future__ import annotations
@@ -158,8 +164,14 @@ class HFPolicy(chat.ChatPolicy):
         max_new_tokens_cap: int = 1024,
         name: str | None = None,
         seed: int = 0,
+        exit_threshold: float | None = None,
+        exit_min_layer: int = 1,
     ) -> None:
         self.path = Path(path)
+        if exit_threshold is not None and not 0 <= exit_threshold <= 1:
+            raise PolicyError(f"exit_threshold is a probability in [0, 1], got {exit_threshold}")
+        self.exit_threshold = exit_threshold
+        self.exit_min_layer = exit_min_layer
         self.name = name or f"hf:{self.path}"
         if max_new_tokens_cap < 1:
             raise PolicyError(f"max_new_tokens_cap must be at least 1, got {max_new_tokens_cap}")
@@ -274,6 +286,8 @@ class HFPolicy(chat.ChatPolicy):
         stopping_criteria = StoppingCriteriaList()
         if stops:
             stopping_criteria.append(_StopOnText(self.tokenizer, stops, prompt_length))
+        if self.exit_threshold is not None:
+            return self._generate_exiting(request, inputs, max_new_tokens, schema is not None, started)
         with torch.inference_mode():
             output = self.model.generate(  # type: ignore[operator]
                 **inputs,
@@ -290,18 +304,29 @@ class HFPolicy(chat.ChatPolicy):
                 else _Streamer(self.tokenizer, chat.TextStream(on_text, stops)),
             )
         completion_ids = output.sequences[0, prompt_length:].tolist()
-        text = self.tokenizer.decode(completion_ids, skip_special_tokens=True)
+        tokens: tuple[chat.TokenLogprob, ...] = ()
+        if params.logprobs:
+            tokens = self._token_logprobs(completion_ids, output.logits, params.top_logprobs)
+        return self._completion(request, completion_ids, prompt_length, max_new_tokens, started, tokens)
 
+    def _completion(
+        self,
+        request: chat.ChatRequest,
+        completion_ids: list[int],
+        prompt_length: int,
+        max_new_tokens: int,
+        started: float,
+        tokens: tuple[chat.TokenLogprob, ...] = (),
+        **extra: Any,
+    ) -> chat.Completion:
+        stops = [s for s in request.params.stop if s]
+        text = self.tokenizer.decode(completion_ids, skip_special_tokens=True)
         finish_reason: chat.FinishReason = "length"
         stop_at = _first_stop(text, stops)
         if stop_at is not None:
             text, finish_reason = text[:stop_at], "stop"
         elif completion_ids and completion_ids[-1] in self.eos_token_ids:
             finish_reason = "stop"
-
-        tokens: tuple[chat.TokenLogprob, ...] = ()
-        if params.logprobs:
-            tokens = self._token_logprobs(completion_ids, output.logits, params.top_logprobs)
         return chat.Completion(
             text=text,
             finish_reason=finish_reason,
@@ -310,7 +335,48 @@ class HFPolicy(chat.ChatPolicy):
             latency_s=time.perf_counter() - started,
             tokens=tokens,
             model=self.name,
-            extra={"completion_token_ids": completion_ids, "max_new_tokens": max_new_tokens},
+            extra={"completion_token_ids": completion_ids, "max_new_tokens": max_new_tokens, **extra},
+        )
+
+    def _generate_exiting(
+        self, request: chat.ChatRequest, inputs: Any, max_new_tokens: int, forced_call: bool, started: float
+    ) -> chat.Completion:
+        """Early-exit decoding (module docstring) of a request it can serve."""
+        from embodia.policies.early_exit import EarlyExitError, early_exit_generate
+
+        params = request.params
+        refused = [
+            reason
+            for reason, applies in (
+                (f"temperature {params.temperature} (it decodes greedily)", params.temperature > 0),
+                ("images", bool(request.images)),
+                ("logprobs", params.logprobs),
+                ("a forced tool call", forced_call),
+                ("streaming", request.on_text is not None),
+            )
+            if applies
+        ]
+        if refused:
+            raise PolicyError(f"{self.name} decodes with early exit, which cannot serve {', '.join(refused)}")
+        prompt_length = int(inputs["input_ids"].shape[1])
+        try:
+            decoded = early_exit_generate(
+                self.model,
+                inputs["input_ids"],
+                threshold=float(self.exit_threshold or 0.0),
+                min_layer=self.exit_min_layer,
+                max_new_tokens=max_new_tokens,
+                stop_ids=self.eos_token_ids,
+            )
+        except EarlyExitError as error:
+            raise PolicyError(f"{self.name}: {error}") from error
+        return self._completion(
+            request,
+            decoded.token_ids,
+            prompt_length,
+            max_new_tokens,
+            started,
+            layer_share=decoded.layer_share,
         )
 
     def _grammar_tokenizer(self) -> GrammarTokenizer:

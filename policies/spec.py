@@ -4,7 +4,8 @@
 ``openai:http://host:8000/v1?model=NAME``      :class:`OpenAICompatPolicy`; options ``api_key``,
                                                ``timeout`` (s), ``max_retries``
 ``hf:/path/to/model``                          ``HFPolicy`` (transformers); options ``device``,
-                                               ``dtype``, ``seed``, ``max_new_tokens_cap``
+                                               ``dtype``, ``seed``, ``max_new_tokens_cap``,
+                                               ``exit_threshold``, ``exit_min_layer``
 ``vllm:/path/to/model``                        ``VLLMOfflinePolicy`` (the ``[vllm]`` extra);
                                                options ``max_model_len``, ``dtype``,
                                                ``gpu_memory_utilization``, ``seed``,
@@ -44,7 +45,14 @@ def _flag(text: str) -> bool:
 
 _OPTION_TYPES: dict[str, dict[str, Callable[[str], object]]] = {
     "openai": {"model": str, "api_key": str, "timeout": float, "max_retries": int},
-    "hf": {"device": str, "dtype": str, "seed": int, "max_new_tokens_cap": int},
+    "hf": {
+        "device": str,
+        "dtype": str,
+        "seed": int,
+        "max_new_tokens_cap": int,
+        "exit_threshold": float,
+        "exit_min_layer": int,
+    },
     "vllm": {
         "max_model_len": int,
         "dtype": str,

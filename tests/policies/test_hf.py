@@ -16,6 +16,7 @@ from embodia.core.random_weights import BUILD_MARKER
 from embodia.errors import EmbodiaError
 from embodia.policies import tiny_models
 from embodia.policies.hf import HFPolicy
+from embodia.policies.spec import make_policy
 from embodia.policies.tiny_models import build_tiny_chat_lm, train_tokenizer
 
 MESSAGES: list[Message] = [
@@ -220,6 +221,25 @@ def test_sampling_follows_the_policy_seed(tiny_chat_lm_dir: Path, chat_lm: HFPol
     assert samples[0] != samples[1]  # the generator advances between calls
     assert second.complete(MESSAGES, max_tokens=16, temperature=1.0).text == samples[0]
     assert samples[0] != chat_lm.complete(MESSAGES, max_tokens=16).text
+
+
+def test_early_exit_decoding_is_greedy_when_never_taken_and_saves_layers_when_taken(
+    tiny_chat_lm_dir: Path, chat_lm: HFPolicy
+) -> None:
+    greedy = chat_lm.complete(MESSAGES, max_tokens=16)
+    never = make_policy(f"hf:{tiny_chat_lm_dir}?exit_threshold=1.0").complete(MESSAGES, max_tokens=16)
+    assert never.extra["completion_token_ids"] == greedy.extra["completion_token_ids"]
+    assert never.text == greedy.text and never.finish_reason == greedy.finish_reason
+    assert never.extra["layer_share"] == 1.0
+    eager = HFPolicy(tiny_chat_lm_dir, exit_threshold=0.0)
+    exited = eager.complete(MESSAGES, max_tokens=16)
+    tokens = exited.completion_tokens
+    # the first token comes from the prompt's full pass; each later one leaves after layer 1 of 2
+    assert exited.extra["layer_share"] == pytest.approx((2 + (tokens - 1)) / (2 * tokens))
+    with pytest.raises(PolicyError, match=r"cannot serve temperature 0\.7 \(it decodes greedily\), logprobs"):
+        eager.complete(MESSAGES, max_tokens=4, temperature=0.7, logprobs=True)
+    with pytest.raises(PolicyError, match=r"exit_threshold is a probability in \[0, 1\]"):
+        HFPolicy(tiny_chat_lm_dir, exit_threshold=1.5)
 
 
 def test_request_errors(chat_lm: HFPolicy) -> None:
