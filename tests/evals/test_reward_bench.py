@@ -1,0 +1,137 @@
+"""The music reward bench's scores against hand-computed values, and the synthetic music and
+preference pairs they are measured on: factors that are what they say, derived labels that
+rank degraded pieces below clean ones."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from embodia.evals.music_data import (
+    DEGRADATIONS,
+    Intent,
+    MusicDataError,
+    MusicSpec,
+    alignment,
+    musicality,
+    preference_pairs,
+    render,
+    score,
+    spec_of,
+)
+from embodia.evals.reward_bench import (
+    RewardBenchError,
+    breakdown,
+    correlations,
+    modality,
+    pair_score,
+    pairwise_accuracy,
+    verdict,
+)
+
+
+def test_pairwise_accuracy_counts_a_tie_on_either_side_as_half() -> None:
+    assert [
+        pair_score(p, y) for p, y in [("a", "a"), ("a", "b"), ("tie", "a"), ("b", "tie"), ("tie", "tie")]
+    ] == [
+        1.0,
+        0.0,
+        0.5,
+        0.5,
+        1.0,
+    ]
+    assert pairwise_accuracy(["a", "b", "tie", "a"], ["a", "a", "b", "tie"]) == pytest.approx(
+        (1 + 0 + 0.5 + 0.5) / 4
+    )
+    assert (
+        verdict(0.7, 0.2) == "a"
+        and verdict(0.2, 0.7) == "b"
+        and verdict(0.50, 0.51, tie_margin=0.02) == "tie"
+    )
+    with pytest.raises(RewardBenchError, match="one of a, b, tie; got 'model_a'"):
+        pair_score("model_a", "a")
+    with pytest.raises(RewardBenchError, match="finite"):
+        verdict(float("nan"), 0.0)
+
+
+def test_correlations_by_hand() -> None:
+    # ranks 1 2 3 4 against 1 3 2 4: one discordant pair of six
+    measured = correlations([1.0, 2.0, 3.0, 4.0], [10.0, 30.0, 20.0, 40.0])
+    assert measured["spearman"] == pytest.approx(1 - 6 * 2 / (4 * 15))
+    assert measured["kendall"] == pytest.approx((5 - 1) / 6)
+    x, y = np.array([1.0, 2, 3, 4]), np.array([10.0, 30, 20, 40])
+    assert measured["pearson"] == pytest.approx(np.corrcoef(x, y)[0, 1])
+    assert correlations([1.0, 1.0], [1.0, 2.0]) == {"spearman": None, "pearson": None, "kendall": None}
+
+
+def test_breakdown_and_modality() -> None:
+    items = [
+        {"instruction": {"lyrics": ""}, "reference": None, "degradation": "key"},
+        {"instruction": {"lyrics": "la la"}, "reference": None, "degradation": "key"},
+        {"instruction": {"lyrics": ""}, "reference": {"tempo": 100}, "degradation": "rhythm"},
+        {"instruction": {"lyrics": "mi"}, "reference": {"tempo": 100}, "degradation": "rhythm"},
+    ]
+    assert [modality(i) for i in items] == ["T", "L", "A", "C"]
+    table = breakdown(items, ["a", "b", "tie", "a"], ["a", "a", "a", "a"], lambda i: i["degradation"])
+    assert table == {"key": {"accuracy": 0.5, "pairs": 2.0}, "rhythm": {"accuracy": 0.75, "pairs": 2.0}}
+
+
+def test_a_piece_plays_its_factors() -> None:
+    spec = MusicSpec(tempo=120, tonic=2, mode="minor", notes=8, lyrics=("la", "mi"), seed=1)
+    played = score(spec)
+    assert all(played.in_key)
+    # a beat is half a second at 120 bpm; notes last a beat or half of one, back to back
+    assert set(played.lengths) <= {0.5, 0.25}
+    assert played.onsets == tuple(np.cumsum([0, *played.lengths[:-1]]))
+    audio = render(spec)
+    assert audio.dtype == np.float32 and np.abs(audio).max() <= 1.0
+    assert len(audio) == pytest.approx(played.duration * 16_000, abs=1)
+    # the sung syllables add energy where they fall
+    plain = render(replace(spec, lyrics=()))
+    assert np.abs(audio[:4000] - plain[: len(audio)][:4000]).max() > 0.05
+    off = score(replace(spec, off_key=1.0))
+    assert not any(off.in_key)
+    with pytest.raises(MusicDataError, match="mode is major or minor"):
+        MusicSpec(mode="dorian")
+
+
+def test_every_degradation_lowers_a_label_and_pairs_name_the_better_side() -> None:
+    pairs = preference_pairs(0, 120)
+    assert {p["degradation"] for p in pairs} == set(DEGRADATIONS)
+    for pair in pairs:
+        clean_side = "a" if pair["a"] == _clean(pair) else "b"
+        worse_side = "b" if clean_side == "a" else "a"
+        labels = pair["labels"]
+        # the degraded piece is never better, and worse on at least one dimension
+        assert all(labels[worse_side][d] <= labels[clean_side][d] for d in labels["a"]), pair["degradation"]
+        assert any(pair["preferred"][d] == clean_side for d in pair["preferred"]), pair["degradation"]
+        assert all(pair["preferred"][d] in (clean_side, "tie") for d in pair["preferred"])
+    # the same seed makes the same pairs
+    assert preference_pairs(0, 5) == pairs[:5]
+
+
+def _clean(pair: dict) -> dict:
+    """The side whose spec has none of the flaws a degradation adds and does what is asked."""
+    intent = Intent(**{**pair["intent"], "lyrics": tuple(pair["intent"]["lyrics"])})
+    for side in ("a", "b"):
+        spec = spec_of(pair[side])
+        if (
+            alignment(spec, intent) == 1.0
+            and spec.off_key == 0
+            and spec.regularity == 1
+            and spec.clipping == 1
+            and spec.lyric_lag == 0
+        ):
+            return pair[side]
+    raise AssertionError(pair)
+
+
+def test_musicality_and_alignment_by_hand() -> None:
+    clean = MusicSpec(tempo=150, tonic=4, mode="major", instrument="pluck", seed=2)
+    intent = Intent("fast", 4, "major", "pluck")
+    assert musicality(clean) == 1.0 and alignment(clean, intent) == 1.0
+    assert alignment(replace(clean, instrument="organ", mode="minor"), intent) == 0.5
+    assert musicality(replace(clean, regularity=0.0)) == pytest.approx(0.7)
+    assert musicality(replace(clean, clipping=5.0)) == pytest.approx(0.8)
