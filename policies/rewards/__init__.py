@@ -1,0 +1,1 @@
+"""Reward models: CMI-style music reward models (:mod:`embodia.policies.rewards.cmi`)."""
