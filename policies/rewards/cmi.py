@@ -32,6 +32,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -170,7 +171,7 @@ class CMIRewardModel(nn.Module):
         self.text_projection = nn.Linear(hidden, config.width)
         self.audio = AudioEncoder(config.width, config.sample_rate, config.n_mels)
         self.types = nn.Embedding(4, config.width)  # text, lyrics, reference audio, evaluated audio
-        self.null_reference = nn.Parameter(torch.zeros(1, 1, config.width))
+        self.null_reference = nn.Embedding(1, config.width)
         self.prompt = _encoder(config.width, config.heads, config.prompt_layers)
         self.joint = _encoder(config.width, config.heads, config.joint_layers)
         self.head = nn.Sequential(
@@ -222,7 +223,7 @@ class CMIRewardModel(nn.Module):
             lyrics, lyrics_mask = self._text(kept)
             parts.append(lyrics + self.types.weight[1])
             masks.append(lyrics_mask & torch.tensor(keep_lyrics)[:, None])
-        reference = self.null_reference.expand(size, 1, -1)
+        reference = self.null_reference.weight[None].expand(size, 1, -1)
         reference_mask = torch.ones(size, 1, dtype=torch.bool)
         given = [i for i, keep in enumerate(keep_reference) if keep]
         if given:
@@ -246,6 +247,10 @@ class CMIRewardModel(nn.Module):
         weights = audio_mask.float()[:, :, None]
         pooled = (evaluated * weights).sum(1) / weights.sum(1).clamp(min=1.0)
         return torch.as_tensor(self.head(pooled))
+
+    def own_modules(self) -> nn.ModuleDict:
+        """Every part but the text encoder (which is saved the transformers way)."""
+        return nn.ModuleDict({name: m for name, m in self.named_children() if name != "text_encoder"})
 
     def describe(self) -> dict[str, Any]:
         return {"config": asdict(self.config), "text_encoder": type(self.text_encoder).__name__}
@@ -299,3 +304,122 @@ def top_k(
         raise RewardModelError(f"the scorer gave {len(scores)} finite scores for {n} candidates")
     order = sorted(range(n), key=lambda i: -scores[i])[:k]
     return [(candidates[i], scores[i]) for i in order]
+
+
+# --------------------------------------------------------------------------- training
+
+
+@dataclass(frozen=True)
+class PreferencePair:
+    """Two clips for one instruction and which is preferred per dimension (``a``, ``b`` or
+    ``tie``, in :data:`DIMENSIONS` order)."""
+
+    audio_a: np.ndarray
+    audio_b: np.ndarray
+    text: str
+    lyrics: str
+    reference: np.ndarray | None
+    preferred: tuple[str, str]
+
+
+@dataclass(frozen=True)
+class RewardTraining:
+    steps: int = 300
+    batch_pairs: int = 8
+    learning_rate: float = 3e-4
+    smoothing: float = 0.1
+    seed: int = 0
+
+
+def score_pairs(model: CMIRewardModel, pairs: Sequence[PreferencePair]) -> tuple[torch.Tensor, torch.Tensor]:
+    """The model's scores of every pair's two clips (``pairs x 2`` each)."""
+
+    def side(pick: Callable[[PreferencePair], np.ndarray]) -> RewardInputs:
+        return RewardInputs(
+            [pick(p) for p in pairs],
+            [p.text for p in pairs],
+            [p.lyrics for p in pairs],
+            [p.reference for p in pairs],
+        )
+
+    return model(side(lambda p: p.audio_a)), model(side(lambda p: p.audio_b))
+
+
+def train_reward_model(
+    model: CMIRewardModel,
+    pairs: Sequence[PreferencePair],
+    settings: RewardTraining,
+    log: Callable[[int, float], None] | None = None,
+) -> None:
+    """Bradley-Terry training on ``pairs`` (AdamW, cosine decay); ``log(step, loss)``."""
+    if not pairs:
+        raise RewardModelError("training needs at least one preference pair")
+    generator = np.random.default_rng(settings.seed)
+    torch.manual_seed(settings.seed)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=1e-4)
+    schedule = torch.optim.lr_scheduler.CosineAnnealingLR(optimizer, max(1, settings.steps))
+    model.train()
+    for step in range(1, settings.steps + 1):
+        batch = [pairs[int(i)] for i in generator.integers(len(pairs), size=settings.batch_pairs)]
+        scores_a, scores_b = score_pairs(model, batch)
+        loss = pairwise_loss(scores_a, scores_b, [p.preferred for p in batch], settings.smoothing)
+        optimizer.zero_grad()
+        loss.backward()
+        nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        schedule.step()
+        if log is not None:
+            log(step, float(loss.detach()))
+    model.eval()
+
+
+# --------------------------------------------------------------------------- the model folder
+
+WEIGHTS = "reward.safetensors"
+CONFIG = "reward.json"
+TEXT_ENCODER = "text_encoder"
+
+
+def save_reward_model(model: CMIRewardModel, directory: Path | str) -> Path:
+    """Write the model into ``directory``: ``reward.json`` (its config), ``reward.safetensors``
+    (every weight but the text encoder's) and ``text_encoder/`` (the encoder and its
+    tokenizer, as transformers saves them)."""
+    import json
+
+    from safetensors.torch import save_file
+
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    model.text_encoder.save_pretrained(directory / TEXT_ENCODER)
+    model.tokenizer.save_pretrained(directory / TEXT_ENCODER)
+    own = {name: value.contiguous() for name, value in model.own_modules().state_dict().items()}
+    save_file(own, str(directory / WEIGHTS))
+    (directory / CONFIG).write_text(json.dumps(model.describe(), indent=1) + "\n", encoding="utf-8")
+    return directory
+
+
+def load_reward_model(directory: Path | str) -> CMIRewardModel:
+    """The model :func:`save_reward_model` wrote into ``directory``, in eval mode."""
+    import json
+
+    from transformers import AutoModel, AutoTokenizer
+
+    from embodia.core.weights import load_weights
+
+    directory = Path(directory)
+    if not (directory / CONFIG).is_file():
+        raise RewardModelError(f"{directory} is not a reward model folder: it has no {CONFIG}")
+    try:
+        config = CMIConfig(**json.loads((directory / CONFIG).read_text(encoding="utf-8"))["config"])
+    except (ValueError, KeyError, TypeError) as error:
+        raise RewardModelError(f"{directory / CONFIG} is not a reward model's config: {error}") from None
+    try:
+        encoder = AutoModel.from_pretrained(directory / TEXT_ENCODER, local_files_only=True)
+        tokenizer = AutoTokenizer.from_pretrained(directory / TEXT_ENCODER, local_files_only=True)
+    except (OSError, ValueError) as error:
+        raise RewardModelError(
+            f"cannot load the text encoder in {directory / TEXT_ENCODER}: {error}"
+        ) from None
+    model = CMIRewardModel(encoder, tokenizer, config)
+    load_weights(model.own_modules(), directory / WEIGHTS, RewardModelError, "its config")
+    return model.eval()

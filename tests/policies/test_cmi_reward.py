@@ -106,3 +106,22 @@ def test_top_k_keeps_the_best_scored_candidates() -> None:
     assert kept == [("take 2", 8.0), ("take 1", 7.0)]
     with pytest.raises(RewardModelError, match="k=6, n=5"):
         top_k(lambda i: i, lambda c: [0.0] * len(c), n=5, k=6)
+
+
+def test_a_saved_model_loads_back_to_the_same_scores(model: CMIRewardModel, tmp_path: Path) -> None:
+    import json
+
+    from embodia.policies.rewards.cmi import CONFIG, load_reward_model, save_reward_model
+
+    inputs = RewardInputs([_clip(2)], ["a fast melody in E major played on an organ"], ["la la"], [_clip(3)])
+    folder = save_reward_model(model, tmp_path / "reward")
+    loaded = load_reward_model(folder)
+    with torch.no_grad():
+        assert torch.allclose(loaded(inputs), model(inputs), atol=1e-6)
+    saved = json.loads((folder / CONFIG).read_text())
+    saved["config"]["width"] = 64
+    (folder / CONFIG).write_text(json.dumps(saved))
+    with pytest.raises(RewardModelError, match=r"reward.safetensors does not fit its config: tensor .* is \["):
+        load_reward_model(folder)
+    with pytest.raises(RewardModelError, match="has no reward.json"):
+        load_reward_model(tmp_path)
