@@ -121,7 +121,7 @@ def test_a_saved_model_loads_back_to_the_same_scores(model: CMIRewardModel, tmp_
     saved = json.loads((folder / CONFIG).read_text())
     saved["config"]["width"] = 64
     (folder / CONFIG).write_text(json.dumps(saved))
-    with pytest.raises(RewardModelError, match=r"reward.safetensors does not fit its config: tensor .* is \["):
+    with pytest.raises(RewardModelError, match=r"reward.safetensors does not fit its config: tensor "):
         load_reward_model(folder)
     with pytest.raises(RewardModelError, match="has no reward.json"):
         load_reward_model(tmp_path)
