@@ -178,6 +178,18 @@ CASES = {
         ["eval", "early-exit", "--out", "{out}", "--seed", "-1"],
         "seeds must be in 0..",
     ),
+    "eval rewards, no bench file": (
+        ["eval", "rewards", "--model", "{empty}", "--bench", "{empty}/bench.jsonl", "--out", "{out}"],
+        "bench file not found",
+    ),
+    "eval rewards, a bench line that is no pair": (
+        ["eval", "rewards", "--model", "{empty}", "--bench", "{replies}", "--out", "{out}"],
+        "line 1: expected a JSON object, got str",
+    ),
+    "train reward-model --smoothing 1": (
+        ["train", "reward-model", "--out", "{out}", "--smoothing", "1"],
+        "smoothing is in [0, 1)",
+    ),
     # usage errors are one line too
     "explore without --agent": (["explore", "--out", "{out}"], "Missing option '--agent'"),
 }

@@ -4,7 +4,9 @@ rank degraded pieces below clean ones."""
 
 from __future__ import annotations
 
+import json
 from dataclasses import replace
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -135,3 +137,80 @@ def test_musicality_and_alignment_by_hand() -> None:
     assert alignment(replace(clean, instrument="organ", mode="minor"), intent) == 0.5
     assert musicality(replace(clean, regularity=0.0)) == pytest.approx(0.7)
     assert musicality(replace(clean, clipping=5.0)) == pytest.approx(0.8)
+
+
+def test_a_wav_clip_is_read_as_mono_at_the_model_rate(tmp_path: Path) -> None:
+    from scipy.io import wavfile
+
+    from embodia.evals.reward_bench import read_clip
+
+    t = np.arange(8000) / 8000
+    tone = (0.5 * np.sin(2 * np.pi * 440 * t) * 32767).astype(np.int16)
+    wavfile.write(tmp_path / "tone.wav", 8000, np.stack([tone, tone], axis=1))
+    clip = read_clip({"path": "tone.wav"}, tmp_path, 16_000, "pair 1 clip a")
+    assert clip.dtype == np.float32 and len(clip) == 16_000
+    spectrum = np.abs(np.fft.rfft(clip))
+    assert np.argmax(spectrum) == 440  # one second: bin k is k Hz
+    assert np.abs(clip).max() == pytest.approx(0.5, abs=0.02)
+    with pytest.raises(RewardBenchError, match="pair 1 clip a: cannot read the WAV file"):
+        read_clip({"path": "missing.wav"}, tmp_path, 16_000, "pair 1 clip a")
+
+
+def test_a_bench_file_names_its_bad_pair(tmp_path: Path) -> None:
+    from embodia.evals.reward_bench import read_bench
+
+    good = {
+        "instruction": {"text": "a slow melody"},
+        "a": {},
+        "b": {},
+        "preferred": {"musicality": "a", "alignment": "tie"},
+    }
+    bad = {**good, "preferred": {"musicality": "model_a", "alignment": "a"}}
+    path = tmp_path / "bench.jsonl"
+    path.write_text(json.dumps(good) + "\n" + json.dumps(bad) + "\n")
+    with pytest.raises(
+        RewardBenchError, match=r"pair 2: preferred.musicality is one of a, b, tie; got 'model_a'"
+    ):
+        read_bench(path)
+    path.write_text("")
+    with pytest.raises(RewardBenchError, match="holds no pairs"):
+        read_bench(path)
+
+
+def test_the_study_trains_saves_and_the_command_scores_its_bench(tmp_path: Path) -> None:
+    from typer.testing import CliRunner
+
+    from embodia.cli import app
+    from embodia.core.runs import read_run_records
+    from embodia.evals.reward_bench import RewardStudySettings, run_reward_study
+
+    settings = RewardStudySettings(
+        train_pairs=24, test_pairs=12, steps=6, batch_pairs=4, width=16, text_hidden=16, log_every=2
+    )
+    out = tmp_path / "study"
+    summary = run_reward_study(settings, out)
+    assert [r["stage"] for r in read_run_records(out / "study.jsonl")] == ["untrained", "trained"]
+    assert [r["step"] for r in read_run_records(out / "metrics.jsonl")] == [2, 4, 6]
+    for stage in ("untrained", "trained"):
+        for dimension in ("musicality", "alignment"):
+            assert 0 <= summary[stage][dimension]["accuracy"] <= 1
+        assert set(summary[stage]["musicality"]["by_modality"]) <= {"T", "L", "A", "C"}
+    result = CliRunner().invoke(
+        app,
+        [
+            "eval",
+            "rewards",
+            "--model",
+            str(out / "model"),
+            "--bench",
+            str(out / "bench.jsonl"),
+            "--out",
+            str(tmp_path / "eval"),
+        ],
+    )
+    assert result.exit_code == 0, result.output
+    scored = json.loads((tmp_path / "eval" / "summary.json").read_text())
+    # the saved model, scoring the saved bench, agrees with the study's own measurement
+    for dimension in ("musicality", "alignment"):
+        assert scored[dimension]["accuracy"] == summary["trained"][dimension]["accuracy"]
+    assert len(read_run_records(tmp_path / "eval" / "scores.jsonl")) == 12
