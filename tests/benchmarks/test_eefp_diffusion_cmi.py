@@ -1,5 +1,5 @@
-"""``benchmarks/eefp_diffusion_cmi.py --quick``: the early-exit study runs end to end and prints
-its keys."""
+"""``benchmarks/eefp_diffusion_cmi.py --quick``: the early-exit study and the reward study run
+end to end and print their keys."""
 
 from __future__ import annotations
 
@@ -19,3 +19,6 @@ def test_quick_run_prints_the_early_exit_table_and_correlations() -> None:
         assert 0 <= result[f"{key}_ece"] <= 1 and 0 <= result[f"{key}_eefp"] <= 1, method
     # temperature scaling is fitted to cut calibration error
     assert result["digits_cnn_calibrated_ece"] < result["digits_cnn_baseline_ece"]
+    for key in ("cmi_pairwise_acc", "cmi_musicality_acc", "cmi_alignment_acc", "cmi_untrained_alignment_acc"):
+        assert 0 <= result[key] <= 1, key
+    assert result["cmi_pairs_per_s"] > 0
