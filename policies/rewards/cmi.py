@@ -4,8 +4,9 @@ and on **musicality**.
 
 **Audio front end** (:class:`LogMel`): a log-mel spectrogram computed in torch (Hann-window
 STFT, a triangular mel filterbank, log of the power), no torchaudio.
-**Audio encoder** (:class:`AudioEncoder`): two strided convolutions over the spectrogram's
-time axis (the mel bins as channels), giving one token per 4 frames.
+**Audio encoder** (:class:`AudioEncoder`): the spectrogram normalised per frame, then two
+strided convolutions over its time axis (the mel bins as channels), giving one token per 4
+frames; a clip's tokens do not depend on the clips batched with it.
 **Text** (description and lyrics): any transformers encoder's last hidden states, projected.
 The lyrics' tokens are appended to the description's, as CMI-RM concatenates them late.
 **Fusion** (:class:`CMIRewardModel`), after CMI-RM's layout:
@@ -99,23 +100,29 @@ class LogMel(nn.Module):
 
 
 class AudioEncoder(nn.Module):
-    """Audio tokens: the log-mel spectrogram, two strided 1-D convolutions over time."""
+    """Audio tokens: each clip's log-mel spectrogram, normalised per frame, then two strided
+    1-D convolutions over time. Clips are transformed one by one and their frames zero-padded
+    between the layers, so a clip's tokens do not depend on the clips batched with it."""
 
     def __init__(self, width: int, sample_rate: int = 16_000, n_mels: int = 64) -> None:
         super().__init__()
         self.features = LogMel(sample_rate, n_mels=n_mels)
-        self.norm = nn.BatchNorm1d(n_mels, affine=False)
+        self.norm = nn.LayerNorm(n_mels)
         self.conv1 = nn.Conv1d(n_mels, width, 5, stride=2, padding=2)
         self.conv2 = nn.Conv1d(width, width, 5, stride=2, padding=2)
 
-    def forward(self, audio: torch.Tensor, lengths: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-        """Tokens (``batch x tokens x width``) and their mask (True: real), from padded audio
-        and each clip's length in samples."""
-        mel = self.norm(self.features(audio))
-        tokens = functional.gelu(self.conv2(functional.gelu(self.conv1(mel)))).transpose(1, 2)
-        frames = lengths // self.features.hop + 1
-        real = (frames + 3) // 4
-        mask = torch.arange(tokens.shape[1])[None, :] < real[:, None]
+    def forward(self, clips: Sequence[torch.Tensor]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Tokens (``batch x tokens x width``) and their mask (True: real) of mono clips."""
+        mels = [self.norm(self.features(clip[None])[0].T) for clip in clips]
+        frames = torch.tensor([len(m) for m in mels])
+        x = torch.zeros(len(mels), int(frames.max()), mels[0].shape[1])
+        for i, mel in enumerate(mels):
+            x[i, : len(mel)] = mel
+        hidden = functional.gelu(self.conv1(x.transpose(1, 2)))
+        halves = (frames + 1) // 2  # each stride-2 convolution halves the frames, rounding up
+        hidden = hidden * (torch.arange(hidden.shape[2])[None, :] < halves[:, None])[:, None, :]
+        tokens = functional.gelu(self.conv2(hidden)).transpose(1, 2)
+        mask = torch.arange(tokens.shape[1])[None, :] < ((halves + 1) // 2)[:, None]
         return tokens, mask
 
 
@@ -195,11 +202,7 @@ class CMIRewardModel(nn.Module):
         return self.text_projection(hidden), encoded["attention_mask"].bool()
 
     def _audio(self, clips: Sequence[np.ndarray]) -> tuple[torch.Tensor, torch.Tensor]:
-        lengths = torch.tensor([len(c) for c in clips])
-        padded = torch.zeros(len(clips), int(lengths.max()))
-        for i, clip in enumerate(clips):
-            padded[i, : len(clip)] = torch.as_tensor(np.asarray(clip, dtype=np.float32))
-        return self.audio(padded, lengths)
+        return self.audio([torch.as_tensor(np.asarray(clip, dtype=np.float32)) for clip in clips])
 
     def forward(self, batch: RewardInputs) -> torch.Tensor:
         """``batch x 2`` scores: ``[alignment, musicality]``."""

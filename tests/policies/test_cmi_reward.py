@@ -77,15 +77,17 @@ def test_the_model_scores_each_clip_on_both_dimensions_from_every_input(model: C
         # the lyrics and the reference audio are read: they change the scores
         with_lyrics = model(RewardInputs(clips, texts, ["la mi so", ""], [None, None]))
         with_reference = model(RewardInputs(clips, texts, ["", ""], [None, _clip(5)]))
-        # a batch's items do not leak into each other: item 0 is the same alone
-        alone = model(RewardInputs(clips[:1], texts[:1], [""], [None]))
+        # a batch's items do not leak into each other: each scores the same alone, the shorter
+        # clip (padded in the batch) included
+        alone = [model(RewardInputs(clips[i : i + 1], texts[:1], [""], [None]))[0] for i in range(2)]
     assert not torch.allclose(with_lyrics[0], scores[0]) and torch.allclose(
         with_lyrics[1], scores[1], atol=1e-5
     )
     assert torch.allclose(with_reference[0], scores[0], atol=1e-5) and not torch.allclose(
         with_reference[1], scores[1]
     )
-    assert torch.allclose(alone[0], scores[0], atol=1e-5)
+    assert len(clips[0]) != len(clips[1])
+    assert torch.allclose(alone[0], scores[0], atol=1e-5) and torch.allclose(alone[1], scores[1], atol=1e-5)
     with pytest.raises(RewardModelError, match="2 clips, 1 texts"):
         model(RewardInputs(clips, texts[:1], ["", ""], [None, None]))
 
