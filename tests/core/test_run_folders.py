@@ -439,6 +439,9 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "train maa": (["train", "maa", "--encoder", str(model)], "folder"),
         "train fusion": (["train", "fusion"], "folder"),
         "train tokenizer": (["train", "tokenizer"], "folder"),
+        "train reward-model": (["train", "reward-model"], "folder"),
+        "eval early-exit": (["eval", "early-exit"], "folder"),
+        "eval rewards": (["eval", "rewards", "--model", str(model), "--bench", str(records)], "folder"),
         "train proact": (
             ["train", "proact", "--policy", f"hf:{model}", "--stream", "procedural:arena,seed=0,duration=2"],
             "folder",
