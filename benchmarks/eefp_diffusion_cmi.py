@@ -72,8 +72,8 @@ def early_exit(args: Any, folder: Path) -> dict[str, Any]:
 
 def cmi(args: Any, folder: Path) -> dict[str, Any]:
     from embodia.evals.music_data import preference_pairs
-    from embodia.evals.reward_bench import RewardStudySettings, read_clip, run_reward_study
-    from embodia.policies.rewards.cmi import PreferencePair, load_reward_model, score_pairs
+    from embodia.evals.reward_bench import RewardStudySettings, bench_pair, run_reward_study
+    from embodia.policies.rewards.cmi import load_reward_model, score_pairs
 
     settings = RewardStudySettings(
         train_pairs=int(args.cmi_train_pairs), test_pairs=int(args.cmi_test_pairs), steps=int(args.cmi_steps)
@@ -87,17 +87,7 @@ def cmi(args: Any, folder: Path) -> dict[str, Any]:
     out["cmi_pairwise_acc"] = (out["cmi_musicality_acc"] + out["cmi_alignment_acc"]) / 2
     model = load_reward_model(folder / "cmi" / "model")
     items = preference_pairs(12345, 50)
-    pairs = [
-        PreferencePair(
-            read_clip(i["a"], folder, 16_000, "a"),
-            read_clip(i["b"], folder, 16_000, "b"),
-            i["instruction"]["text"],
-            i["instruction"]["lyrics"],
-            None if i["reference"] is None else read_clip(i["reference"], folder, 16_000, "reference"),
-            ("tie", "tie"),
-        )
-        for i in items
-    ]
+    pairs = [bench_pair(item, folder, 16_000, f"pair {k + 1}") for k, item in enumerate(items)]
     import torch
 
     with torch.no_grad():

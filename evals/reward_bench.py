@@ -160,6 +160,25 @@ def _wav(path: Path, sample_rate: int, where: str) -> np.ndarray:
     return np.asarray(np.clip(samples, -1.0, 1.0), dtype=np.float32)
 
 
+def bench_pair(item: Mapping[str, Any], base: Path, sample_rate: int, where: str) -> Any:
+    """A bench item as the reward model's :class:`~embodia.policies.rewards.cmi.PreferencePair`:
+    its clips read (:func:`read_clip`), its preference in the model's dimension order (a tie
+    where the item has none)."""
+    from embodia.policies.rewards.cmi import DIMENSIONS as MODEL_ORDER
+    from embodia.policies.rewards.cmi import PreferencePair
+
+    reference = item.get("reference")
+    preferred = item.get("preferred") or {}
+    return PreferencePair(
+        read_clip(item["a"], base, sample_rate, f"{where} clip a"),
+        read_clip(item["b"], base, sample_rate, f"{where} clip b"),
+        str(item["instruction"]["text"]),
+        str(item["instruction"].get("lyrics", "")),
+        None if reference is None else read_clip(reference, base, sample_rate, f"{where} reference"),
+        (str(preferred.get(MODEL_ORDER[0], "tie")), str(preferred.get(MODEL_ORDER[1], "tie"))),
+    )
+
+
 def read_bench(path: Path | str) -> list[dict[str, Any]]:
     """The pairs of a bench file (JSONL): each has ``instruction`` (``text``, optional
     ``lyrics``), clips ``a`` and ``b``, an optional ``reference`` clip, and ``preferred``
@@ -239,25 +258,12 @@ def score_bench(
     import torch
 
     from embodia.policies.rewards.cmi import DIMENSIONS as MODEL_ORDER
-    from embodia.policies.rewards.cmi import PreferencePair, score_pairs
+    from embodia.policies.rewards.cmi import score_pairs
 
     rate = model.config.sample_rate
     for start in range(skip, len(items), batch_size):
         batch = items[start : start + batch_size]
-        pairs = []
-        for offset, item in enumerate(batch):
-            where = f"pair {start + offset + 1}"
-            reference = item.get("reference")
-            pairs.append(
-                PreferencePair(
-                    read_clip(item["a"], base, rate, f"{where} clip a"),
-                    read_clip(item["b"], base, rate, f"{where} clip b"),
-                    str(item["instruction"]["text"]),
-                    str(item["instruction"].get("lyrics", "")),
-                    None if reference is None else read_clip(reference, base, rate, f"{where} reference"),
-                    ("tie", "tie"),
-                )
-            )
+        pairs = [bench_pair(item, base, rate, f"pair {start + k + 1}") for k, item in enumerate(batch)]
         with torch.no_grad():
             scores_a, scores_b = score_pairs(model, pairs)
         for offset in range(len(batch)):
@@ -388,20 +394,7 @@ def tiny_reward_model(settings: RewardStudySettings, folder: Path) -> Any:
 
 
 def _rendered(items: Sequence[Mapping[str, Any]]) -> list[Any]:
-    from embodia.policies.rewards.cmi import PreferencePair
-
-    base = Path(".")
-    return [
-        PreferencePair(
-            read_clip(item["a"], base, 16_000, "a"),
-            read_clip(item["b"], base, 16_000, "b"),
-            str(item["instruction"]["text"]),
-            str(item["instruction"]["lyrics"]),
-            None if item["reference"] is None else read_clip(item["reference"], base, 16_000, "reference"),
-            (item["preferred"]["alignment"], item["preferred"]["musicality"]),
-        )
-        for item in items
-    ]
+    return [bench_pair(item, Path("."), 16_000, f"pair {k + 1}") for k, item in enumerate(items)]
 
 
 @runner
