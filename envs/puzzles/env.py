@@ -6,7 +6,8 @@
 Action: the model's reply text. Reward: the task's score of the reply (1 for a correct
 answer, partial credit where the task defines it, 0 for an unreadable reply).
 ``reset(options={"seed": N})`` picks the instance; otherwise it is drawn from the env's
-seeded generator.
+seeded generator. With ``text=True`` the prompt also carries the puzzle's text drawing (maze,
+sudoku, frozenlake and tsp have one), so a text-only policy can solve it.
 
 The truth never reaches anything an agent sees by default: ``reset``'s ``info`` names the
 instance (``task``, ``difficulty``, ``seed``) without its answer or facts, because code that
@@ -27,7 +28,7 @@ from PIL import Image
 
 from embodia.envs import registry
 from embodia.envs.puzzles import make_task
-from embodia.envs.puzzles.core import PuzzleError, PuzzleInstance
+from embodia.envs.puzzles.core import PuzzleError, PuzzleInstance, PuzzleTask
 
 _CHARSET = frozenset(string.printable)
 TEXT_LIMIT = 100_000
@@ -42,8 +43,12 @@ class PuzzleEnv(gymnasium.Env[dict[str, Any], str]):
         difficulty: str = "medium",
         image_size: int = 256,
         render_mode: str | None = None,
+        text: bool = False,
     ) -> None:
         self.task = make_task(task)
+        if text and type(self.task).text is PuzzleTask.text:
+            raise PuzzleError(f"the {task} puzzle has no text drawing, so text=True cannot show it")
+        self.text = bool(text)
         if difficulty not in self.task.difficulties:
             raise PuzzleError(
                 f"unknown difficulty {difficulty!r}: expected one of {', '.join(self.task.difficulties)}"
@@ -87,7 +92,10 @@ class PuzzleEnv(gymnasium.Env[dict[str, Any], str]):
     def _observation(self) -> dict[str, Any]:
         assert self.instance is not None
         image = Image.fromarray(np.asarray(self.instance.image)).resize((self.image_size, self.image_size))
-        prompt = "".join(c if c in _CHARSET else "?" for c in self.instance.prompt)
+        prompt = self.instance.prompt
+        if self.text:
+            prompt = f"{prompt}\n\n{self.task.text(self.instance)}"
+        prompt = "".join(c if c in _CHARSET else "?" for c in prompt)
         return {"image": np.asarray(image.convert("RGB"), dtype=np.uint8), "prompt": prompt}
 
     def step(self, action: str) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
