@@ -58,3 +58,19 @@ def test_nothing_an_agent_sees_at_reset_holds_the_answer(task: str) -> None:
 def test_ground_truth_before_reset_is_an_error() -> None:
     with pytest.raises(PuzzleError, match="before reset"):
         gymnasium.make("embodia/Puzzle-v0", task="maze").unwrapped.ground_truth()
+
+
+@pytest.mark.parametrize("task", ["maze", "sudoku", "frozenlake", "tsp"])
+def test_text_prompts_carry_the_puzzles_text_drawing(task: str) -> None:
+    env = gymnasium.make("embodia/Puzzle-v0", task=task, difficulty="easy", image_size=64, text=True)
+    plain = gymnasium.make("embodia/Puzzle-v0", task=task, difficulty="easy", image_size=64)
+    obs, _ = env.reset(options={"seed": 4})
+    plain_obs, _ = plain.reset(options={"seed": 4})
+    drawing = env.unwrapped.task.text(env.unwrapped.instance)
+    assert obs["prompt"] == f"{plain_obs['prompt']}\n\n{drawing}"
+    assert env.observation_space["prompt"].contains(obs["prompt"])
+
+
+def test_text_prompts_are_refused_for_a_puzzle_without_a_text_drawing() -> None:
+    with pytest.raises(PuzzleError, match="jigsaw puzzle has no text drawing"):
+        gymnasium.make("embodia/Puzzle-v0", task="jigsaw", text=True)
