@@ -14,14 +14,14 @@ with shared weights at the native resolution, reading the noisy image and the pu
 pass (a recurrent denoiser: each pass can carry the path one block further, as dead-end
 filling does). Its output is the clean solution: the puzzle plus what the network paints. A
 UNet with self-attention at two coarser scales and a transformer over 2x2-block tokens (one
-token per maze cell) were tried first, at the same CPU budget: both stayed below the random
-solver (5% and 2% on 5x5 mazes, against 23%) where this network passes 80%.
+token per maze cell) were tried first, at a similar CPU budget: both stayed below the random
+solver on 5x5 mazes (5% and 0%, against 23%) where this network reaches 84%.
 
 **Training** (:func:`train_reasoner`): flow matching (rectified flow) with the clean image as
 the target: ``x_t = (1 - t) noise + t solution``, t uniform, and the network's estimate of the
 solution from ``x_t`` is regressed on it (mean squared error). Regressing the velocity
-``solution - noise`` instead made the network reproduce the noise through every pass, and it
-learned ten times slower.
+``solution - noise`` instead makes the network reproduce the noise through every pass: at the
+same settings it reached 2.5% on held-out mazes where the clean-image target reached 23%.
 
 **Sampling** (:func:`sample_solutions`): Euler steps of the velocity ``(estimate - x_t) / (1 - t)``
 from noise at t=0 to t=1; the last step lands on the estimate. Few steps suffice, and the step

@@ -178,6 +178,27 @@ CASES = {
         ["eval", "early-exit", "--out", "{out}", "--seed", "-1"],
         "seeds must be in 0..",
     ),
+    "diffusion-reasoning --puzzle sokoban": (
+        ["eval", "diffusion-reasoning", "--out", "{out}", "--puzzle", "sokoban"],
+        "draws maze, frozenlake",
+    ),
+    "diffusion-reasoning --sampling-steps 0": (
+        ["eval", "diffusion-reasoning", "--out", "{out}", "--sampling-steps", "0"],
+        "sampling_steps must be counts >= 1",
+    ),
+    "diffusion-reasoning --text-sft-instances above --train-instances": (
+        [
+            "eval",
+            "diffusion-reasoning",
+            "--out",
+            "{out}",
+            "--train-instances",
+            "10",
+            "--text-sft-instances",
+            "20",
+        ],
+        "must not exceed train_instances",
+    ),
     "eval rewards, no bench file": (
         ["eval", "rewards", "--model", "{empty}", "--bench", "{empty}/bench.jsonl", "--out", "{out}"],
         "bench file not found",

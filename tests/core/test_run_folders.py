@@ -441,6 +441,7 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "train tokenizer": (["train", "tokenizer"], "folder"),
         "train reward-model": (["train", "reward-model"], "folder"),
         "eval early-exit": (["eval", "early-exit"], "folder"),
+        "eval diffusion-reasoning": (["eval", "diffusion-reasoning"], "folder"),
         "eval rewards": (["eval", "rewards", "--model", str(model), "--bench", str(records)], "folder"),
         "train proact": (
             ["train", "proact", "--policy", f"hf:{model}", "--stream", "procedural:arena,seed=0,duration=2"],

@@ -56,6 +56,22 @@ def test_the_study_runs_every_stage_and_resumes_finished(tmp_path: Path) -> None
     assert summary["random_accuracy"] == line["random_accuracy"]
     assert run_diffusion_study(TINY, out, resume=True) == summary
 
+    # the command line reaches the same study: with these settings it finds it finished
+    from typer.testing import CliRunner
+
+    from embodia.cli import app
+
+    flags = [f"--{key.replace('_', '-')}" for key in ("train_instances", "test_instances", "train_steps")]
+    args = ["eval", "diffusion-reasoning", "--out", str(out), "--resume", "--seed", "0"]
+    args += [flags[0], "400", flags[1], "8", flags[2], "20", "--batch-size", "16"]
+    args += ["--sampling-steps", "1", "--sampling-steps", "2", "--answer-steps", "2", "--samples", "3"]
+    args += ["--text-sft-instances", "40", "--text-sft-steps", "4", "--text-grpo-steps", "1"]
+    args += ["--text-grpo-prompts", "2", "--text-grpo-group", "2", "--log-every", "5"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert f"diffusion best-of-3 {summary['diffusion_best_of_n_accuracy']:.3f}" in result.output
+    assert "diffusion, 2 sampling step(s): accuracy" in result.output
+
 
 def test_the_collaborator_picks_its_likeliest_reply(tiny_chat_lm_dir: Path) -> None:
     from embodia.policies.spec import make_trainable_policy
