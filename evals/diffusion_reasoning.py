@@ -361,16 +361,17 @@ def summarise(lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
     def mean(get: Callable[[Mapping[str, Any]], float]) -> float:
         return statistics.fmean(get(line) for line in lines)
 
-    steps = list(lines[0]["reasoner"]["by_sampling_steps"])
+    def by_steps(key: str) -> dict[str, float]:
+        steps = lines[0]["reasoner"]["by_sampling_steps"]
+        return {
+            k: statistics.fmean(line["reasoner"]["by_sampling_steps"][k][key] for line in lines)
+            for k in steps
+        }
+
     return {
         "seeds": [line["seed"] for line in lines],
-        "accuracy_by_sampling_steps": {
-            k: mean(lambda line, k=k: line["reasoner"]["by_sampling_steps"][k]["accuracy"]) for k in steps
-        },
-        "seconds_per_answer_by_sampling_steps": {
-            k: mean(lambda line, k=k: line["reasoner"]["by_sampling_steps"][k]["seconds_per_answer"])
-            for k in steps
-        },
+        "accuracy_by_sampling_steps": by_steps("accuracy"),
+        "seconds_per_answer_by_sampling_steps": by_steps("seconds_per_answer"),
         "diffusion_first_sample_accuracy": mean(lambda line: line["reasoner"]["first_sample_accuracy"]),
         "diffusion_best_of_n_accuracy": mean(lambda line: line["reasoner"]["best_of_n_accuracy"]),
         "diffusion_train_seconds": mean(lambda line: line["reasoner"]["train_seconds"]),

@@ -58,9 +58,9 @@ class PuzzleEnv(gymnasium.Env[dict[str, Any], str]):
         self.difficulty = difficulty
         self.image_size = image_size
         self.render_mode = render_mode
-        text = spaces.Text(max_length=TEXT_LIMIT, min_length=0, charset=_CHARSET)
+        prompt_space = spaces.Text(max_length=TEXT_LIMIT, min_length=0, charset=_CHARSET)
         self.observation_space = spaces.Dict(
-            {"image": spaces.Box(0, 255, (image_size, image_size, 3), np.uint8), "prompt": text}
+            {"image": spaces.Box(0, 255, (image_size, image_size, 3), np.uint8), "prompt": prompt_space}
         )
         self.action_space = spaces.Text(max_length=TEXT_LIMIT, min_length=0, charset=_CHARSET)
         self.instance: PuzzleInstance | None = None
