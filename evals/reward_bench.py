@@ -15,6 +15,7 @@ lyrics, ``A`` text and a reference audio prompt, ``C`` all three).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -181,8 +182,9 @@ def bench_pair(item: Mapping[str, Any], base: Path, sample_rate: int, where: str
 
 def read_bench(path: Path | str) -> list[dict[str, Any]]:
     """The pairs of a bench file (JSONL): each has ``instruction`` (``text``, optional
-    ``lyrics``), clips ``a`` and ``b``, an optional ``reference`` clip, and ``preferred``
-    (``musicality`` and ``alignment``: ``a``, ``b`` or ``tie``)."""
+    ``lyrics``), clips ``a`` and ``b``, an optional ``reference`` clip, ``preferred``
+    (``musicality`` and ``alignment``: ``a``, ``b`` or ``tie``), and optionally ``labels``:
+    reference scores per clip (``{"a": {"musicality": 4.1, "alignment": 3.0}, "b": ...}``)."""
     from embodia.core.runs import read_jsonl
 
     items = [item for _, item in read_jsonl(path, strict=True, error=RewardBenchError, what="bench file")]
@@ -201,7 +203,22 @@ def read_bench(path: Path | str) -> list[dict[str, Any]]:
         for side in ("a", "b"):
             if side not in item:
                 raise RewardBenchError(f"{where}: clip {side} is missing")
+        if "labels" in item:
+            _check_labels(item["labels"], where)
     return items
+
+
+def _check_labels(labels: Any, where: str) -> None:
+    for side in ("a", "b"):
+        scores = labels.get(side) if isinstance(labels, Mapping) else None
+        if not isinstance(scores, Mapping):
+            raise RewardBenchError(f"{where}: labels.{side} must map musicality and alignment to scores")
+        for dimension in DIMENSIONS:
+            value = scores.get(dimension)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+                raise RewardBenchError(
+                    f"{where}: labels.{side}.{dimension} must be a finite number, got {value!r}"
+                )
 
 
 # --------------------------------------------------------------------------- evaluating a model
@@ -227,8 +244,9 @@ class RewardEvalSettings:
 def summarise_verdicts(
     items: Sequence[Mapping[str, Any]], rows: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any]:
-    """Per dimension: pairwise accuracy, and its breakdowns by modality subset and (where the
-    pairs name one) by degradation."""
+    """Per dimension: pairwise accuracy, its breakdowns by modality subset and (where the pairs
+    name one) by degradation, and (where every pair carries ``labels``) the agreement of the
+    model's scores of every clip with the reference scores (:func:`correlations`)."""
     out: dict[str, Any] = {"pairs": len(rows)}
     for dimension in DIMENSIONS:
         predicted = [row["verdict"][dimension] for row in rows]
@@ -239,6 +257,10 @@ def summarise_verdicts(
         }
         if all("degradation" in item for item in items):
             measured["by_degradation"] = breakdown(items, predicted, labels, lambda i: str(i["degradation"]))
+        if all("labels" in item for item in items):
+            scores = [row[f"scores_{side}"][dimension] for row in rows for side in ("a", "b")]
+            references = [item["labels"][side][dimension] for item in items for side in ("a", "b")]
+            measured["score_agreement"] = correlations(scores, references)
         out[dimension] = measured
     return out
 

@@ -175,6 +175,44 @@ def test_a_bench_file_names_its_bad_pair(tmp_path: Path) -> None:
     path.write_text("")
     with pytest.raises(RewardBenchError, match="holds no pairs"):
         read_bench(path)
+    labelled = {**good, "labels": {"a": {"musicality": 4.0, "alignment": 2.5}, "b": {"musicality": "high"}}}
+    path.write_text(json.dumps(labelled) + "\n")
+    with pytest.raises(
+        RewardBenchError, match=r"pair 1: labels.b.musicality must be a finite number, got 'high'"
+    ):
+        read_bench(path)
+
+
+def test_scores_agree_with_reference_labels_where_every_pair_has_them() -> None:
+    from embodia.evals.reward_bench import summarise_verdicts
+
+    def item(a: float, b: float) -> dict:
+        labels = {side: {"musicality": v, "alignment": 0.0} for side, v in (("a", a), ("b", b))}
+        return {
+            "instruction": {"text": "x"},
+            "preferred": {"musicality": "a", "alignment": "tie"},
+            "labels": labels,
+        }
+
+    def row(a: float, b: float) -> dict:
+        scores = {side: {"musicality": v, "alignment": v} for side, v in (("a", a), ("b", b))}
+        return {
+            "scores_a": scores["a"],
+            "scores_b": scores["b"],
+            "verdict": {"musicality": "a", "alignment": "a"},
+        }
+
+    items = [item(3, 1), item(4, 2)]
+    rows = [row(0.5, 0.1), row(0.2, 0.3)]  # clips in order: scores 0.5 0.1 0.2 0.3, labels 3 1 4 2
+    summary = summarise_verdicts(items, rows)
+    agreement = summary["musicality"]["score_agreement"]
+    # by hand: score ranks (4, 1, 2, 3), label ranks (3, 1, 4, 2)
+    # Spearman 1 - 6 * (1 + 0 + 4 + 1) / (4 * 15) = 0.4; Kendall: 4 concordant, 2 discordant of 6
+    assert agreement["spearman"] == pytest.approx(0.4)
+    assert agreement["kendall"] == pytest.approx(2 / 6)
+    assert summary["alignment"]["score_agreement"]["spearman"] is None  # constant references
+    del items[1]["labels"]
+    assert "score_agreement" not in summarise_verdicts(items, rows)["musicality"]
 
 
 def test_the_study_trains_saves_and_the_command_scores_its_bench(tmp_path: Path) -> None:
