@@ -33,7 +33,9 @@ diffusion samples (``collaboration_maze_acc``); each side's training seconds
 ``--cmi_steps`` steps, ``--cmi_test_pairs`` held-out pairs): held-out pairwise accuracy,
 ties counting one half, of the trained model (``cmi_musicality_acc``, ``cmi_alignment_acc`` and their mean
 ``cmi_pairwise_acc``) and of its untrained start (``cmi_untrained_musicality_acc``,
-``cmi_untrained_alignment_acc``); the always-tie baseline scores 0.5 by construction.
+``cmi_untrained_alignment_acc``); the always-tie baseline scores 0.5 by construction. The
+trained model's clip scores against the pseudo-labels: ``cmi_musicality_spearman``,
+``_pearson``, ``_kendall`` and the same for alignment.
 ``cmi_pairs_per_s``: held-out pairs scored per second by the trained model (both clips, batches
 of 25, rendering excluded). ``cmi_s``: the study's wall time.
 
@@ -134,6 +136,9 @@ def cmi(args: Any, folder: Path) -> dict[str, Any]:
         for dimension in ("musicality", "alignment"):
             out[f"{prefix}_{dimension}_acc"] = summary[stage][dimension]["accuracy"]
     out["cmi_pairwise_acc"] = (out["cmi_musicality_acc"] + out["cmi_alignment_acc"]) / 2
+    for dimension in ("musicality", "alignment"):
+        for name, value in summary["trained"][dimension]["score_agreement"].items():
+            out[f"cmi_{dimension}_{name}"] = value
     model = load_reward_model(folder / "cmi" / "model")
     items = preference_pairs(12345, 50)
     pairs = [bench_pair(item, folder, 16_000, f"pair {k + 1}") for k, item in enumerate(items)]
