@@ -17,15 +17,17 @@ Per seed, :func:`run_diffusion_study`:
    reference answer as ``{"path": ...}``), then trained by GRPO on the instances after them,
    the puzzle's checker as reward. It answers the held-out instances greedily.
 4. **Collaboration.** The text policy chooses among the reasoner's ``samples`` answers of each
-   puzzle: the answer whose reply (``{"path": ...}``) it gives the highest log-probability. Its
+   puzzle: the answer whose reply (``{"path": ...}``) it gives the highest mean log-probability
+   per token. Its
    accuracy is set against the reasoner's first sample alone, the text policy alone, and the
    checker's best-of-n (the ceiling of any chooser).
 
 The folder holds ``evals.jsonl`` (one line per seed, written as it finishes; ``resume=True``
 skips those and continues a text policy's training where it stopped), ``seed-N/`` (the
-reasoner's weights, the denoising frames of the first held-out puzzle as ``frames.png``, the
-text policy's ``sft/`` and ``grpo/`` run folders), ``metrics.jsonl`` (the reasoner's flow
-matching loss every ``log_every`` steps) and ``summary.json`` (means over seeds).
+reasoner's weights and training time, the denoising frames of the first held-out puzzle as
+``frames.png``, the text policy's ``sft/`` and ``grpo/`` run folders and ``trained.json``),
+``metrics.jsonl`` (the reasoner's flow matching loss every ``log_every`` steps) and
+``summary.json`` (means over seeds).
 """
 
 from __future__ import annotations
@@ -171,6 +173,10 @@ def train_text_policy(
     from embodia.policies.recipes.sft import SFTSettings, run_sft
     from embodia.policies.tiny_models import build_tiny_chat_lm
 
+    trained = out / "trained.json"
+    if resume and trained.is_file():
+        record = json.loads(trained.read_text())
+        return str(record["policy"]), float(record["train_seconds"])
     started = time.perf_counter()
     model = settings.text_policy
     if model is None:
@@ -226,7 +232,9 @@ def train_text_policy(
             resume=resume and (out / "grpo").exists(),
         )
         policy = str(grpo["policy"])
-    return policy, time.perf_counter() - started
+    seconds = time.perf_counter() - started
+    trained.write_text(json.dumps({"policy": policy, "train_seconds": seconds}))
+    return policy, seconds
 
 
 def text_replies(policy: Any, prompts: Sequence[str]) -> list[str]:
@@ -239,14 +247,16 @@ def text_replies(policy: Any, prompts: Sequence[str]) -> list[str]:
 
 
 def choose_by_likelihood(policy: Any, prompt: str, candidates: Sequence[str]) -> str:
-    """The candidate moves whose reply the text policy finds most likely after ``prompt``."""
+    """The candidate moves whose reply the text policy finds most likely after ``prompt``, by
+    the mean log-probability of the reply's tokens (a total would favour the shortest reply,
+    and a path cut short is wrong)."""
     distinct = sorted(set(candidates))
     encoded = policy._encode(_chat(prompt).messages, (), to_device=False)["input_ids"][0].tolist()
     completions = [policy.tokenizer(_reply(c), add_special_tokens=False)["input_ids"] for c in distinct]
     with torch.no_grad():
         scores = policy.completion_logps([encoded] * len(distinct), completions)
-    totals = (scores.logps * scores.mask).sum(dim=1)
-    return distinct[int(torch.argmax(totals))]
+    means = (scores.logps * scores.mask).sum(dim=1) / scores.mask.sum(dim=1)
+    return distinct[int(torch.argmax(means))]
 
 
 def study_seed(

@@ -73,7 +73,7 @@ def test_the_study_runs_every_stage_and_resumes_finished(tmp_path: Path) -> None
     assert "diffusion, 2 sampling step(s): accuracy" in result.output
 
 
-def test_the_collaborator_picks_its_likeliest_reply(tiny_chat_lm_dir: Path) -> None:
+def test_the_collaborator_picks_its_likeliest_reply_per_token(tiny_chat_lm_dir: Path) -> None:
     from embodia.policies.spec import make_trainable_policy
 
     policy = make_trainable_policy(f"hf:{tiny_chat_lm_dir}")
@@ -85,7 +85,7 @@ def test_the_collaborator_picks_its_likeliest_reply(tiny_chat_lm_dir: Path) -> N
         completion = policy.tokenizer(_reply(moves), add_special_tokens=False)["input_ids"]
         with torch.no_grad():
             scores = policy.completion_logps([prompt_ids], [completion])
-        alone[moves] = float((scores.logps * scores.mask).sum())
+        alone[moves] = float((scores.logps * scores.mask).sum() / scores.mask.sum())
     assert choose_by_likelihood(policy, prompt, candidates) == max(alone, key=alone.__getitem__)
 
 
