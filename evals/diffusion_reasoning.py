@@ -18,9 +18,8 @@ Per seed, :func:`run_diffusion_study`:
    the puzzle's checker as reward. It answers the held-out instances greedily.
 4. **Collaboration.** The text policy chooses among the reasoner's ``samples`` answers of each
    puzzle: the answer whose reply (``{"path": ...}``) it gives the highest mean log-probability
-   per token. Its
-   accuracy is set against the reasoner's first sample alone, the text policy alone, and the
-   checker's best-of-n (the ceiling of any chooser).
+   per token. Its accuracy is set against the reasoner's first sample alone, the text policy
+   alone, and the checker's best-of-n (the ceiling of any chooser).
 
 The folder holds ``evals.jsonl`` (one line per seed, written as it finishes; ``resume=True``
 skips those and continues a text policy's training where it stopped), ``seed-N/`` (the
