@@ -32,6 +32,7 @@ reasoner's weights and training time, the denoising frames of the first held-out
 from __future__ import annotations
 
 import json
+import os
 import random
 import statistics
 import time
@@ -66,6 +67,7 @@ SUMMARY = "summary.json"
 HELD_OUT_SEED = 1_000_000
 """The held-out instances' first seed: far from every training instance."""
 PUZZLE_ENV = "embodia/Puzzle-v0"
+REASONER = "reasoner.safetensors"
 
 
 class DiffusionStudyError(EmbodiaError, ValueError):
@@ -272,7 +274,7 @@ def study_seed(
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
     model = SolutionNet(settings.width, settings.iterations)
-    weights = out / "reasoner.safetensors"
+    weights = out / REASONER
     if resume and weights.is_file():
         load_weights(model, weights, DiffusionStudyError, "the study's reasoner settings")
         model.eval()
@@ -295,8 +297,10 @@ def study_seed(
             on_step,
         )
         train_seconds = time.perf_counter() - started
-        save_file(model.state_dict(), str(weights))
         (out / "reasoner.json").write_text(json.dumps({"train_seconds": train_seconds}))
+        # the weights come last and whole: their presence marks the reasoner as trained
+        save_file(model.state_dict(), str(weights.with_suffix(".partial")))
+        os.replace(weights.with_suffix(".partial"), weights)
     test_seeds = range(HELD_OUT_SEED, HELD_OUT_SEED + settings.test_instances)
     instances = [images.task.generate(s, settings.difficulty) for s in test_seeds]
 
@@ -411,8 +415,12 @@ def run_diffusion_study(
     kept = folder.kept_records()
     done = {r["seed"]: r for r in kept if "reasoner" in r}
     metrics_path = folder.out / METRICS
+    # a seed's losses stay while its trained reasoner does (a resumed seed loads it, not retrains)
+    trained = {s for s in settings.seeds if (folder.out / f"seed-{s}" / REASONER).is_file()}
     kept_losses = [
-        r for r in (read_run_records(metrics_path) if metrics_path.is_file() else []) if r.get("seed") in done
+        r
+        for r in (read_run_records(metrics_path) if metrics_path.is_file() else [])
+        if r.get("seed") in done or r.get("seed") in trained
     ]
     with folder.recording(kept, {"settings": config}) as log, RecordLog(metrics_path, kept_losses) as losses:
         for seed in settings.seeds:

@@ -56,6 +56,26 @@ def test_the_study_runs_every_stage_and_resumes_finished(tmp_path: Path) -> None
     assert summary["random_accuracy"] == line["random_accuracy"]
     assert run_diffusion_study(TINY, out, resume=True) == summary
 
+    # cut after the training, before the seed's line: the resumed run keeps the trained models
+    # and their loss curve, and measures the same accuracies again
+    (out / "summary.json").unlink()
+    (out / "evals.jsonl").write_text("")
+    again = run_diffusion_study(TINY, out, resume=True)
+    assert [json.loads(x)["step"] for x in (out / "metrics.jsonl").read_text().splitlines()] == [
+        5,
+        10,
+        15,
+        20,
+    ]
+    for key in (
+        "accuracy_by_sampling_steps",
+        "diffusion_best_of_n_accuracy",
+        "text_accuracy",
+        "random_accuracy",
+    ):
+        assert again[key] == summary[key], key
+    assert again["text_train_seconds"] == summary["text_train_seconds"]  # kept, not re-measured
+
     # the command line reaches the same study: with these settings it finds it finished
     from typer.testing import CliRunner
 
