@@ -17,7 +17,7 @@ TESTS = Path(__file__).resolve().parents[1] / "tests"
 
 
 def benchmark_args(
-    doc: str, quick: str, quick_values: dict[str, float] | None = None, **defaults: float
+    doc: str, quick: str, quick_values: dict[str, float] | None = None, **defaults: float | str
 ) -> argparse.Namespace:
     """Parses ``sys.argv``: a ``--NAME`` option for each of ``defaults`` (typed like its default),
     then ``--quick``, whose help is ``quick``; with ``--quick``, ``quick_values`` replace the

@@ -3,7 +3,9 @@ for the compute an early-exit network saves; DiffThinker-style diffusion reasoni
 random solver and a text policy trained by SFT then GRPO; and a CMI-style reward model trained on
 synthetic preference pairs.
 
-    python benchmarks/eefp_diffusion_cmi.py [--quick] [--seeds N] [--train_steps N] ...
+    python benchmarks/eefp_diffusion_cmi.py [--quick] [--sections early_exit,diffusion,cmi] [--seeds N] ...
+
+``--sections`` runs some of the three parts (default: all).
 
 **EEFP** (``evals/early_exit.py``, ``docs/early_exit.md``): the study of
 :func:`embodia.evals.early_exit.run_early_exit_study` over ``--seeds`` seeds of every dataset
@@ -153,6 +155,9 @@ def cmi(args: Any, folder: Path) -> dict[str, Any]:
     return out
 
 
+SECTIONS = {"early_exit": early_exit, "diffusion": diffusion, "cmi": cmi}
+
+
 def main() -> None:
     args = benchmark_args(
         __doc__,
@@ -172,15 +177,17 @@ def main() -> None:
         cmi_train_pairs=800,
         cmi_test_pairs=200,
         cmi_steps=600,
+        sections=",".join(SECTIONS),
     )
-    result: dict[str, Any] = {"quick": bool(args.quick)}
+    chosen = [name.strip() for name in str(args.sections).split(",") if name.strip()]
+    unknown = sorted(set(chosen) - set(SECTIONS))
+    if unknown or not chosen:
+        raise SystemExit(f"--sections takes some of {', '.join(SECTIONS)}; got {args.sections!r}")
+    result: dict[str, Any] = {"quick": bool(args.quick), "sections": chosen}
     with tempfile.TemporaryDirectory() as folder:
-        log("early exit")
-        result |= early_exit(args, Path(folder))
-        log("diffthinker")
-        result |= diffusion(args, Path(folder))
-        log("cmi reward model")
-        result |= cmi(args, Path(folder))
+        for name in chosen:
+            log(name)
+            result |= SECTIONS[name](args, Path(folder))
     print(json.dumps(result))
 
 
