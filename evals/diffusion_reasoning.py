@@ -60,13 +60,13 @@ from embodia.policies.diffusion_reasoner import (
     train_reasoner,
     training_pairs,
 )
+from embodia.policies.recipes.solutions import PUZZLE_ENV_ID, puzzle_reply, puzzle_solution_records
 
 EVALS = "evals.jsonl"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
 HELD_OUT_SEED = 1_000_000
 """The held-out instances' first seed: far from every training instance."""
-PUZZLE_ENV = "embodia/Puzzle-v0"
 REASONER = "reasoner.safetensors"
 
 
@@ -143,20 +143,9 @@ def _accuracy(images: PathImages, answers: Sequence[str], instances: Sequence[An
     return float(np.mean([images.check(a, i).correct for a, i in zip(answers, instances, strict=True)]))
 
 
-def _reply(moves: str) -> str:
-    return json.dumps({"path": moves})
-
-
 def _text_prompts(settings: DiffusionStudySettings, seeds: Sequence[int]) -> list[str]:
-    import gymnasium
-
-    env = gymnasium.make(PUZZLE_ENV, task=settings.puzzle, difficulty=settings.difficulty, text=True)
-    prompts = []
-    for seed in seeds:
-        observation, _ = env.reset(options={"seed": seed})
-        prompts.append(str(observation["prompt"]))
-    env.close()
-    return prompts
+    records = puzzle_solution_records(settings.puzzle, settings.difficulty, seeds)
+    return [str(record["messages"][0]["content"]) for record in records]
 
 
 def _chat(prompt: str) -> Any:
@@ -183,17 +172,8 @@ def train_text_policy(
     if model is None:
         build_tiny_chat_lm(out / "base", seed=seed)
         model = f"hf:{out / 'base'}"
-    images = puzzle_images(settings.puzzle, settings.difficulty)
-    seeds = range(settings.text_sft_instances)
-    instances = [images.task.generate(s, settings.difficulty) for s in seeds]
     records = tuple(
-        {
-            "messages": [
-                {"role": "user", "content": prompt},
-                {"role": "assistant", "content": _reply(str(instance.answer))},
-            ]
-        }
-        for prompt, instance in zip(_text_prompts(settings, seeds), instances, strict=True)
+        puzzle_solution_records(settings.puzzle, settings.difficulty, range(settings.text_sft_instances))
     )
     policy = model
     if settings.text_sft_steps:
@@ -218,7 +198,7 @@ def train_text_policy(
         grpo = run_grpo(
             GRPOSettings(
                 policy=policy,
-                env=PUZZLE_ENV,
+                env=PUZZLE_ENV_ID,
                 env_options={"task": settings.puzzle, "difficulty": settings.difficulty, "text": True},
                 images=False,
                 steps=settings.text_grpo_steps,
@@ -247,13 +227,15 @@ def text_replies(policy: Any, prompts: Sequence[str]) -> list[str]:
     return replies
 
 
-def choose_by_likelihood(policy: Any, prompt: str, candidates: Sequence[str]) -> str:
-    """The candidate moves whose reply the text policy finds most likely after ``prompt``, by
+def choose_by_likelihood(policy: Any, prompt: str, candidates: Sequence[str], task: Any) -> str:
+    """The candidate moves whose reply (as ``task`` reads it, :func:`puzzle_reply`) the text
+    policy finds most likely after ``prompt``, by
     the mean log-probability of the reply's tokens (a total would favour the shortest reply,
     and a path cut short is wrong)."""
     distinct = sorted(set(candidates))
     encoded = policy._encode(_chat(prompt).messages, (), to_device=False)["input_ids"][0].tolist()
-    completions = [policy.tokenizer(_reply(c), add_special_tokens=False)["input_ids"] for c in distinct]
+    replies = [puzzle_reply(task, moves) for moves in distinct]
+    completions = [policy.tokenizer(reply, add_special_tokens=False)["input_ids"] for reply in replies]
     with torch.no_grad():
         scores = policy.completion_logps([encoded] * len(distinct), completions)
     means = (scores.logps * scores.mask).sum(dim=1) / scores.mask.sum(dim=1)
@@ -342,7 +324,7 @@ def study_seed(
     replies = text_replies(policy, prompts)
     text_seconds = (time.perf_counter() - started) / len(instances)
     started = time.perf_counter()
-    chosen = [choose_by_likelihood(policy, p, s) for p, s in zip(prompts, sampled, strict=True)]
+    chosen = [choose_by_likelihood(policy, p, s, images.task) for p, s in zip(prompts, sampled, strict=True)]
     choose_seconds = (time.perf_counter() - started) / len(instances)
     return {
         "seed": seed,

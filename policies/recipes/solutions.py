@@ -5,8 +5,9 @@ that never writes a readable answer scores 0 on every sample, so every group's a
 0 and nothing is learned. These records teach the format (and, where the model can, the
 answer) from solutions that are correct by construction, or from a teacher's decisions.
 
-Two envs have generated records: DSR-Bench's solved instances (:func:`dsr_solution_records`)
-and the waypoint env's teacher episodes (:func:`waypoint_solution_records`).
+Three envs have generated records: DSR-Bench's solved instances (:func:`dsr_solution_records`),
+the waypoint env's teacher episodes (:func:`waypoint_solution_records`) and the puzzles that
+have a text drawing (:func:`puzzle_solution_records`).
 
 DSR-Bench (``embodia/DSR-v0``): each record is one instance of a DSR operation (default
 ``array.access`` at the ``short`` length: "what is the value at index i of this 5-10 item
@@ -36,15 +37,17 @@ same seeds and env options give the same records, and episodes of other seeds ar
 procedural houses. The greedy-gain teacher is a heuristic, not an optimum: it is what a
 tiny model can be taught to read from the prompt.
 
-Puzzles (``embodia/Puzzle-v0``) are not generated here: their questions are about an image, so
-a text-only model cannot answer them from the prompt alone.
+Puzzles (``embodia/Puzzle-v0`` with ``text=True``, so that the prompt carries the puzzle's
+text drawing and a text-only model can answer it): each record is the instance of one reset
+seed, its prompt the env's, its reply the reference answer under the task's first answer key
+(``{"path": "RRDL"}`` for a maze), scored by the env as it is made.
 """
 
 from __future__ import annotations
 
 import json
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -134,6 +137,44 @@ def dsr_solution_records(
             messages: list[Message] = [] if system is None else [{"role": "system", "content": system}]
             messages += [{"role": "user", "content": observation}, {"role": "assistant", "content": reply}]
             records.append({"messages": messages})
+    finally:
+        env.close()
+    return records
+
+
+# --------------------------------------------------------------------------- puzzles
+
+PUZZLE_ENV_ID = "embodia/Puzzle-v0"
+
+
+def puzzle_reply(task: Any, answer: Any) -> str:
+    """``answer`` as the reply ``task`` reads: under its first answer key (``answer`` for a task
+    that names none)."""
+    return json.dumps({getattr(task, "answer_keys", ("answer",))[0]: answer})
+
+
+def puzzle_solution_records(task: str, difficulty: str, seeds: Iterable[int]) -> list[SFTRecord]:
+    """One chat record per reset seed: ``[user: the text prompt, assistant: the solution]``. A
+    solution that scores below full marks raises :class:`RolloutError` (a generator bug)."""
+    import gymnasium
+
+    from embodia.envs.puzzles.env import PuzzleEnv
+
+    env = gymnasium.make(PUZZLE_ENV_ID, task=task, difficulty=difficulty, text=True)
+    records: list[SFTRecord] = []
+    try:
+        for seed in seeds:
+            observation, _ = env.reset(options={"seed": seed})
+            puzzle = cast(PuzzleEnv, env.unwrapped)
+            assert puzzle.instance is not None  # reset made it
+            reply = puzzle_reply(puzzle.task, puzzle.instance.answer)
+            _, reward, _, _, info = env.step(reply)
+            if reward != 1.0:
+                raise RolloutError(
+                    f"the solution of {task} seed {seed} scores {reward} ({info['reason']}): {reply}"
+                )
+            user: Message = {"role": "user", "content": str(observation["prompt"])}
+            records.append({"messages": [user, {"role": "assistant", "content": reply}]})
     finally:
         env.close()
     return records

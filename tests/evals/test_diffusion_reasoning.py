@@ -13,10 +13,10 @@ from embodia.evals.diffusion_reasoning import (
     DiffusionStudyError,
     DiffusionStudySettings,
     _chat,
-    _reply,
     choose_by_likelihood,
     run_diffusion_study,
 )
+from embodia.policies.diffusion_reasoner import puzzle_images
 
 TINY = DiffusionStudySettings(
     train_instances=400,
@@ -102,11 +102,12 @@ def test_the_collaborator_picks_its_likeliest_reply_per_token(tiny_chat_lm_dir: 
     prompt_ids = policy._encode(_chat(prompt).messages, (), to_device=False)["input_ids"][0].tolist()
     alone = {}
     for moves in set(candidates):
-        completion = policy.tokenizer(_reply(moves), add_special_tokens=False)["input_ids"]
+        completion = policy.tokenizer(json.dumps({"path": moves}), add_special_tokens=False)["input_ids"]
         with torch.no_grad():
             scores = policy.completion_logps([prompt_ids], [completion])
         alone[moves] = float((scores.logps * scores.mask).sum() / scores.mask.sum())
-    assert choose_by_likelihood(policy, prompt, candidates) == max(alone, key=alone.__getitem__)
+    chosen = choose_by_likelihood(policy, prompt, candidates, puzzle_images("maze").task)
+    assert chosen == max(alone, key=alone.__getitem__)
 
 
 def test_bad_settings_are_named() -> None:

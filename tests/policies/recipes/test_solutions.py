@@ -80,3 +80,21 @@ def test_a_system_message_comes_first() -> None:
 def test_bad_input_names_the_problem(kwargs: dict[str, object], problem: str) -> None:
     with pytest.raises(DSRError, match=problem):
         dsr_solution_records(**kwargs)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("task", ["maze", "frozenlake", "sudoku"])
+def test_puzzle_records_show_the_text_drawing_and_solve_it(task: str) -> None:
+    from embodia.policies.recipes.solutions import PUZZLE_ENV_ID, puzzle_solution_records
+
+    records = puzzle_solution_records(task, "easy", [3, 4])
+    env = gymnasium.make(PUZZLE_ENV_ID, task=task, difficulty="easy", text=True)
+    for seed, record in zip([3, 4], records, strict=True):
+        user, assistant = record["messages"]
+        observation, _ = env.reset(options={"seed": seed})
+        drawing = env.unwrapped.task.text(env.unwrapped.instance)
+        assert user == {"role": "user", "content": observation["prompt"]} and drawing in user["content"]
+        assert env.step(assistant["content"])[1] == 1.0
+    if task == "maze":
+        assert json.loads(records[0]["messages"][1]["content"]) == {
+            "path": env.unwrapped.task.generate(3, "easy").answer
+        }
