@@ -65,6 +65,8 @@ from embodia.policies.recipes.solutions import PUZZLE_ENV_ID, puzzle_reply, puzz
 EVALS = "evals.jsonl"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
+REPLY_TOKENS = 32
+"""Tokens a text policy's reply may take: a 5x5 maze's path in its JSON fits with room."""
 HELD_OUT_SEED = 1_000_000
 """The held-out instances' first seed: far from every training instance."""
 REASONER = "reasoner.safetensors"
@@ -205,7 +207,7 @@ def train_text_policy(
                 prompts_per_step=settings.text_grpo_prompts,
                 group_size=settings.text_grpo_group,
                 learning_rate=settings.text_grpo_learning_rate,
-                max_new_tokens=32,
+                max_new_tokens=REPLY_TOKENS,
                 first_seed=settings.text_sft_instances,  # after the SFT instances
                 seed=seed,
             ),
@@ -223,7 +225,7 @@ def text_replies(policy: Any, prompts: Sequence[str]) -> list[str]:
     replies = []
     for start in range(0, len(prompts), 16):
         batch = [_chat(p) for p in prompts[start : start + 16]]
-        replies += [s.text for s in policy.sample(batch, max_new_tokens=32, temperature=0.0)]
+        replies += [s.text for s in policy.sample(batch, max_new_tokens=REPLY_TOKENS, temperature=0.0)]
     return replies
 
 
