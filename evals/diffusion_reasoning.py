@@ -9,15 +9,16 @@ Per seed, :func:`run_diffusion_study`:
    accuracy and seconds per answer at every count of ``sampling_steps`` (controllability and
    efficiency), and best-of-``samples`` accuracy (the samples of one puzzle are one batch; the
    checker keeps the first correct one: native parallelism).
-2. **Random solver.** :func:`~embodia.policies.diffusion_reasoner.random_walk_answer` on the
-   same instances.
+2. **Random solver.** The image view's ``random_answer`` on the same instances (a random walk
+   that sees the walls; random digits among those the givens leave open; a random
+   permutation of the tiles).
 3. **Text policy.** A chat LM (``text_policy``, or a tiny random-weight one built in the run
    folder) is fine-tuned on the first ``text_sft_instances`` training instances written as text
    (``embodia/Puzzle-v0`` with ``text=True``: the puzzle's prompt and its text drawing, the
-   reference answer as ``{"path": ...}``), then trained by GRPO on the instances after them,
+   reference answer as the JSON reply the puzzle reads), then trained by GRPO on the instances after them,
    the puzzle's checker as reward. It answers the held-out instances greedily.
 4. **Collaboration.** The text policy chooses among the reasoner's ``samples`` answers of each
-   puzzle: the answer whose reply (``{"path": ...}``) it gives the highest mean log-probability
+   puzzle: the answer whose reply it gives the highest mean log-probability
    per token. Its accuracy is set against the reasoner's first sample alone, the text policy
    alone, and the checker's best-of-n (the ceiling of any chooser).
 
@@ -49,12 +50,11 @@ from embodia.core.runs import RecordCallback, RecordLog, RunFolder, read_run_rec
 from embodia.core.weights import load_weights
 from embodia.errors import EmbodiaError
 from embodia.policies.diffusion_reasoner import (
-    PathImages,
+    PuzzleImages,
     ReasonerTraining,
     SolutionNet,
     frames_to_pictures,
     puzzle_images,
-    random_walk_answer,
     sample_solutions,
     solve,
     train_reasoner,
@@ -65,8 +65,9 @@ from embodia.policies.recipes.solutions import PUZZLE_ENV_ID, puzzle_reply, puzz
 EVALS = "evals.jsonl"
 METRICS = "metrics.jsonl"
 SUMMARY = "summary.json"
-REPLY_TOKENS = 32
-"""Tokens a text policy's reply may take: a 5x5 maze's path in its JSON fits with room."""
+REPLY_TOKENS = {"maze": 32, "frozenlake": 32, "sudoku": 112, "jigsaw": 64}
+"""Tokens a text policy's reply may take, by puzzle: the reference reply with room (a 5x5
+maze's path in its JSON, a sudoku's 81 digits, a hard jigsaw's 16 tile numbers)."""
 HELD_OUT_SEED = 1_000_000
 """The held-out instances' first seed: far from every training instance."""
 REASONER = "reasoner.safetensors"
@@ -141,8 +142,13 @@ class DiffusionStudySettings:
             )
 
 
-def _accuracy(images: PathImages, answers: Sequence[str], instances: Sequence[Any]) -> float:
+def _accuracy(images: PuzzleImages, answers: Sequence[Any], instances: Sequence[Any]) -> float:
     return float(np.mean([images.check(a, i).correct for a, i in zip(answers, instances, strict=True)]))
+
+
+def _score(images: PuzzleImages, answers: Sequence[Any], instances: Sequence[Any]) -> float:
+    """The checker's mean partial score (a sudoku's blank cells right, a jigsaw's positions)."""
+    return float(np.mean([images.check(a, i).score for a, i in zip(answers, instances, strict=True)]))
 
 
 def _text_prompts(settings: DiffusionStudySettings, seeds: Sequence[int]) -> list[str]:
@@ -207,7 +213,7 @@ def train_text_policy(
                 prompts_per_step=settings.text_grpo_prompts,
                 group_size=settings.text_grpo_group,
                 learning_rate=settings.text_grpo_learning_rate,
-                max_new_tokens=REPLY_TOKENS,
+                max_new_tokens=REPLY_TOKENS[settings.puzzle],
                 first_seed=settings.text_sft_instances,  # after the SFT instances
                 seed=seed,
             ),
@@ -220,23 +226,23 @@ def train_text_policy(
     return policy, seconds
 
 
-def text_replies(policy: Any, prompts: Sequence[str]) -> list[str]:
-    """The text policy's greedy reply to each prompt."""
+def text_replies(policy: Any, prompts: Sequence[str], reply_tokens: int) -> list[str]:
+    """The text policy's greedy reply to each prompt, of at most ``reply_tokens`` tokens."""
     replies = []
     for start in range(0, len(prompts), 16):
         batch = [_chat(p) for p in prompts[start : start + 16]]
-        replies += [s.text for s in policy.sample(batch, max_new_tokens=REPLY_TOKENS, temperature=0.0)]
+        replies += [s.text for s in policy.sample(batch, max_new_tokens=reply_tokens, temperature=0.0)]
     return replies
 
 
-def choose_by_likelihood(policy: Any, prompt: str, candidates: Sequence[str], task: Any) -> str:
-    """The candidate moves whose reply (as ``task`` reads it, :func:`puzzle_reply`) the text
+def choose_by_likelihood(policy: Any, prompt: str, candidates: Sequence[Any], task: Any) -> Any:
+    """The candidate answer whose reply (as ``task`` reads it, :func:`puzzle_reply`) the text
     policy finds most likely after ``prompt``, by
     the mean log-probability of the reply's tokens (a total would favour the shortest reply,
     and a path cut short is wrong)."""
-    distinct = sorted(set(candidates))
+    distinct = list({json.dumps(c): c for c in candidates}.values())
     encoded = policy._encode(_chat(prompt).messages, (), to_device=False)["input_ids"][0].tolist()
-    replies = [puzzle_reply(task, moves) for moves in distinct]
+    replies = [puzzle_reply(task, answer) for answer in distinct]
     completions = [policy.tokenizer(reply, add_special_tokens=False)["input_ids"] for reply in replies]
     with torch.no_grad():
         scores = policy.completion_logps([encoded] * len(distinct), completions)
@@ -317,13 +323,14 @@ def study_seed(
         np.concatenate([images.native(instances[0]).repeat(16, 0).repeat(16, 1), *pictures], 1)
     ).save(out / "frames.png")
     rng = random.Random(seed)
-    random_accuracy = _accuracy(images, [random_walk_answer(i, images, rng) for i in instances], instances)
+    guesses = [images.random_answer(i, rng) for i in instances]
 
     policy_spec, text_train_seconds = train_text_policy(settings, seed, out / "text", resume)
     policy = make_trainable_policy(policy_spec)
     prompts = _text_prompts(settings, test_seeds)
     started = time.perf_counter()
-    replies = text_replies(policy, prompts)
+    replies = text_replies(policy, prompts, REPLY_TOKENS[settings.puzzle])
+    verdicts = [images.task.score(r, i) for r, i in zip(replies, instances, strict=True)]
     text_seconds = (time.perf_counter() - started) / len(instances)
     started = time.perf_counter()
     chosen = [choose_by_likelihood(policy, p, s, images.task) for p, s in zip(prompts, sampled, strict=True)]
@@ -334,15 +341,16 @@ def study_seed(
             "train_seconds": train_seconds,
             "by_sampling_steps": by_steps,
             "first_sample_accuracy": _accuracy(images, first, instances),
+            "first_sample_score": _score(images, first, instances),
             "best_of_n_accuracy": best_of_n,
             "samples": settings.samples,
         },
-        "random_accuracy": random_accuracy,
+        "random_accuracy": _accuracy(images, guesses, instances),
+        "random_score": _score(images, guesses, instances),
         "text": {
             "train_seconds": text_train_seconds,
-            "accuracy": float(
-                np.mean([images.task.score(r, i).correct for r, i in zip(replies, instances, strict=True)])
-            ),
+            "accuracy": float(np.mean([v.correct for v in verdicts])),
+            "score": float(np.mean([v.score for v in verdicts])),
             "seconds_per_answer": text_seconds,
         },
         "collaboration": {
@@ -372,8 +380,11 @@ def summarise(lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "diffusion_first_sample_accuracy": mean(lambda line: line["reasoner"]["first_sample_accuracy"]),
         "diffusion_best_of_n_accuracy": mean(lambda line: line["reasoner"]["best_of_n_accuracy"]),
         "diffusion_train_seconds": mean(lambda line: line["reasoner"]["train_seconds"]),
+        "diffusion_first_sample_score": mean(lambda line: line["reasoner"]["first_sample_score"]),
         "random_accuracy": mean(lambda line: line["random_accuracy"]),
+        "random_score": mean(lambda line: line["random_score"]),
         "text_accuracy": mean(lambda line: line["text"]["accuracy"]),
+        "text_score": mean(lambda line: line["text"]["score"]),
         "text_seconds_per_answer": mean(lambda line: line["text"]["seconds_per_answer"]),
         "text_train_seconds": mean(lambda line: line["text"]["train_seconds"]),
         "collaboration_accuracy": mean(lambda line: line["collaboration"]["accuracy"]),

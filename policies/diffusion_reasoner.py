@@ -2,12 +2,15 @@
 model draws a puzzle's solution onto the puzzle's image, and the drawing is read back into an
 answer that the puzzle's own checker grades exactly.
 
-**Images** (:class:`PathImages`): a puzzle is seen at its native resolution, one pixel per
-cell (the puzzle renderer's image sampled at the cell centres), so a 5x5 maze is an 11x11 image
-of walls, corridors, start and goal. The solution image is the same picture with the shortest
-path painted in :data:`PATH_COLOUR`. Both are scaled to [-1, 1]. The mazes (a path through
-corridors, walls between cells) and the FrozenLake grids (path planning around holes) are read
-this way.
+**Images** (:class:`PuzzleImages`): a puzzle is seen at its native resolution. A path puzzle
+(:class:`PathImages`) is one pixel per cell (the puzzle renderer's image sampled at the cell
+centres), so a 5x5 maze is an 11x11 image of walls, corridors, start and goal, and its
+solution image is the same picture with the shortest path painted in :data:`PATH_COLOUR`; the
+mazes (a path through corridors, walls between cells) and the FrozenLake grids (path planning
+around holes) are read this way. A sudoku (:class:`DigitImages`) is a 9x9 image, each cell in
+its digit's colour, and its solution colours every cell. A jigsaw (:class:`TileImages`) is the
+shuffled picture shrunk to a few pixels a tile, and its solution is the picture reassembled.
+All are scaled to [-1, 1].
 
 **Model** (:class:`SolutionNet`): one residual block of two 3x3 convolutions, applied many times
 with shared weights at the native resolution, reading the noisy image and the puzzle at every
@@ -29,15 +32,18 @@ count trades time for accuracy. Each step's estimate can be kept as a frame: the
 reasoning path. Several samples of one puzzle are a batch: that is the native parallelism, and
 best-of-n keeps the first that the checker accepts.
 
-**Reading** (:meth:`PathImages.read_answer`): from the start, step to the unvisited neighbour
-whose cell (and, in a maze, the corridor block between) is painted most clearly, until the goal
-or a dead end. The moves go to the puzzle's checker.
+**Reading** (``read_answer``): on a path, from the start, step to the unvisited neighbour whose
+cell (and, in a maze, the corridor block between) is painted most clearly, until the goal or
+a dead end; on a sudoku, each cell's nearest digit colour; on a jigsaw, the one-to-one
+matching of the drawn tiles to the shown ones with the least squared distance. The answer
+goes to the puzzle's checker.
 """
 
 from __future__ import annotations
 
 import math
 import random
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -50,7 +56,9 @@ from torch.nn import functional
 from embodia.envs.puzzles.core import PuzzleInstance, PuzzleTask, Verdict
 from embodia.envs.puzzles.frozenlake import FrozenLakeTask
 from embodia.envs.puzzles.grid import MOVES
+from embodia.envs.puzzles.jigsaw import JigsawTask, picture, tiles
 from embodia.envs.puzzles.maze import MazeTask
+from embodia.envs.puzzles.sudoku import SudokuTask
 from embodia.errors import EmbodiaError
 
 PATH_COLOUR = (60, 90, 220)
@@ -74,16 +82,44 @@ def _to_pixels(image: np.ndarray) -> np.ndarray:
     )
 
 
-@dataclass(frozen=True)
-class PathImages:
-    """A path puzzle as images (module docstring): ``task`` generates, renders and checks it."""
+class PuzzleImages(ABC):
+    """A puzzle as the reasoner sees it: ``task`` generates, renders and checks the instances;
+    :meth:`native` is the puzzle image, :meth:`solution` the same picture solved, and
+    :meth:`read_answer` reads a drawn solution back into an answer the task's checker grades."""
 
-    task: PuzzleTask
-    difficulty: str = "easy"
+    def __init__(self, task: PuzzleTask, difficulty: str = "easy") -> None:
+        self.task, self.difficulty = task, difficulty
 
     @property
     def name(self) -> str:
         return self.task.name
+
+    @abstractmethod
+    def native(self, instance: PuzzleInstance) -> np.ndarray:
+        """The puzzle image (``H x W x 3`` uint8)."""
+
+    @abstractmethod
+    def solution(self, instance: PuzzleInstance) -> np.ndarray:
+        """The solved puzzle image, of the puzzle image's shape."""
+
+    @abstractmethod
+    def read_answer(self, image: np.ndarray, instance: PuzzleInstance) -> Any:
+        """The answer a drawn solution (``3 x H x W`` in [-1, 1]) shows."""
+
+    @abstractmethod
+    def random_answer(self, instance: PuzzleInstance, rng: random.Random) -> Any:
+        """The random solver's answer: a uniform guess that keeps to what the puzzle shows."""
+
+    def pair(self, instance: PuzzleInstance) -> tuple[np.ndarray, np.ndarray]:
+        """(puzzle, solution) as ``3 x H x W`` float arrays in [-1, 1]."""
+        return _to_unit(self.native(instance)), _to_unit(self.solution(instance))
+
+    def check(self, answer: Any, instance: PuzzleInstance) -> Verdict:
+        return self.task.check(answer, instance)
+
+
+class PathImages(PuzzleImages):
+    """A path puzzle (a maze or a FrozenLake grid) as one pixel per cell (module docstring)."""
 
     def _maze(self) -> bool:
         return isinstance(self.task, MazeTask)
@@ -118,10 +154,6 @@ class PathImages:
             image[y, x] = PATH_COLOUR
         return image
 
-    def pair(self, instance: PuzzleInstance) -> tuple[np.ndarray, np.ndarray]:
-        """(puzzle, solution) as ``3 x S x S`` float arrays in [-1, 1]."""
-        return _to_unit(self.native(instance)), _to_unit(self.solution(instance))
-
     def painted(self, image: np.ndarray, instance: PuzzleInstance) -> np.ndarray:
         """Per native pixel, how clearly ``image`` (``3 x S x S`` in [-1, 1]) paints it: the
         distance to its unpainted colour minus the distance to :data:`PATH_COLOUR` (positive:
@@ -132,22 +164,34 @@ class PathImages:
         to_plain = np.linalg.norm(pixels - plain, axis=-1)
         return np.asarray(to_plain - to_path)
 
+    def _open_steps(
+        self, instance: PuzzleInstance, cell: tuple[int, int]
+    ) -> list[tuple[str, tuple[int, int]]]:
+        """The moves from ``cell`` that stay on the grid, as (move, next cell)."""
+        facts = instance.facts
+        n = int(facts["rows"]) if self._maze() else int(facts["size"])
+        steps = []
+        for move, (dr, dc) in MOVES.items():
+            r, c = cell[0] + dr, cell[1] + dc
+            if 0 <= r < n and 0 <= c < n:
+                steps.append((move, (r, c)))
+        return steps
+
     def read_answer(self, image: np.ndarray, instance: PuzzleInstance) -> str:
         """The moves the painted path makes (module docstring)."""
         score = self.painted(image, instance)
         facts = instance.facts
-        n = int(facts["rows"]) if self._maze() else int(facts["size"])
         goal = tuple(facts["goal"])
         cell = tuple(facts["start"])
         seen = {cell}
         moves: list[str] = []
-        while cell != goal and len(moves) < n * n:
+        while cell != goal and len(moves) < score.size:
             best: tuple[float, str, tuple[int, int]] | None = None
-            for move, (dr, dc) in MOVES.items():
-                r, c = cell[0] + dr, cell[1] + dc
-                if not (0 <= r < n and 0 <= c < n) or (r, c) in seen:
+            for move, (r, c) in self._open_steps(instance, cell):
+                if (r, c) in seen:
                     continue
                 if self._maze():
+                    dr, dc = MOVES[move]
                     between = score[2 * cell[0] + 1 + dr, 2 * cell[1] + 1 + dc]
                     target = math.inf if (r, c) == goal else score[2 * r + 1, 2 * c + 1]
                     value = min(float(between), float(target))
@@ -162,45 +206,145 @@ class PathImages:
             seen.add(cell)
         return "".join(moves)
 
-    def check(self, moves: str, instance: PuzzleInstance) -> Verdict:
-        return self.task.check(moves, instance)
+    def random_answer(self, instance: PuzzleInstance, rng: random.Random) -> str:
+        """From the start, a uniformly random step to an unvisited open neighbour, until the
+        goal or a dead end (a walker that sees the walls and holes)."""
+        facts = instance.facts
+        goal, cell = tuple(facts["goal"]), tuple(facts["start"])
+        seen, moves = {cell}, []
+        while cell != goal:
+            options = []
+            for move, (r, c) in self._open_steps(instance, cell):
+                dr, dc = MOVES[move]
+                blocked = (
+                    facts["grid"][2 * cell[0] + 1 + dr][2 * cell[1] + 1 + dc] != "."
+                    if self._maze()
+                    else facts["rows"][r][c] == "H"
+                )
+                if (r, c) not in seen and not blocked:
+                    options.append((move, (r, c)))
+            if not options:
+                break
+            move, cell = options[rng.randrange(len(options))]
+            moves.append(move)
+            seen.add(cell)
+        return "".join(moves)
 
 
-def puzzle_images(name: str, difficulty: str = "easy") -> PathImages:
-    """The image view of puzzle ``name``: ``maze`` or ``frozenlake``."""
-    tasks: dict[str, Callable[[], PuzzleTask]] = {"maze": MazeTask, "frozenlake": FrozenLakeTask}
-    if name not in tasks:
-        raise DiffusionReasonerError(f"the diffusion reasoner draws {', '.join(tasks)}; got {name!r}")
-    return PathImages(tasks[name](), difficulty)
+DIGIT_COLOURS = np.array(
+    [
+        (255, 255, 255),  # an empty cell
+        (230, 25, 75),
+        (60, 180, 75),
+        (255, 225, 25),
+        (0, 130, 200),
+        (245, 130, 48),
+        (145, 30, 180),
+        (70, 240, 240),
+        (240, 50, 230),
+        (128, 128, 0),
+    ],
+    dtype=np.uint8,
+)
+"""A sudoku cell's colour by digit (0: empty): nine colours far apart in RGB."""
 
 
-def random_walk_answer(instance: PuzzleInstance, images: PathImages, rng: random.Random) -> str:
-    """The random solver: from the start, a uniformly random step to an unvisited open
-    neighbour, until the goal or a dead end (a baseline that sees the walls)."""
-    facts = instance.facts
-    maze = isinstance(images.task, MazeTask)
-    n = int(facts["rows"]) if maze else int(facts["size"])
-    goal, cell = tuple(facts["goal"]), tuple(facts["start"])
-    seen, moves = {cell}, []
-    while cell != goal:
-        options = []
-        for move, (dr, dc) in MOVES.items():
-            r, c = cell[0] + dr, cell[1] + dc
-            if not (0 <= r < n and 0 <= c < n) or (r, c) in seen:
-                continue
-            blocked = (
-                facts["grid"][2 * cell[0] + 1 + dr][2 * cell[1] + 1 + dc] != "."
-                if maze
-                else facts["rows"][r][c] == "H"
-            )
-            if not blocked:
-                options.append((move, (r, c)))
-        if not options:
-            break
-        move, cell = options[rng.randrange(len(options))]
-        moves.append(move)
-        seen.add(cell)
-    return "".join(moves)
+class DigitImages(PuzzleImages):
+    """A sudoku as a 9x9 image, one pixel per cell in its digit's colour (:data:`DIGIT_COLOURS`,
+    white when empty); the solution colours every cell. A drawn cell reads as the digit of the
+    nearest colour. (The rendered glyphs would need a glyph reader and an image 30 times larger;
+    the colour keeps the reasoner's job the puzzle's, not reading digits.)"""
+
+    @staticmethod
+    def _digits(text: str) -> np.ndarray:
+        return np.frombuffer(text.encode(), dtype=np.uint8).reshape(9, 9) - ord("0")
+
+    def native(self, instance: PuzzleInstance) -> np.ndarray:
+        return DIGIT_COLOURS[self._digits(instance.facts["givens"])]
+
+    def solution(self, instance: PuzzleInstance) -> np.ndarray:
+        return DIGIT_COLOURS[self._digits(str(instance.answer))]
+
+    def read_answer(self, image: np.ndarray, instance: PuzzleInstance) -> str:
+        pixels = _to_pixels(image).astype(np.float32)[:, :, None, :]
+        distance = ((pixels - DIGIT_COLOURS[None, None, 1:].astype(np.float32)) ** 2).sum(axis=-1)
+        return "".join(str(int(d) + 1) for d in distance.argmin(axis=-1).ravel())
+
+    def random_answer(self, instance: PuzzleInstance, rng: random.Random) -> str:
+        """Each empty cell a uniform pick among the digits no given of its row, column or box
+        holds."""
+        grid = self._digits(instance.facts["givens"])
+        cells = []
+        for r in range(9):
+            for c in range(9):
+                if grid[r, c]:
+                    cells.append(str(grid[r, c]))
+                    continue
+                box = grid[3 * (r // 3) : 3 * (r // 3) + 3, 3 * (c // 3) : 3 * (c // 3) + 3]
+                taken = {*grid[r].tolist(), *grid[:, c].tolist(), *box.ravel().tolist()}
+                cells.append(str(rng.choice([d for d in range(1, 10) if d not in taken] or [1])))
+        return "".join(cells)
+
+
+class TileImages(PuzzleImages):
+    """A jigsaw as its shuffled picture shrunk to ``tile_pixels`` pixels a tile side; the
+    solution is the original picture at the same size. A drawn solution is read by matching
+    each of its tiles to the puzzle's tiles (least squared distance over a one-to-one
+    assignment), which gives the permutation the checker grades."""
+
+    def __init__(self, task: PuzzleTask, difficulty: str = "easy", tile_pixels: int = 4) -> None:
+        super().__init__(task, difficulty)
+        if tile_pixels < 1:
+            raise DiffusionReasonerError(f"a tile needs at least one pixel a side, got {tile_pixels}")
+        self.tile_pixels = tile_pixels
+
+    def _shrunk(self, picture: np.ndarray, k: int) -> np.ndarray:
+        from PIL import Image
+
+        side = k * self.tile_pixels
+        return np.asarray(Image.fromarray(picture).resize((side, side), Image.Resampling.BOX))
+
+    def native(self, instance: PuzzleInstance) -> np.ndarray:
+        return self._shrunk(self.task.render(instance), int(instance.facts["k"]))
+
+    def solution(self, instance: PuzzleInstance) -> np.ndarray:
+        facts = instance.facts
+        k = int(facts["k"])
+        return self._shrunk(picture(int(facts["picture_seed"]), k * int(facts["tile_px"])), k)
+
+    def _tiles(self, image: np.ndarray, k: int) -> np.ndarray:
+        return tiles(np.asarray(image, np.float32).transpose(1, 2, 0), k).reshape(k * k, -1)
+
+    def read_answer(self, image: np.ndarray, instance: PuzzleInstance) -> list[int]:
+        from scipy.optimize import linear_sum_assignment
+
+        k = int(instance.facts["k"])
+        shown = self._tiles(self.pair(instance)[0], k)
+        drawn = self._tiles(image, k)
+        cost = ((shown[:, None, :] - drawn[None, :, :]) ** 2).sum(axis=-1)
+        positions, originals = linear_sum_assignment(cost)
+        answer = [0] * (k * k)
+        for position, original in zip(positions, originals, strict=True):
+            answer[int(position)] = int(original)  # shuffled position -> the original tile it shows
+        return answer
+
+    def random_answer(self, instance: PuzzleInstance, rng: random.Random) -> list[int]:
+        """A uniformly random permutation of the tiles."""
+        k = int(instance.facts["k"])
+        return rng.sample(range(k * k), k * k)
+
+
+def puzzle_images(name: str, difficulty: str = "easy") -> PuzzleImages:
+    """The image view of puzzle ``name``: ``maze``, ``frozenlake``, ``sudoku`` or ``jigsaw``."""
+    views: dict[str, Callable[[], PuzzleImages]] = {
+        "maze": lambda: PathImages(MazeTask(), difficulty),
+        "frozenlake": lambda: PathImages(FrozenLakeTask(), difficulty),
+        "sudoku": lambda: DigitImages(SudokuTask(), difficulty),
+        "jigsaw": lambda: TileImages(JigsawTask(), difficulty),
+    }
+    if name not in views:
+        raise DiffusionReasonerError(f"the diffusion reasoner draws {', '.join(views)}; got {name!r}")
+    return views[name]()
 
 
 # --------------------------------------------------------------------------- the network
@@ -336,13 +480,13 @@ def frames_to_pictures(frames: Sequence[np.ndarray], index: int, scale: int = 16
 
 def solve(
     model: SolutionNet,
-    images: PathImages,
+    images: PuzzleImages,
     instances: Sequence[PuzzleInstance],
     steps: int,
     *,
     samples: int = 1,
     seed: int = 0,
-) -> list[list[str]]:
+) -> list[list[Any]]:
     """Per instance, the answers read from ``samples`` sampled solution images (one batch)."""
     if samples < 1:
         raise DiffusionReasonerError(f"samples must be at least 1, got {samples}")
@@ -355,7 +499,9 @@ def solve(
     ]
 
 
-def training_pairs(images: PathImages, seeds: Sequence[int]) -> tuple[torch.Tensor, torch.Tensor, list[Any]]:
+def training_pairs(
+    images: PuzzleImages, seeds: Sequence[int]
+) -> tuple[torch.Tensor, torch.Tensor, list[Any]]:
     """Puzzle and solution tensors of the instances ``seeds`` (and the instances)."""
     instances = [images.task.generate(seed, images.difficulty) for seed in seeds]
     pairs = [images.pair(i) for i in instances]

@@ -11,13 +11,13 @@ import pytest
 import torch
 
 from embodia.policies.diffusion_reasoner import (
+    DIGIT_COLOURS,
     PATH_COLOUR,
     DiffusionReasonerError,
     ReasonerTraining,
     SolutionNet,
     frames_to_pictures,
     puzzle_images,
-    random_walk_answer,
     sample_solutions,
     solve,
     train_reasoner,
@@ -35,6 +35,77 @@ def test_the_reference_solution_image_reads_back_into_a_correct_answer(name: str
         assert images.check(images.read_answer(solution, instance), instance).correct, seed
         # the puzzle itself paints nothing: no path is read from it
         assert images.read_answer(puzzle, instance) == ""
+
+
+@pytest.mark.parametrize("name", ["sudoku", "jigsaw"])
+def test_sudoku_and_jigsaw_solution_images_read_back_and_their_puzzles_do_not(name: str) -> None:
+    images = puzzle_images(name)
+    noise = np.random.default_rng(0)
+    for seed in range(12):
+        instance = images.task.generate(seed, "easy")
+        puzzle, solution = images.pair(instance)
+        assert puzzle.shape == solution.shape
+        assert images.check(images.read_answer(solution, instance), instance).correct, seed
+        # a drawing a little off every colour still reads as the solution
+        shaken = solution + noise.normal(0, 0.08, solution.shape).astype(np.float32)
+        assert images.check(images.read_answer(shaken, instance), instance).correct, seed
+        # the unsolved puzzle is no answer: blank sudoku cells, tiles left where they lie
+        assert not images.check(images.read_answer(puzzle, instance), instance).correct, seed
+
+
+def test_a_sudoku_image_colours_givens_and_leaves_blanks_white() -> None:
+    images = puzzle_images("sudoku")
+    instance = images.task.generate(1, "easy")
+    native, solution = images.native(instance), images.solution(instance)
+    assert native.shape == solution.shape == (9, 9, 3)
+    givens = instance.facts["givens"]
+    for i, digit in enumerate(givens):
+        r, c = divmod(i, 9)
+        assert tuple(native[r, c]) == tuple(DIGIT_COLOURS[int(digit)])
+        assert tuple(solution[r, c]) == tuple(DIGIT_COLOURS[int(str(instance.answer)[i])])
+    assert (native == 255).all(axis=-1).sum() == givens.count("0")
+
+
+def test_a_jigsaw_drawing_reads_as_the_tiles_it_shows() -> None:
+    """Drawing the tiles in another order reads as that order, one tile matched once."""
+    images = puzzle_images("jigsaw", "medium")
+    instance = images.task.generate(4, "medium")
+    assert images.native(instance).shape == (12, 12, 3)
+    puzzle = images.pair(instance)[0]
+    k, t = 3, 4
+    shown = [puzzle[:, (p // k) * t : (p // k + 1) * t, (p % k) * t : (p % k + 1) * t] for p in range(k * k)]
+    order = [3, 1, 8, 0, 4, 2, 7, 5, 6]  # drawn position q shows the tile shown at order[q]
+    drawn = np.zeros_like(puzzle)
+    for q, p in enumerate(order):
+        drawn[:, (q // k) * t : (q // k + 1) * t, (q % k) * t : (q % k + 1) * t] = shown[p]
+    answer = images.read_answer(drawn, instance)
+    assert sorted(answer) == list(range(9))
+    assert all(answer[p] == q for q, p in enumerate(order))
+
+
+def test_the_random_sudoku_and_jigsaw_solvers_guess_within_the_rules() -> None:
+    rng = random.Random(0)
+    sudoku = puzzle_images("sudoku")
+    scores = []
+    for seed in range(20):
+        instance = sudoku.task.generate(seed, "easy")
+        guess = sudoku.random_answer(instance, rng)
+        givens = instance.facts["givens"]
+        assert all(g in ("0", a) for g, a in zip(givens, guess, strict=True))  # givens kept
+        for i, digit in enumerate(guess):
+            if givens[i] == "0":
+                r, c = divmod(i, 9)
+                row = givens[9 * r : 9 * r + 9]
+                column = givens[c::9]
+                assert digit not in row and digit not in column
+        scores.append(sudoku.check(guess, instance).score)
+    # open candidates are right more often than a ninth of the time, and far from always
+    assert 1 / 9 < np.mean(scores) < 0.6
+    jigsaw = puzzle_images("jigsaw")
+    instance = jigsaw.task.generate(0, "easy")
+    guesses = [jigsaw.random_answer(instance, rng) for _ in range(200)]
+    assert all(sorted(g) == [0, 1, 2, 3] for g in guesses)
+    assert 0.01 < np.mean([jigsaw.check(g, instance).correct for g in guesses]) < 0.1
 
 
 def test_a_maze_solution_paints_cells_and_the_corridors_between_them() -> None:
@@ -68,7 +139,7 @@ def test_the_random_solver_walks_through_open_cells_only() -> None:
     verdicts = []
     for seed in range(60):
         instance = images.task.generate(seed, "easy")
-        moves = random_walk_answer(instance, images, rng)
+        moves = images.random_answer(instance, rng)
         verdict = images.check(moves, instance)
         assert "wall" not in verdict.reason, verdict.reason
         verdicts.append(verdict.correct)
@@ -129,7 +200,7 @@ def test_the_reasoner_learns_5x5_mazes_well_above_the_random_solver() -> None:
         [any(images.check(m, i).correct for m in a) for a, i in zip(answers, held_out, strict=True)]
     )
     rng = random.Random(0)
-    random_solver = np.mean([images.check(random_walk_answer(i, images, rng), i).correct for i in held_out])
+    random_solver = np.mean([images.check(images.random_answer(i, rng), i).correct for i in held_out])
     assert random_solver < 0.35
     assert first > random_solver + 0.15, (first, random_solver)
     # several samples of one puzzle, checked: never worse than one, here clearly better
