@@ -22,7 +22,7 @@ def _diffusion_settings() -> type[Any]:
 EVAL_DIFFUSION_OPTIONS: OptionTable = {
     "out": OWN,
     "resume": OWN,
-    "puzzle": FieldOption("The puzzle drawn: maze or frozenlake."),
+    "puzzle": FieldOption("The puzzle drawn: maze, frozenlake, sudoku or jigsaw."),
     "difficulty": FieldOption("The puzzle's size: easy, medium or hard."),
     "seeds": FieldOption("A seed, repeatable: one reasoner and one text policy per seed.", flag="--seed"),
     "train_instances": FieldOption(
@@ -74,10 +74,23 @@ def eval_diffusion_reasoning(
             f"diffusion, {steps} sampling step(s): accuracy {accuracy:.3f}, {1000 * seconds:.1f} ms/answer",
             highlight=False,
         )
+    text, together = summary["text_accuracy"], summary["collaboration_accuracy"]
     console.print(
         f"diffusion best-of-{settings.samples} {summary['diffusion_best_of_n_accuracy']:.3f}; "
-        f"random solver {summary['random_accuracy']:.3f}; text policy {summary['text_accuracy']:.3f}; "
-        f"text policy choosing among the drawings {summary['collaboration_accuracy']:.3f}",
+        f"random solver {summary['random_accuracy']:.3f}; "
+        + (
+            f"text policy {text:.3f}; text policy choosing among the drawings {together:.3f}"
+            if text is not None
+            else f"no text policy (the {settings.puzzle} has no text drawing)"
+        ),
+        highlight=False,
+        soft_wrap=True,
+    )
+    console.print(
+        "partial scores (the checker's, first sample): "
+        f"diffusion {summary['diffusion_first_sample_score']:.3f}, "
+        f"random solver {summary['random_score']:.3f}"
+        + (f", text policy {summary['text_score']:.3f}" if text is not None else ""),
         highlight=False,
         soft_wrap=True,
     )

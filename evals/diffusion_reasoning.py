@@ -22,6 +22,9 @@ Per seed, :func:`run_diffusion_study`:
    per token. Its accuracy is set against the reasoner's first sample alone, the text policy
    alone, and the checker's best-of-n (the ceiling of any chooser).
 
+A jigsaw has no text drawing, so a text-only policy cannot see it: its study records the text
+policy and collaboration as None (steps 3 and 4 are skipped).
+
 The folder holds ``evals.jsonl`` (one line per seed, written as it finishes; ``resume=True``
 skips those and continues a text policy's training where it stopped), ``seed-N/`` (the
 reasoner's weights and training time, the denoising frames of the first held-out puzzle as
@@ -250,6 +253,46 @@ def choose_by_likelihood(policy: Any, prompt: str, candidates: Sequence[Any], ta
     return distinct[int(torch.argmax(means))]
 
 
+def text_arms(
+    settings: DiffusionStudySettings,
+    seed: int,
+    out: Path,
+    resume: bool,
+    test_seeds: Sequence[int],
+    instances: Sequence[Any],
+    sampled: Sequence[Sequence[Any]],
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """The text policy alone and choosing among the reasoner's ``sampled`` answers (module
+    docstring, steps 3 and 4); both None for a puzzle with no text drawing (a jigsaw), which a
+    text-only policy cannot see."""
+    from embodia.policies.spec import make_trainable_policy
+
+    images = puzzle_images(settings.puzzle, settings.difficulty)
+    if not images.task.drawn_as_text:
+        return None, None
+    policy_spec, train_seconds = train_text_policy(settings, seed, out, resume)
+    policy = make_trainable_policy(policy_spec)
+    prompts = _text_prompts(settings, test_seeds)
+    started = time.perf_counter()
+    replies = text_replies(policy, prompts, REPLY_TOKENS[settings.puzzle])
+    text_seconds = (time.perf_counter() - started) / len(instances)
+    verdicts = [images.task.score(r, i) for r, i in zip(replies, instances, strict=True)]
+    started = time.perf_counter()
+    chosen = [choose_by_likelihood(policy, p, s, images.task) for p, s in zip(prompts, sampled, strict=True)]
+    choose_seconds = (time.perf_counter() - started) / len(instances)
+    text = {
+        "train_seconds": train_seconds,
+        "accuracy": float(np.mean([v.correct for v in verdicts])),
+        "score": float(np.mean([v.score for v in verdicts])),
+        "seconds_per_answer": text_seconds,
+    }
+    collaboration = {
+        "accuracy": _accuracy(images, chosen, instances),
+        "choose_seconds_per_answer": choose_seconds,
+    }
+    return text, collaboration
+
+
 def study_seed(
     settings: DiffusionStudySettings,
     seed: int,
@@ -258,8 +301,6 @@ def study_seed(
     log: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:
     """Every measurement of one seed (module docstring)."""
-    from embodia.policies.spec import make_trainable_policy
-
     images = puzzle_images(settings.puzzle, settings.difficulty)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
@@ -325,16 +366,7 @@ def study_seed(
     rng = random.Random(seed)
     guesses = [images.random_answer(i, rng) for i in instances]
 
-    policy_spec, text_train_seconds = train_text_policy(settings, seed, out / "text", resume)
-    policy = make_trainable_policy(policy_spec)
-    prompts = _text_prompts(settings, test_seeds)
-    started = time.perf_counter()
-    replies = text_replies(policy, prompts, REPLY_TOKENS[settings.puzzle])
-    verdicts = [images.task.score(r, i) for r, i in zip(replies, instances, strict=True)]
-    text_seconds = (time.perf_counter() - started) / len(instances)
-    started = time.perf_counter()
-    chosen = [choose_by_likelihood(policy, p, s, images.task) for p, s in zip(prompts, sampled, strict=True)]
-    choose_seconds = (time.perf_counter() - started) / len(instances)
+    text, collaboration = text_arms(settings, seed, out / "text", resume, test_seeds, instances, sampled)
     return {
         "seed": seed,
         "reasoner": {
@@ -347,24 +379,22 @@ def study_seed(
         },
         "random_accuracy": _accuracy(images, guesses, instances),
         "random_score": _score(images, guesses, instances),
-        "text": {
-            "train_seconds": text_train_seconds,
-            "accuracy": float(np.mean([v.correct for v in verdicts])),
-            "score": float(np.mean([v.score for v in verdicts])),
-            "seconds_per_answer": text_seconds,
-        },
-        "collaboration": {
-            "accuracy": _accuracy(images, chosen, instances),
-            "choose_seconds_per_answer": choose_seconds,
-        },
+        "text": text,
+        "collaboration": collaboration,
     }
 
 
 def summarise(lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
-    """Means over seeds of each headline number, and each seed's."""
+    """Means over seeds of each headline number, and each seed's; the text policy's numbers
+    are None where the puzzle has no text drawing."""
 
     def mean(get: Callable[[Mapping[str, Any]], float]) -> float:
         return statistics.fmean(get(line) for line in lines)
+
+    def arm_mean(arm: str, key: str) -> float | None:
+        if any(line[arm] is None for line in lines):
+            return None
+        return statistics.fmean(line[arm][key] for line in lines)
 
     def by_steps(key: str) -> dict[str, float]:
         steps = lines[0]["reasoner"]["by_sampling_steps"]
@@ -378,16 +408,16 @@ def summarise(lines: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
         "accuracy_by_sampling_steps": by_steps("accuracy"),
         "seconds_per_answer_by_sampling_steps": by_steps("seconds_per_answer"),
         "diffusion_first_sample_accuracy": mean(lambda line: line["reasoner"]["first_sample_accuracy"]),
+        "diffusion_first_sample_score": mean(lambda line: line["reasoner"]["first_sample_score"]),
         "diffusion_best_of_n_accuracy": mean(lambda line: line["reasoner"]["best_of_n_accuracy"]),
         "diffusion_train_seconds": mean(lambda line: line["reasoner"]["train_seconds"]),
-        "diffusion_first_sample_score": mean(lambda line: line["reasoner"]["first_sample_score"]),
         "random_accuracy": mean(lambda line: line["random_accuracy"]),
         "random_score": mean(lambda line: line["random_score"]),
-        "text_accuracy": mean(lambda line: line["text"]["accuracy"]),
-        "text_score": mean(lambda line: line["text"]["score"]),
-        "text_seconds_per_answer": mean(lambda line: line["text"]["seconds_per_answer"]),
-        "text_train_seconds": mean(lambda line: line["text"]["train_seconds"]),
-        "collaboration_accuracy": mean(lambda line: line["collaboration"]["accuracy"]),
+        "text_accuracy": arm_mean("text", "accuracy"),
+        "text_score": arm_mean("text", "score"),
+        "text_seconds_per_answer": arm_mean("text", "seconds_per_answer"),
+        "text_train_seconds": arm_mean("text", "train_seconds"),
+        "collaboration_accuracy": arm_mean("collaboration", "accuracy"),
         "per_seed": list(lines),
     }
 

@@ -156,6 +156,11 @@ class PuzzleTask(ABC):
         puzzle exists only as a picture."""
         return None
 
+    @property
+    def drawn_as_text(self) -> bool:
+        """Whether the puzzle has a text drawing (:meth:`text`) that text-only policies read."""
+        return type(self).text is not PuzzleTask.text
+
     step_format: str = ""
     """How a reply states steps so that :meth:`claimed_steps` reads them (shown to models)."""
 

@@ -28,7 +28,7 @@ from PIL import Image
 
 from embodia.envs import registry
 from embodia.envs.puzzles import make_task
-from embodia.envs.puzzles.core import PuzzleError, PuzzleInstance, PuzzleTask
+from embodia.envs.puzzles.core import PuzzleError, PuzzleInstance
 
 _CHARSET = frozenset(string.printable)
 TEXT_LIMIT = 100_000
@@ -46,7 +46,7 @@ class PuzzleEnv(gymnasium.Env[dict[str, Any], str]):
         text: bool = False,
     ) -> None:
         self.task = make_task(task)
-        if text and type(self.task).text is PuzzleTask.text:
+        if text and not self.task.drawn_as_text:
             raise PuzzleError(f"the {task} puzzle has no text drawing, so text=True cannot show it")
         self.text = bool(text)
         if difficulty not in self.task.difficulties:

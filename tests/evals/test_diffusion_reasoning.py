@@ -3,6 +3,7 @@ finished summary, and the text policy's choice among candidates is its likeliest
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -93,6 +94,31 @@ def test_the_study_runs_every_stage_and_resumes_finished(tmp_path: Path) -> None
     assert "diffusion, 2 sampling step(s): accuracy" in result.output
 
 
+@pytest.mark.parametrize("puzzle", ["sudoku", "jigsaw"])
+def test_the_study_draws_sudoku_and_jigsaw_with_their_partial_scores(tmp_path: Path, puzzle: str) -> None:
+    """The same stages on the other two puzzles: answers are digit strings and tile lists, and
+    the checker's partial score (blank cells right, tiles in place) is reported beside accuracy."""
+    settings = dataclasses.replace(
+        TINY, puzzle=puzzle, train_instances=60, text_sft_instances=20, text_sft_steps=2, text_grpo_steps=0
+    )
+    summary = run_diffusion_study(settings, tmp_path / puzzle)
+    (line,) = summary["per_seed"]
+    for arm in ("diffusion_first_sample_score", "random_score"):
+        assert 0.0 <= summary[arm] <= 1.0, arm
+    assert line["reasoner"]["first_sample_score"] >= line["reasoner"]["first_sample_accuracy"]
+    if puzzle == "sudoku":
+        # a random digit among those the givens leave open is right about half the time
+        assert 0.3 < summary["random_score"] < 0.7
+        assert 0.0 <= summary["text_score"] <= 1.0
+        assert 0.0 <= summary["collaboration_accuracy"] <= 1.0
+    else:
+        # a text-only policy cannot see a jigsaw: its arms are not run, and say so
+        assert line["text"] is None and line["collaboration"] is None
+        assert summary["text_accuracy"] is None and summary["collaboration_accuracy"] is None
+        assert not (tmp_path / puzzle / "seed-0" / "text").exists()
+    assert (tmp_path / puzzle / "seed-0" / "frames.png").is_file()
+
+
 def test_the_collaborator_picks_its_likeliest_reply_per_token(tiny_chat_lm_dir: Path) -> None:
     from embodia.policies.spec import make_trainable_policy
 
@@ -117,3 +143,12 @@ def test_bad_settings_are_named() -> None:
         DiffusionStudySettings(sampling_steps=(0,))
     with pytest.raises(DiffusionStudyError, match="difficulty"):
         DiffusionStudySettings(difficulty="enormous")
+
+
+def test_the_collaborator_compares_tile_lists_as_answers(tiny_chat_lm_dir: Path) -> None:
+    from embodia.policies.spec import make_trainable_policy
+
+    policy = make_trainable_policy(f"hf:{tiny_chat_lm_dir}")
+    candidates = [[1, 0, 3, 2], [2, 3, 0, 1], [1, 0, 3, 2]]
+    chosen = choose_by_likelihood(policy, "Reassemble the picture.", candidates, puzzle_images("jigsaw").task)
+    assert chosen in candidates
