@@ -31,18 +31,20 @@ diffusion samples (``collaboration_maze_acc``); each side's training seconds
 (``diffthinker_train_s``, ``grpo_text_train_s``). ``diffusion_s``: the study's wall time.
 
 **CMI** (``evals/reward_bench.py``, ``docs/rewards.md``): the reward study of
-:func:`embodia.evals.reward_bench.run_reward_study` (``--cmi_train_pairs`` pairs,
-``--cmi_steps`` steps, ``--cmi_test_pairs`` held-out pairs): held-out pairwise accuracy,
+:func:`embodia.evals.reward_bench.run_reward_study` over ``--cmi_seeds`` seeds (each its own
+training and held-out pairs; ``--cmi_train_pairs`` pairs, ``--cmi_steps`` steps,
+``--cmi_test_pairs`` held-out pairs), means over the seeds: held-out pairwise accuracy,
 ties counting one half, of the trained model (``cmi_musicality_acc``, ``cmi_alignment_acc`` and their mean
 ``cmi_pairwise_acc``) and of its untrained start (``cmi_untrained_musicality_acc``,
 ``cmi_untrained_alignment_acc``); the always-tie baseline scores 0.5 by construction. The
 trained model's clip scores against the pseudo-labels: ``cmi_musicality_spearman``,
 ``_pearson``, ``_kendall`` and the same for alignment.
-``cmi_pairs_per_s``: held-out pairs scored per second by the trained model (both clips, batches
-of 25, rendering excluded). ``cmi_s``: the study's wall time.
+``cmi_pairwise_acc_per_seed``: each seed's mean pairwise accuracy.
+``cmi_pairs_per_s``: held-out pairs scored per second by seed 0's trained model (both clips,
+batches of 25, rendering excluded). ``cmi_s``: the study's wall time.
 
 ``--quick``: the digits CNN alone, three seeds and shorter training; one DiffThinker seed at a
-tenth of the training on 40 mazes; a reward model trained on 64 pairs for 30 steps and measured
+tenth of the training on 40 mazes; one reward model trained on 64 pairs for 30 steps and measured
 on 50 (about a minute in all: the numbers only show that every part runs).
 The last line printed is one JSON object with every key.
 """
@@ -124,24 +126,37 @@ def diffusion(args: Any, folder: Path) -> dict[str, Any]:
 
 
 def cmi(args: Any, folder: Path) -> dict[str, Any]:
+    import statistics
+
     from embodia.evals.music_data import preference_pairs
     from embodia.evals.reward_bench import RewardStudySettings, bench_pair, run_reward_study
     from embodia.policies.rewards.cmi import load_reward_model, score_pairs
 
-    settings = RewardStudySettings(
-        train_pairs=int(args.cmi_train_pairs), test_pairs=int(args.cmi_test_pairs), steps=int(args.cmi_steps)
-    )
     started = time.perf_counter()
-    summary = run_reward_study(settings, folder / "cmi")
-    out: dict[str, Any] = {"cmi_s": time.perf_counter() - started}
-    for stage, prefix in (("trained", "cmi"), ("untrained", "cmi_untrained")):
+    per_seed: list[dict[str, Any]] = []
+    for seed in range(int(args.cmi_seeds)):
+        settings = RewardStudySettings(
+            train_pairs=int(args.cmi_train_pairs),
+            test_pairs=int(args.cmi_test_pairs),
+            steps=int(args.cmi_steps),
+            seed=seed,
+        )
+        summary = run_reward_study(settings, folder / f"cmi-{seed}")
+        numbers: dict[str, Any] = {}
+        for stage, prefix in (("trained", "cmi"), ("untrained", "cmi_untrained")):
+            for dimension in ("musicality", "alignment"):
+                numbers[f"{prefix}_{dimension}_acc"] = summary[stage][dimension]["accuracy"]
+        numbers["cmi_pairwise_acc"] = (numbers["cmi_musicality_acc"] + numbers["cmi_alignment_acc"]) / 2
         for dimension in ("musicality", "alignment"):
-            out[f"{prefix}_{dimension}_acc"] = summary[stage][dimension]["accuracy"]
-    out["cmi_pairwise_acc"] = (out["cmi_musicality_acc"] + out["cmi_alignment_acc"]) / 2
-    for dimension in ("musicality", "alignment"):
-        for name, value in summary["trained"][dimension]["score_agreement"].items():
-            out[f"cmi_{dimension}_{name}"] = value
-    model = load_reward_model(folder / "cmi" / "model")
+            for name, value in summary["trained"][dimension]["score_agreement"].items():
+                numbers[f"cmi_{dimension}_{name}"] = value
+        per_seed.append(numbers)
+    out: dict[str, Any] = {"cmi_s": time.perf_counter() - started, "cmi_seeds": len(per_seed)}
+    for key in per_seed[0]:
+        values = [numbers[key] for numbers in per_seed]
+        out[key] = None if None in values else statistics.fmean(values)
+    out["cmi_pairwise_acc_per_seed"] = [numbers["cmi_pairwise_acc"] for numbers in per_seed]
+    model = load_reward_model(folder / "cmi-0" / "model")
     items = preference_pairs(12345, 50)
     pairs = [bench_pair(item, folder, 16_000, f"pair {k + 1}") for k, item in enumerate(items)]
     import torch
@@ -162,7 +177,7 @@ def main() -> None:
     args = benchmark_args(
         __doc__,
         "the digits CNN alone, three seeds, shorter training; one short DiffThinker seed; "
-        "a reward model on 64 pairs, 30 steps",
+        "one reward model on 64 pairs, 30 steps",
         {
             "seeds": 3,
             "train_steps": 300,
@@ -170,6 +185,7 @@ def main() -> None:
             "cmi_train_pairs": 64,
             "cmi_test_pairs": 50,
             "cmi_steps": 30,
+            "cmi_seeds": 1,
         },
         seeds=3,
         train_steps=600,
@@ -177,6 +193,7 @@ def main() -> None:
         cmi_train_pairs=800,
         cmi_test_pairs=200,
         cmi_steps=600,
+        cmi_seeds=3,
         sections=",".join(SECTIONS),
     )
     chosen = [name.strip() for name in str(args.sections).split(",") if name.strip()]

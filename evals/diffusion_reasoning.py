@@ -299,8 +299,10 @@ def study_seed(
     out: Path,
     resume: bool,
     log: Callable[[dict[str, Any]], None],
+    note: Callable[[dict[str, Any]], None],
 ) -> dict[str, Any]:
-    """Every measurement of one seed (module docstring)."""
+    """Every measurement of one seed (module docstring). ``log`` takes the reasoner's losses;
+    ``note`` takes a record once the reasoner is trained, so that a run cut after it keeps it."""
     images = puzzle_images(settings.puzzle, settings.difficulty)
     out.mkdir(parents=True, exist_ok=True)
     torch.manual_seed(seed)
@@ -332,6 +334,7 @@ def study_seed(
         # the weights come last and whole: their presence marks the reasoner as trained
         save_file(model.state_dict(), str(weights.with_suffix(".partial")))
         os.replace(weights.with_suffix(".partial"), weights)
+        note({"seed": seed, "stage": "reasoner trained", "train_seconds": train_seconds})
     test_seeds = range(HELD_OUT_SEED, HELD_OUT_SEED + settings.test_instances)
     instances = [images.task.generate(s, settings.difficulty) for s in test_seeds]
 
@@ -451,7 +454,7 @@ def run_diffusion_study(
         for seed in settings.seeds:
             if seed in done:
                 continue
-            line = study_seed(settings, seed, folder.out / f"seed-{seed}", resume, losses.append)
+            line = study_seed(settings, seed, folder.out / f"seed-{seed}", resume, losses.append, log.append)
             log.append(line)
             done[seed] = line
             if on_record is not None:

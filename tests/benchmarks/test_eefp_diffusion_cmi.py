@@ -26,5 +26,6 @@ def test_quick_run_prints_the_early_exit_table_and_correlations() -> None:
     for key in ("cmi_pairwise_acc", "cmi_musicality_acc", "cmi_alignment_acc", "cmi_untrained_alignment_acc"):
         assert 0 <= result[key] <= 1, key
     assert result["cmi_pairs_per_s"] > 0
+    assert result["cmi_seeds"] == 1 and result["cmi_pairwise_acc_per_seed"] == [result["cmi_pairwise_acc"]]
     for key in ("cmi_musicality_spearman", "cmi_alignment_kendall"):
         assert result[key] is None or -1 <= result[key] <= 1, key

@@ -152,3 +152,27 @@ def test_the_collaborator_compares_tile_lists_as_answers(tiny_chat_lm_dir: Path)
     candidates = [[1, 0, 3, 2], [2, 3, 0, 1], [1, 0, 3, 2]]
     chosen = choose_by_likelihood(policy, "Reassemble the picture.", candidates, puzzle_images("jigsaw").task)
     assert chosen in candidates
+
+
+def test_a_new_run_cut_after_training_keeps_its_reasoner(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A failure in the text policy's stage comes after minutes of the reasoner's training: the
+    folder stays (it holds a record), and the resumed run loads the reasoner, not retrains it."""
+    import embodia.evals.diffusion_reasoning as study
+
+    def broken(*args: object, **kwargs: object) -> None:
+        raise RuntimeError("the text policy's stage failed")
+
+    out = tmp_path / "study"
+    monkeypatch.setattr(study, "train_text_policy", broken)
+    with pytest.raises(RuntimeError, match="text policy"):
+        run_diffusion_study(TINY, out)
+    assert (out / "seed-0" / "reasoner.safetensors").is_file()
+    (note,) = [json.loads(x) for x in (out / "evals.jsonl").read_text().splitlines() if '"stage"' in x]
+    assert note["stage"] == "reasoner trained" and note["seed"] == 0
+    losses = (out / "metrics.jsonl").read_text()
+    monkeypatch.undo()
+    summary = run_diffusion_study(TINY, out, resume=True)
+    assert (out / "metrics.jsonl").read_text() == losses  # not trained again
+    assert summary["diffusion_train_seconds"] == note["train_seconds"]
