@@ -42,6 +42,7 @@ TRAIN_REWARD_OPTIONS: OptionTable = {
     "batch_pairs": FieldOption("Pairs per step."),
     "learning_rate": FieldOption("AdamW's peak learning rate (cosine decay)."),
     "smoothing": FieldOption("Label smoothing of the Bradley-Terry targets."),
+    "regression_weight": FieldOption("Weight of the regression loss on the pairs' pseudo-labels (0: none)."),
     "width": FieldOption("The fusion transformers' width."),
     "text_hidden": FieldOption("The text encoder's width."),
     "log_every": FieldOption("Steps per metrics.jsonl line."),

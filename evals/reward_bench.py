@@ -163,13 +163,14 @@ def _wav(path: Path, sample_rate: int, where: str) -> np.ndarray:
 
 def bench_pair(item: Mapping[str, Any], base: Path, sample_rate: int, where: str) -> Any:
     """A bench item as the reward model's :class:`~embodia.policies.rewards.cmi.PreferencePair`:
-    its clips read (:func:`read_clip`), its preference in the model's dimension order (a tie
-    where the item has none)."""
+    its clips read (:func:`read_clip`), its preference and its labels (when it has them) in the
+    model's dimension order (a tie where the item has no preference)."""
     from embodia.policies.rewards.cmi import DIMENSIONS as MODEL_ORDER
     from embodia.policies.rewards.cmi import PreferencePair
 
     reference = item.get("reference")
     preferred = item.get("preferred") or {}
+    labels = item.get("labels")
     return PreferencePair(
         read_clip(item["a"], base, sample_rate, f"{where} clip a"),
         read_clip(item["b"], base, sample_rate, f"{where} clip b"),
@@ -177,6 +178,12 @@ def bench_pair(item: Mapping[str, Any], base: Path, sample_rate: int, where: str
         str(item["instruction"].get("lyrics", "")),
         None if reference is None else read_clip(reference, base, sample_rate, f"{where} reference"),
         (str(preferred.get(MODEL_ORDER[0], "tie")), str(preferred.get(MODEL_ORDER[1], "tie"))),
+        None
+        if labels is None
+        else (
+            (float(labels["a"][MODEL_ORDER[0]]), float(labels["a"][MODEL_ORDER[1]])),
+            (float(labels["b"][MODEL_ORDER[0]]), float(labels["b"][MODEL_ORDER[1]])),
+        ),
     )
 
 
@@ -360,6 +367,8 @@ class RewardStudySettings:
     batch_pairs: int = 8
     learning_rate: float = 1e-3
     smoothing: float = 0.1
+    regression_weight: float = 0.0
+    """Weight of the regression loss on the pairs' pseudo-labels beside Bradley-Terry (0: none)."""
     width: int = 64
     text_hidden: int = 64
     log_every: int = 20
@@ -380,6 +389,8 @@ class RewardStudySettings:
             raise RewardBenchError(f"learning_rate must be positive, got {self.learning_rate}")
         if not 0 <= self.smoothing < 1:
             raise RewardBenchError(f"smoothing is in [0, 1), got {self.smoothing}")
+        if not (np.isfinite(self.regression_weight) and self.regression_weight >= 0):
+            raise RewardBenchError(f"regression_weight must be >= 0, got {self.regression_weight}")
         check_seed("seed", self.seed, RewardBenchError)
 
 
@@ -476,6 +487,7 @@ def run_reward_study(settings: RewardStudySettings, out: Path, *, resume: bool =
                     settings.learning_rate,
                     settings.smoothing,
                     settings.seed,
+                    settings.regression_weight,
                 )
                 train_reward_model(model, train, training, step_log)
             save_reward_model(model, out / MODEL)

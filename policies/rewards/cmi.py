@@ -315,7 +315,8 @@ def top_k(
 @dataclass(frozen=True)
 class PreferencePair:
     """Two clips for one instruction and which is preferred per dimension (``a``, ``b`` or
-    ``tie``, in :data:`DIMENSIONS` order)."""
+    ``tie``, in :data:`DIMENSIONS` order); ``labels``, when known, are reference scores of the
+    two clips (``(a's, b's)``, each in :data:`DIMENSIONS` order) for regression training."""
 
     audio_a: np.ndarray
     audio_b: np.ndarray
@@ -323,6 +324,7 @@ class PreferencePair:
     lyrics: str
     reference: np.ndarray | None
     preferred: tuple[str, str]
+    labels: tuple[tuple[float, float], tuple[float, float]] | None = None
 
 
 @dataclass(frozen=True)
@@ -332,6 +334,9 @@ class RewardTraining:
     learning_rate: float = 3e-4
     smoothing: float = 0.1
     seed: int = 0
+    regression_weight: float = 0.0
+    """The weight of the regression loss on the pairs' ``labels`` beside the Bradley-Terry
+    loss (0: pairwise training alone)."""
 
 
 def score_pairs(model: CMIRewardModel, pairs: Sequence[PreferencePair]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -354,9 +359,15 @@ def train_reward_model(
     settings: RewardTraining,
     log: Callable[[int, float], None] | None = None,
 ) -> None:
-    """Bradley-Terry training on ``pairs`` (AdamW, cosine decay); ``log(step, loss)``."""
+    """Bradley-Terry training on ``pairs`` (AdamW, cosine decay), plus ``regression_weight``
+    times the regression loss of both clips' scores on their ``labels`` (the batch's pairs that
+    have labels); ``log(step, loss)``."""
     if not pairs:
         raise RewardModelError("training needs at least one preference pair")
+    if settings.regression_weight < 0 or not math.isfinite(settings.regression_weight):
+        raise RewardModelError(f"regression_weight must be >= 0, got {settings.regression_weight}")
+    if settings.regression_weight > 0 and all(p.labels is None for p in pairs):
+        raise RewardModelError("regression training needs pairs with labels; none of these has any")
     generator = np.random.default_rng(settings.seed)
     torch.manual_seed(settings.seed)
     optimizer = torch.optim.AdamW(model.parameters(), lr=settings.learning_rate, weight_decay=1e-4)
@@ -366,6 +377,11 @@ def train_reward_model(
         batch = [pairs[int(i)] for i in generator.integers(len(pairs), size=settings.batch_pairs)]
         scores_a, scores_b = score_pairs(model, batch)
         loss = pairwise_loss(scores_a, scores_b, [p.preferred for p in batch], settings.smoothing)
+        labelled = [k for k, p in enumerate(batch) if p.labels is not None]
+        if settings.regression_weight > 0 and labelled:
+            targets = torch.tensor([batch[k].labels for k in labelled], dtype=torch.float32)  # pairs x 2 x 2
+            scores = torch.stack([scores_a[labelled], scores_b[labelled]], dim=1)
+            loss = loss + settings.regression_weight * regression_loss(scores, targets)
         optimizer.zero_grad()
         loss.backward()
         nn.utils.clip_grad_norm_(model.parameters(), 1.0)

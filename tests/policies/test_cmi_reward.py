@@ -3,6 +3,7 @@ model's inputs and outputs, the Bradley-Terry loss by hand, and top-k filtering.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -127,3 +128,39 @@ def test_a_saved_model_loads_back_to_the_same_scores(model: CMIRewardModel, tmp_
         load_reward_model(folder)
     with pytest.raises(RewardModelError, match="has no reward.json"):
         load_reward_model(tmp_path)
+
+
+def test_regression_training_fits_the_pairs_labels(model: CMIRewardModel) -> None:
+    """With a regression weight, both clips' scores are pulled towards their labels: the
+    squared error on the training pairs falls; pairs without labels cannot train it."""
+    import copy
+
+    model = copy.deepcopy(model)  # the module's model stays untrained for the other tests
+    from embodia.evals.music_data import preference_pairs
+    from embodia.evals.reward_bench import bench_pair
+    from embodia.policies.rewards.cmi import RewardTraining, regression_loss, score_pairs, train_reward_model
+
+    items = preference_pairs(3, 12)
+    pairs = [bench_pair(item, Path("."), 16_000, f"pair {k}") for k, item in enumerate(items)]
+    # the labels in the model's order: alignment first
+    assert pairs[0].labels == (
+        (items[0]["labels"]["a"]["alignment"], items[0]["labels"]["a"]["musicality"]),
+        (items[0]["labels"]["b"]["alignment"], items[0]["labels"]["b"]["musicality"]),
+    )
+    targets = torch.tensor([p.labels for p in pairs], dtype=torch.float32)
+
+    def error() -> float:
+        with torch.no_grad():
+            a, b = score_pairs(model, pairs)
+        return float(regression_loss(torch.stack([a, b], dim=1), targets))
+
+    before = error()
+    train_reward_model(
+        model, pairs, RewardTraining(steps=40, batch_pairs=6, learning_rate=1e-3, regression_weight=1.0)
+    )
+    assert error() < 0.5 * before, (error(), before)
+    unlabelled = [replace(p, labels=None) for p in pairs]
+    with pytest.raises(RewardModelError, match="needs pairs with labels"):
+        train_reward_model(model, unlabelled, RewardTraining(steps=1, regression_weight=1.0))
+    with pytest.raises(RewardModelError, match="regression_weight"):
+        train_reward_model(model, pairs, RewardTraining(steps=1, regression_weight=-1.0))
