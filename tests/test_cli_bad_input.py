@@ -211,6 +211,14 @@ CASES = {
         ["train", "reward-model", "--out", "{out}", "--smoothing", "1"],
         "smoothing is in [0, 1)",
     ),
+    "train reward-model --regression-weight -1": (
+        ["train", "reward-model", "--out", "{out}", "--regression-weight", "-1"],
+        "regression_weight must be >= 0",
+    ),
+    "eval diffusion-reasoning --puzzle go": (
+        ["eval", "diffusion-reasoning", "--out", "{out}", "--puzzle", "go"],
+        "draws maze, frozenlake, sudoku, jigsaw; got 'go'",
+    ),
     # usage errors are one line too
     "explore without --agent": (["explore", "--out", "{out}"], "Missing option '--agent'"),
 }
