@@ -1,6 +1,6 @@
 """Scores shared by several rooms: per-second speaking F1 (the live-commentary timing score),
-ROUGE-L over lower-cased words, and the ranking scores of a detector (AUROC, average
-precision, FPR at 95% TPR).
+ROUGE-L over lower-cased words, the ranking scores of a detector (AUROC, average
+precision, FPR at 95% TPR), and the expected calibration error of confidences.
 
 The live benchmark (``embodia.evals.live``), the speak gate's training, the stream media
 checks and the CLEVR answer checks all score with these, so they live on the lowest floor.
@@ -194,3 +194,27 @@ def fpr_at_tpr(positives: Iterable[float], negatives: Iterable[float], tpr: floa
         if tp / len(pos) >= tpr:
             return fp / len(neg)
     return 1.0
+
+
+def calibration_error(confidence: Iterable[float], correct: Iterable[bool], bins: int = 10) -> float:
+    """The expected calibration error: the sum over equal-width confidence bins (the first
+    closed, the others open on the left, as the usual implementations) of the bin's share of
+    samples times ``|accuracy - mean confidence|`` in it."""
+    import numpy as np
+
+    conf = np.asarray(list(confidence), dtype=np.float64)
+    right = np.asarray(list(correct), dtype=np.float64)
+    if conf.shape != right.shape or conf.ndim != 1 or not len(conf):
+        raise ScoreInputError(
+            f"calibration needs one confidence per answer, got {conf.shape} and {right.shape}"
+        )
+    if bins < 1:
+        raise ScoreInputError(f"calibration needs at least one bin, got {bins}")
+    edges = np.linspace(0.0, 1.0, bins + 1)
+    which = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, bins - 1)
+    total = 0.0
+    for b in range(bins):
+        members = which == b
+        if members.any():
+            total += members.mean() * abs(right[members].mean() - conf[members].mean())
+    return float(total)

@@ -56,7 +56,7 @@ import torch
 
 from embodia.core.limits import check_seed, check_whole
 from embodia.core.runs import RecordCallback, RecordLog, RunFolder, read_run_records, runner
-from embodia.core.scores import auroc
+from embodia.core.scores import auroc, calibration_error
 from embodia.evals.robustness import LABELS, TEST_SET_OFFSET, closeup_set
 from embodia.policies.early_exit import (
     EarlyExitCNN,
@@ -99,21 +99,10 @@ def _check_heads(confidence: np.ndarray, correct: np.ndarray) -> tuple[np.ndarra
 
 
 def expected_calibration_error(confidence: np.ndarray, correct: np.ndarray, bins: int = 15) -> list[float]:
-    """Per head: sum over equal-width confidence bins (the first closed, the others open on
-    the left, as the usual implementations) of the bin's share of samples times
-    ``|accuracy - mean confidence|`` in it."""
+    """Per head, the expected calibration error over ``bins`` equal-width confidence bins
+    (:func:`embodia.core.scores.calibration_error`)."""
     confidence, correct = _check_heads(confidence, correct)
-    edges = np.linspace(0.0, 1.0, bins + 1)
-    out = []
-    for conf, right in zip(confidence, correct, strict=True):
-        which = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, bins - 1)
-        total = 0.0
-        for b in range(bins):
-            members = which == b
-            if members.any():
-                total += members.mean() * abs(right[members].mean() - conf[members].mean())
-        out.append(float(total))
-    return out
+    return [calibration_error(conf, right, bins) for conf, right in zip(confidence, correct, strict=True)]
 
 
 def eefp(confidence: np.ndarray, correct: np.ndarray) -> list[float | None]:
