@@ -19,7 +19,7 @@ import functools
 import json
 import statistics
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -61,6 +61,14 @@ class MarkerCorpus:
     version: int
     sources: Mapping[str, Mapping[str, Any]]
     markers: Mapping[str, HumanMarker]
+    _spellings: dict[str, str] = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        spellings = {}
+        for marker in self.markers.values():
+            for spelling in (marker.marker, *marker.aliases):
+                spellings[spelling] = marker.marker
+        object.__setattr__(self, "_spellings", spellings)  # frozen: set once, here
 
     def _own_prior(self, marker: HumanMarker) -> float | None:
         if marker.surveys:
@@ -100,18 +108,14 @@ class MarkerCorpus:
 
     def marker(self, name: str) -> HumanMarker:
         """The marker called ``name`` or one of its aliases (any case)."""
-        canonical = self.aliases().get(name.strip().lower())
+        canonical = self._spellings.get(name) or self._spellings.get(name.strip().lower())
         if canonical is None:
             raise UncertaintyError(f"{name!r} is not a marker of the corpus (version {self.version})")
         return self.markers[canonical]
 
     def aliases(self) -> dict[str, str]:
         """Every spelling (canonical names and aliases, lower case) -> its canonical marker."""
-        names: dict[str, str] = {}
-        for marker in self.markers.values():
-            for spelling in (marker.marker, *marker.aliases):
-                names[spelling] = marker.marker
-        return names
+        return dict(self._spellings)
 
     def by_prior(self) -> list[str]:
         """The canonical markers from the least to the most probable by their human priors (the

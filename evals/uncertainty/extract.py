@@ -2,7 +2,8 @@
 
 :class:`MarkerLexicon` compiles the corpus's markers and aliases (and a few hedging forms of
 them: "I doubt", "chances are slim", "there is almost no chance") into one case-insensitive
-pattern over whole words, longest spelling first, so that "highly unlikely" is not read as
+pattern over whole words (a trie of the spellings, so one pass reads a reply), longest
+spelling first, so that "highly unlikely" is not read as
 "unlikely" and "probably not" not as "probably". Hyphens and runs of spaces match each other
 ("fifty-fifty", "fifty fifty"). "may", "might" and "could" count only in a hedging form ("it
 might be", "could happen"), and "certain" not after "a" ("a certain number").
@@ -109,9 +110,30 @@ def _normal(spelling: str) -> str:
     return re.sub(r"[\s\-]+", " ", spelling.lower()).strip()
 
 
-def _spelling_pattern(spelling: str) -> str:
-    words = re.split(r"[\s\-]+", spelling.strip())
-    return r"[\s\-]+".join(re.escape(word) for word in words)
+def _trie_pattern(spellings: Sequence[str]) -> str:
+    """One pattern matching any of ``spellings`` (normalised: words split by single spaces),
+    their common prefixes shared, so the engine tries one branch per character instead of
+    every spelling at every position; a space matches any run of spaces and hyphens. Greedy
+    alternatives put a longer spelling before its prefix."""
+    trie: dict[str, dict] = {}
+    for spelling in spellings:
+        node = trie
+        for char in spelling:
+            node = node.setdefault(char, {})
+        node[""] = {}
+
+    def pattern(node: dict[str, dict]) -> str:
+        branches = [
+            (r"[\s\-]+" if char == " " else re.escape(char)) + pattern(child)
+            for char, child in sorted(node.items())
+            if char
+        ]
+        if not branches:
+            return ""
+        body = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+        return f"(?:{body})?" if "" in node else body
+
+    return pattern(trie)
 
 
 class MarkerLexicon:
@@ -127,10 +149,8 @@ class MarkerLexicon:
         for form, marker in HEDGES.items():
             if marker in self.corpus.markers:
                 self.readings.setdefault(_normal(form), marker)
-        spellings = sorted(self.readings, key=lambda s: (-len(s), s))
         self.pattern = re.compile(
-            r"(?<![\w-])(?:" + "|".join(_spelling_pattern(s) for s in spellings) + r")(?![\w-])",
-            re.IGNORECASE,
+            r"(?<![\w-])" + _trie_pattern(list(self.readings)) + r"(?![\w-])", re.IGNORECASE
         )
         self._priors = {name: self.corpus.prior(name) for name in self.corpus.markers}
 
