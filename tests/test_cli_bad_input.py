@@ -215,6 +215,10 @@ CASES = {
         ["train", "reward-model", "--out", "{out}", "--regression-weight", "-1"],
         "regression_weight must be >= 0",
     ),
+    "eval vocal --task trivia": (
+        ["eval", "vocal", "--policy", "scripted:{replies}", "--task", "trivia", "--out", "{out}"],
+        "--task is one of puzzle, dsr; got 'trivia'",
+    ),
     "eval diffusion-reasoning --puzzle go": (
         ["eval", "diffusion-reasoning", "--out", "{out}", "--puzzle", "go"],
         "draws maze, frozenlake, sudoku, jigsaw; got 'go'",

@@ -66,10 +66,11 @@ _SENTENCE_END = re.compile(r"[.!?;]+(?=\s|$)|\n+")
 _PARTICULAR = re.compile(r"\b(?:a|in|to a)\s+$", re.IGNORECASE)
 
 VERBAL_CONFIDENCE_PROMPT = (
-    "Answer the question, then say how sure you are in words, using exactly one of these "
-    "expressions: {markers}. Reply as: Answer: <answer>. Confidence: <expression>."
+    "After your answer, say how sure you are that it is right, in words, using exactly one of "
+    "these expressions: {markers}. Write it on the last line as: Confidence: <expression>"
 )
-"""The elicitation prompt (Tian et al.'s linguistic one-stage form): ``{markers}`` is the list."""
+"""The elicitation instructions (Tian et al.'s linguistic one-stage form, leaving the answer's own
+format to the question): ``{markers}`` is the list."""
 
 
 def elicitation_prompt(question: str, corpus: MarkerCorpus | None = None) -> str:

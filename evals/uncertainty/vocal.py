@@ -25,7 +25,8 @@ contradicts the human one (ordering violations); and the usage-weighted mean shi
 minus learned: positive when the model's words promise more than its answers deliver, that is,
 overconfidence).
 
-**Calibration** (:func:`calibration_report`): ECE (10 bins), Brier score, AUROC of the
+**Calibration** (:func:`calibration_report`): ECE (10 bins, with the reliability diagram's
+points: each non-empty bin's mean confidence, accuracy and count), Brier score, AUROC of the
 confidence for right against wrong answers, and the selective accuracy curve and its area, for
 any confidences: the human mapping, the learned one, or a baseline's.
 """
@@ -147,9 +148,12 @@ def bootstrap_profile(
     rounds: int = 200,
     level: float = 0.95,
     seed: int = 0,
-    **fit: object,
+    loss: str = "log",
+    shrinkage: float = 1.0,
+    monotone: bool = False,
 ) -> dict[str, tuple[float, float]]:
-    """Each marker's percentile interval over ``rounds`` bootstrap refits (module docstring)."""
+    """Each marker's percentile interval over ``rounds`` bootstrap refits with the fit's
+    settings (module docstring)."""
     corpus = corpus or load_corpus()
     if rounds < 2 or not 0 < level < 1:
         raise UncertaintyError(f"the bootstrap needs rounds >= 2 and 0 < level < 1, got {rounds}, {level}")
@@ -164,7 +168,7 @@ def bootstrap_profile(
             {m: int(sample[i].sum()) for i, m in enumerate(used)},
             {m: int(sample[i, 0]) for i, m in enumerate(used)},
         )
-        draws.append(fit_profile(resampled, corpus, **fit))  # type: ignore[arg-type]
+        draws.append(fit_profile(resampled, corpus, loss=loss, shrinkage=shrinkage, monotone=monotone))
     tail = (1 - level) / 2
     return {
         name: (
@@ -239,10 +243,18 @@ def calibration_report(confidence: Sequence[float], correct: Sequence[bool]) -> 
     for coverage, accuracy in curve:
         area += (coverage - previous) * accuracy
         previous = coverage
+    edges = np.linspace(0.0, 1.0, 11)
+    which = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, 9)
+    reliability = [
+        [float(conf[which == b].mean()), float(right[which == b].mean()), int((which == b).sum())]
+        for b in range(10)
+        if (which == b).any()
+    ]
     return {
         "ece": calibration_error(conf, right, bins=10),
         "brier": float(np.mean((conf - right) ** 2)),
         "auroc": auroc(conf[right], conf[~right]) if right.any() and not right.all() else None,
         "selective_auc": area,
         "selective_curve": [list(point) for point in curve],
+        "reliability": reliability,
     }

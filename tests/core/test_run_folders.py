@@ -443,6 +443,7 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "eval early-exit": (["eval", "early-exit"], "folder"),
         "eval diffusion-reasoning": (["eval", "diffusion-reasoning"], "folder"),
         "eval rewards": (["eval", "rewards", "--model", str(model), "--bench", str(records)], "folder"),
+        "eval vocal": (["eval", "vocal", "--policy", f"scripted:{replies}", "--questions", "1"], "folder"),
         "train proact": (
             ["train", "proact", "--policy", f"hf:{model}", "--stream", "procedural:arena,seed=0,duration=2"],
             "folder",
