@@ -12,6 +12,8 @@ Kinds, by the files that mark them:
 - ``csmr`` / ``sxs``: ``results.jsonl`` and ``report.json`` of ``embodia eval csmr|sxs``.
 - ``dsr``: ``answers.jsonl`` and ``run.json`` (+ ``report.json``, ``report.png`` once it has
   finished) of ``embodia eval dsr``.
+- ``vocal``: ``answers.jsonl`` and ``config.yaml`` (+ ``summary.json``, ``markers.png`` and
+  ``reliability.png`` once it has finished) of ``embodia eval vocal``.
 
 A folder holding one of these marks but unreadable files is still listed, with an ``error``
 naming the file and the problem, so the page can say what is wrong instead of going blank.
@@ -36,6 +38,7 @@ from embodia.errors import EmbodiaError
 
 MARKERS: dict[str, tuple[str, ...]] = {
     "dsr": ("answers.jsonl", "run.json"),
+    "vocal": ("answers.jsonl", "config.yaml"),  # after dsr: a DSR run has run.json
     "explore": ("episodes.jsonl",),
     "stream": ("predictions.jsonl", "labels.jsonl"),
     "training": ("metrics.jsonl",),
@@ -404,6 +407,8 @@ def _numbers(run: Run) -> dict[str, Any]:
         return {k: summary[k] for k in _KEYS["stream"] if k in summary}
     if run.kind == "dsr":
         return _dsr_summary(run)
+    if run.kind == "vocal":
+        return _vocal_summary(run)
     if run.kind == "training":
         rows = run.read_jsonl("metrics.jsonl")
         last = rows[-1] if rows else {}
@@ -419,6 +424,31 @@ def _numbers(run: Run) -> dict[str, Any]:
             },
         }
     return {k: report[k] for k in _KEYS["csmr"] if k in report}
+
+
+def _vocal_summary(run: Run) -> dict[str, Any]:
+    answers = run.read_jsonl("answers.jsonl")
+    summary = _object(run.read_json("summary.json"), "summary.json")
+    settings = run.read_yaml("config.yaml").get("settings", {})
+    named: dict[str, Any] = {k: settings[k] for k in ("policy", "task") if k in settings}
+    if not summary:  # still going, or killed: what the answers say so far
+        right = [a["correct"] for a in answers if isinstance(a.get("correct"), bool)]
+        return {
+            **named,
+            "answered": len(answers),
+            "accuracy": round(sum(right) / len(right), 4) if right else None,
+            "finished": False,
+        }
+    calibration = _object(summary.get("calibration"), "summary.json calibration")
+    numbers: dict[str, Any] = {k: summary[k] for k in ("answered", "accuracy", "marker_rate") if k in summary}
+    for name in ("human", "learned"):
+        report = calibration.get(name)
+        if isinstance(report, dict) and _number(report.get("ece")):
+            numbers[f"{name} ECE"] = report["ece"]
+    comparison = _object(summary.get("comparison"), "summary.json comparison")
+    if _number(comparison.get("overconfidence")):
+        numbers["overconfidence"] = comparison["overconfidence"]
+    return {**named, **numbers}
 
 
 def _dsr_summary(run: Run) -> dict[str, Any]:
@@ -457,6 +487,7 @@ def view_of(run: Run) -> dict[str, Any]:
         "training": _training_view,
         "csmr": _results_view,
         "sxs": _results_view,
+        "vocal": _vocal_view,
     }[run.kind]
     return {**base, **reader(run)}
 
@@ -587,6 +618,17 @@ def _dsr_view(run: Run) -> dict[str, Any]:
     keep = ("id", "category", "operation", "length", "prompt_mode", "exact", "partial", "failure", "reason")
     return {
         "report": run.read_json("report.json"),
+        "rows": [{k: r[k] for k in keep if k in r} for r in run.read_jsonl("answers.jsonl")],
+        "images": sorted(p.name for p in run.path.glob("*.png") if run.has(p.name)),
+    }
+
+
+def _vocal_view(run: Run) -> dict[str, Any]:
+    """One row per question (the reply itself stays in answers.jsonl), the summary as the
+    report, and the marker and reliability plots."""
+    keep = ("key", "correct", "marker", "marker_text", "human_level", "consistency", "token_probability")
+    return {
+        "report": run.read_json("summary.json"),
         "rows": [{k: r[k] for k in keep if k in r} for r in run.read_jsonl("answers.jsonl")],
         "images": sorted(p.name for p in run.path.glob("*.png") if run.has(p.name)),
     }

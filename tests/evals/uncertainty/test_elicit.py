@@ -139,3 +139,26 @@ def test_the_command_runs_a_scripted_policy_and_prints_the_side_by_side(tmp_path
     assert "learned: ECE" in result.output and "consistency: ECE" in result.output
     summary = json.loads((tmp_path / "run" / "summary.json").read_text())
     assert summary["settings"]["monotone"] is True and summary["comparison"]["ordering_violations"] == []
+
+
+def test_the_viewer_lists_a_vocal_run_and_shows_it_question_by_question(tmp_path: Path) -> None:
+    from embodia.viewer.runs import discover, find, view_of
+
+    root = tmp_path / "runs"
+    summary = run_vocal(SETTINGS, root / "vocal", policy=ScriptedPolicy(_outputs()))
+    (run,) = discover(root)
+    assert run.kind == "vocal" and run.error is None
+    assert run.summary["accuracy"] == summary["accuracy"] and run.summary["task"] == "puzzle"
+    assert run.summary["learned ECE"] == summary["calibration"]["learned"]["ece"]
+    assert run.summary["overconfidence"] == summary["comparison"]["overconfidence"]
+    view = view_of(find(root, "vocal"))
+    assert len(view["rows"]) == QUESTIONS and "reply" not in view["rows"][0]
+    assert view["rows"][0]["marker"] == "highly likely"
+    assert view["images"] == ["markers.png", "reliability.png"]
+    # cut short: the list says what the answers say so far
+    going = root / "going"
+    going.mkdir()
+    for name in ("answers.jsonl", "config.yaml"):
+        (going / name).write_text((root / "vocal" / name).read_text())
+    partial = find(root, "going")
+    assert partial.summary["finished"] is False and partial.summary["answered"] == QUESTIONS
