@@ -1,0 +1,115 @@
+"""KRUX's loop with scripted policies: plain and with-ingredient verdicts over orders, the
+knowledge-vs-reasoning breakdown, extracted ingredients without leaks, and the Pro rule."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from embodia.evals.scireas.benchmarks import load_items
+from embodia.evals.scireas.items import ScienceItem, from_problem
+from embodia.evals.scireas.krux import (
+    ProSelectionSettings,
+    SciReasSettings,
+    drop_leaks,
+    parse_ingredients,
+    run_krux,
+    run_pro_selection,
+    science_items,
+)
+from embodia.evals.scireas.problems import generate
+from embodia.evals.scireas.scoring import ScienceScoreError
+from embodia.policies.scripted import ScriptedPolicy
+
+
+def _right(item: ScienceItem) -> str:
+    return f"Working it out... Answer: {float(item.answer):.6g} {item.unit}"
+
+
+def _wrong(item: ScienceItem) -> str:
+    return f"Answer: {float(item.answer) * 3 + 1:.6g} {item.unit}"
+
+
+def test_oracle_ingredients_separate_knowledge_from_reasoning(tmp_path: Path) -> None:
+    settings = SciReasSettings(policy="scripted", items=6, ingredients="oracle", permutations=3)
+    items = science_items("generated", "items", 6)
+    # plain: items 0 and 1 right; with ingredients, per order:
+    with_kis = {0: "RRR", 1: "WWW", 2: "RRR", 3: "RRR", 4: "WWW", 5: "RWW"}
+    outputs = []
+    for k, item in enumerate(items):
+        outputs.append(_right(item) if k < 2 else _wrong(item))
+        outputs += [_right(item) if v == "R" else _wrong(item) for v in with_kis[k]]
+    policy = ScriptedPolicy(outputs)
+    summary = run_krux(settings, tmp_path / "krux", policy=policy)
+    assert summary["plain_accuracy"] == pytest.approx(2 / 6)
+    oracle = summary["oracle"]
+    # per order: 4/6, 3/6, 3/6
+    assert oracle["accuracy"] == pytest.approx((4 + 3 + 3) / 18)
+    assert oracle["gain"] == pytest.approx((4 + 3 + 3) / 18 - 2 / 6)
+    assert oracle["breakdown"] == pytest.approx(
+        {"solved": 1 / 6, "knowledge": 2 / 6, "reasoning": 2 / 6, "hurt": 1 / 6}
+    )
+    assert set(oracle["by_task"]) == {item.task for item in items}
+    # the ingredients come before the question, every one of them, in shuffled orders
+    asked = [r.messages[0]["content"] for r in policy.requests]
+    assert "Knowledge that may help" not in asked[0]
+    for ingredient in items[2].ingredients:
+        assert ingredient in asked[9]
+    orders = {tuple(line for line in text.splitlines() if line.startswith("- ")) for text in asked[9:12]}
+    assert len(items[2].ingredients) < 2 or len(orders) > 1
+    assert run_krux(settings, tmp_path / "krux", resume=True) == summary
+
+
+def test_extracted_ingredients_are_read_and_leaks_dropped(tmp_path: Path) -> None:
+    settings = SciReasSettings(policy="scripted", items=2, ingredients="extracted", permutations=2)
+    items = science_items("generated", "items", 2)
+    outputs = []
+    for item in items:
+        leak = f"- The result is {float(item.answer):.3g} {item.unit}."
+        outputs += [
+            _wrong(item),
+            f"Ingredients:\n- Newton's second law: F = m a.\n{leak}\n* Energy is conserved.",
+            _right(item),
+            _wrong(item),
+        ]
+    summary = run_krux(settings, tmp_path / "extracted", policy=ScriptedPolicy(outputs))
+    records = [
+        json.loads(x)
+        for x in (tmp_path / "extracted" / "items.jsonl").read_text().splitlines()
+        if '"key"' in x
+    ]
+    assert records[0]["extracted"]["ingredients"] == ["Newton's second law: F = m a.", "Energy is conserved."]
+    assert summary["extracted"]["accuracy"] == pytest.approx(0.5) and summary["plain_accuracy"] == 0
+
+
+def test_parsing_and_leak_rules_by_hand() -> None:
+    reply = "Here they are:\n1. Ohm's law: V = I R\n- Ohm's law: V = I R\n2) R = R1 + R2\nThat is all."
+    assert parse_ingredients(reply) == ["Ohm's law: V = I R", "R = R1 + R2"]
+    item = from_problem(generate("circuits", 0))
+    leaky = [f"The current is {float(item.answer):.3g} A", "Ohm's law: V = I R"]
+    assert drop_leaks(leaky, item) == ["Ohm's law: V = I R"]
+    choice = ScienceItem("t", "1", "Which?", "C", "choice", ("a", "b", "c"))
+    assert drop_leaks(["The answer is C.", "Cells divide."], choice) == ["Cells divide."]
+
+
+def test_the_pro_rule_keeps_what_only_more_reasoning_solves(tmp_path: Path) -> None:
+    items = science_items("generated", "items", 4)
+    low = ScriptedPolicy([_right(items[0]), _wrong(items[1]), _wrong(items[2]), _wrong(items[3])])
+    high = ScriptedPolicy([_right(items[0]), _right(items[1]), _wrong(items[2]), _right(items[3])])
+    settings = ProSelectionSettings(low="scripted", high="scripted", items=4)
+    summary = run_pro_selection(settings, tmp_path / "pro", low=low, high=high)
+    assert summary["pro_items"] == 2 and summary["low_accuracy"] == 0.25 and summary["high_accuracy"] == 0.75
+    kept = load_items(tmp_path / "pro" / "pro.jsonl", "items")
+    assert [i.key for i in kept] == [items[1].key, items[3].key]
+    assert kept[0].ingredients == items[1].ingredients  # the oracle travels with the item
+
+
+def test_bad_settings_are_named(tmp_path: Path) -> None:
+    with pytest.raises(ScienceScoreError, match="--ingredients is one of"):
+        SciReasSettings(policy="x", ingredients="wikipedia")
+    with pytest.raises(ScienceScoreError, match="is neither"):
+        SciReasSettings(policy="x", source=str(tmp_path / "missing.jsonl"))
+    with pytest.raises(ScienceScoreError, match="layouts are"):
+        SciReasSettings(policy="x", layout="arxiv")
