@@ -11,7 +11,7 @@ beside it adds the commands of one group.
 # isort: off
 # Each module adds its commands as it is imported, so this order is the order --help lists them in.
 from embodia.cli import sim, explore, dsr, stream, csmr, sxs, hallucination, early_exit  # noqa: F401
-from embodia.cli import diffusion, rewards, vocal, models, train, lift, view, mcp  # noqa: F401
+from embodia.cli import diffusion, rewards, vocal, scireas, models, train, lift, view, mcp  # noqa: F401
 
 # isort: on
 from embodia.cli.root import app, main, user_errors

@@ -22,7 +22,10 @@ EVAL_VOCAL_OPTIONS: OptionTable = {
     "out": OWN,
     "resume": OWN,
     "policy": FieldOption("The policy spec (hf:DIR, openai:URL#MODEL, scripted:FILE.jsonl, ...)."),
-    "task": FieldOption("Where the questions come from: puzzle (written as text) or dsr (DSR-Bench)."),
+    "task": FieldOption(
+        "Where the questions come from: puzzle (written as text), dsr (DSR-Bench) or scireas "
+        "(generated science problems)."
+    ),
     "puzzle": FieldOption("The puzzle asked, with --task puzzle (maze, sudoku, ...)."),
     "difficulty": FieldOption("The puzzle's difficulty."),
     "questions": FieldOption("Questions asked."),

@@ -215,9 +215,28 @@ CASES = {
         ["train", "reward-model", "--out", "{out}", "--regression-weight", "-1"],
         "regression_weight must be >= 0",
     ),
+    "eval scireas --ingredients wikipedia": (
+        ["eval", "scireas", "--policy", "scripted:{replies}", "--ingredients", "wikipedia", "--out", "{out}"],
+        "--ingredients is one of none, oracle, extracted, both",
+    ),
+    "eval scireas-pro --source missing": (
+        [
+            "eval",
+            "scireas-pro",
+            "--low",
+            "x",
+            "--high",
+            "y",
+            "--source",
+            "{out}/missing.json",
+            "--out",
+            "{out}",
+        ],
+        "is neither",
+    ),
     "eval vocal --task trivia": (
         ["eval", "vocal", "--policy", "scripted:{replies}", "--task", "trivia", "--out", "{out}"],
-        "--task is one of puzzle, dsr; got 'trivia'",
+        "--task is one of puzzle, dsr, scireas; got 'trivia'",
     ),
     "eval diffusion-reasoning --puzzle go": (
         ["eval", "diffusion-reasoning", "--out", "{out}", "--puzzle", "go"],

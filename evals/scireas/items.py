@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from embodia.evals.scireas.problems import ScienceProblem
-from embodia.evals.scireas.scoring import ScienceScoreError, read_choice, score_numeric
+from embodia.evals.scireas.scoring import ScienceScoreError, read_choice, read_quantity, score_numeric, to_si
 
 ANSWER_TYPES = ("choice", "numeric", "exact")
 LETTERS = string.ascii_uppercase
@@ -81,6 +81,22 @@ class ScienceItem:
         else:
             parts.append("Reason step by step, then end with: Answer: <answer>")
         return "\n\n".join(parts)
+
+    def read(self, reply: str) -> Any:
+        """The answer ``reply`` gives, as this item's type reads it (None when it gives none):
+        a letter, a number in SI units (to 4 significant figures), or the normalised text."""
+        if self.answer_type == "choice":
+            return read_choice(reply, self.letters)
+        if self.answer_type == "numeric":
+            quantity = read_quantity(reply)
+            if quantity is None:
+                return None
+            try:
+                value, _ = to_si(quantity.value, quantity.unit or self.unit)
+            except ScienceScoreError:
+                value, _ = to_si(quantity.value, self.unit)
+            return float(f"{value:.4g}")
+        return _normal(final_answer(reply)) or None
 
     def grade(self, reply: str) -> bool:
         if self.answer_type == "choice":

@@ -1,7 +1,8 @@
 """``embodia eval vocal``: ask a policy questions it can be graded on, with its confidence in
 words; fit its marker profile (VOCAL) and set it, and two baselines, against the human mapping.
 
-Per question (:func:`question_set`: puzzles written as text, or DSR-Bench instances), the
+Per question (:func:`question_set`: puzzles written as text, DSR-Bench instances, or the
+generated science problems of SciReas), the
 policy answers greedily, the elicitation instructions appended
 (:func:`~embodia.evals.uncertainty.extract.elicitation_prompt`), with token log-probabilities.
 The answer is graded by the task's own checker. Its marker is the first one with a level after
@@ -46,7 +47,7 @@ from embodia.evals.uncertainty.vocal import (
     fit_profile,
 )
 
-TASKS = ("puzzle", "dsr")
+TASKS = ("puzzle", "dsr", "scireas")
 ANSWERS, SUMMARY = "answers.jsonl", "summary.json"
 MARKERS_PLOT, RELIABILITY_PLOT = "markers.png", "reliability.png"
 _CONFIDENCE = re.compile(r"confidence\s*:", re.IGNORECASE)
@@ -148,7 +149,23 @@ def question_set(settings: VocalSettings) -> list[Question]:
         finally:
             env.close()
         return questions
+    if settings.task == "scireas":
+        return _science_questions(settings)
     return _dsr_questions(settings)
+
+
+def _science_questions(settings: VocalSettings) -> list[Question]:
+    """The generated science problems (:mod:`embodia.evals.scireas`), graded by their scorer."""
+    from embodia.evals.scireas.krux import science_items
+
+    out = []
+    for item in science_items("generated", "items", settings.questions, settings.seed):
+
+        def grade(reply: str, item: Any = item) -> tuple[bool, Any]:
+            return item.grade(reply), item.read(reply)
+
+        out.append(Question(item.key, _with_elicitation([{"role": "user", "content": item.prompt()}]), grade))
+    return out
 
 
 def _dsr_questions(settings: VocalSettings) -> list[Question]:

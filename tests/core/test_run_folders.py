@@ -443,6 +443,20 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "eval early-exit": (["eval", "early-exit"], "folder"),
         "eval diffusion-reasoning": (["eval", "diffusion-reasoning"], "folder"),
         "eval rewards": (["eval", "rewards", "--model", str(model), "--bench", str(records)], "folder"),
+        "eval scireas": (["eval", "scireas", "--policy", f"scripted:{replies}", "--items", "1"], "folder"),
+        "eval scireas-pro": (
+            [
+                "eval",
+                "scireas-pro",
+                "--low",
+                f"scripted:{replies}",
+                "--high",
+                f"scripted:{replies}",
+                "--items",
+                "1",
+            ],
+            "folder",
+        ),
         "eval vocal": (["eval", "vocal", "--policy", f"scripted:{replies}", "--questions", "1"], "folder"),
         "train proact": (
             ["train", "proact", "--policy", f"hf:{model}", "--stream", "procedural:arena,seed=0,duration=2"],

@@ -113,3 +113,25 @@ def test_bad_settings_are_named(tmp_path: Path) -> None:
         SciReasSettings(policy="x", source=str(tmp_path / "missing.jsonl"))
     with pytest.raises(ScienceScoreError, match="layouts are"):
         SciReasSettings(policy="x", layout="arxiv")
+
+
+def test_the_commands_run_the_tiny_model_end_to_end(tmp_path: Path, tiny_chat_lm_dir: Path) -> None:
+    """The real transformers path: the tiny random-weight model answers, extracts and answers
+    again with ingredients; it knows nothing, so the numbers only have to be there."""
+    from typer.testing import CliRunner
+
+    from embodia.cli import app
+
+    policy = f"hf:{tiny_chat_lm_dir}"
+    args = ["eval", "scireas", "--policy", policy, "--items", "2", "--ingredients", "both"]
+    args += ["--permutations", "2", "--max-tokens", "8", "--out", str(tmp_path / "krux")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "with oracle ingredients: accuracy" in result.output
+    summary = json.loads((tmp_path / "krux" / "summary.json").read_text())
+    assert summary["items"] == 2 and 0 <= summary["oracle"]["accuracy"] <= 1
+    args = ["eval", "scireas-pro", "--low", policy, "--high", policy, "--items", "2"]
+    args += ["--low-max-tokens", "4", "--high-max-tokens", "8", "--out", str(tmp_path / "pro")]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "of 2 questions" in result.output and (tmp_path / "pro" / "pro.jsonl").is_file()

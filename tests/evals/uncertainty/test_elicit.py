@@ -162,3 +162,25 @@ def test_the_viewer_lists_a_vocal_run_and_shows_it_question_by_question(tmp_path
         (going / name).write_text((root / "vocal" / name).read_text())
     partial = find(root, "going")
     assert partial.summary["finished"] is False and partial.summary["answered"] == QUESTIONS
+
+
+def test_science_questions_are_graded_by_their_numbers_and_units(tmp_path: Path) -> None:
+    from embodia.evals.scireas.krux import science_items
+
+    items = science_items("generated", "items", 6)
+    outputs = []
+    for k, item in enumerate(items):
+        value = float(item.answer) if k % 2 == 0 else float(item.answer) * 2
+        greedy = f"Answer: {value:.6g} {item.unit}\nConfidence: {'likely' if k % 2 == 0 else 'highly likely'}"
+        outputs += [greedy, f"Answer: {value:.6g} {item.unit}"]  # the sample agrees
+    settings = VocalSettings(
+        policy="scripted", task="scireas", questions=6, consistency_samples=1, bootstrap_rounds=5
+    )
+    summary = run_vocal(settings, tmp_path / "science", policy=ScriptedPolicy(outputs))
+    assert summary["accuracy"] == 0.5 and summary["marker_rate"] == 1.0
+    records = [
+        json.loads(x)
+        for x in (tmp_path / "science" / "answers.jsonl").read_text().splitlines()
+        if '"key"' in x
+    ]
+    assert [r["consistency"] for r in records] == [1.0] * 6

@@ -1,0 +1,120 @@
+"""``embodia eval scireas`` and ``embodia eval scireas-pro``: science questions asked plainly
+and with knowledge ingredients (KRUX), and the SciReas-Pro selection over two policy settings."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from embodia.cli.root import bold, console, err_console, eval_app, user_errors
+from embodia.cli.settings_options import OWN, FieldOption, OptionTable, settings_command
+
+
+def _krux_settings() -> type[Any]:
+    from embodia.evals.scireas.krux import SciReasSettings
+
+    return SciReasSettings
+
+
+def _pro_settings() -> type[Any]:
+    from embodia.evals.scireas.krux import ProSelectionSettings
+
+    return ProSelectionSettings
+
+
+_SOURCE = FieldOption("'generated' (the built-in science problems) or a benchmark file.")
+_LAYOUT = FieldOption(
+    "The benchmark file's layout: gpqa, mmlu_pro, supergpqa, sciknoweval, labbench, "
+    "scibench, olympiadbench, scireas_pro or items."
+)
+
+EVAL_SCIREAS_OPTIONS: OptionTable = {
+    "out": OWN,
+    "resume": OWN,
+    "policy": FieldOption("The policy measured (hf:DIR, openai:URL#MODEL, scripted:FILE.jsonl, ...)."),
+    "source": _SOURCE,
+    "layout": _LAYOUT,
+    "items": FieldOption("Questions asked."),
+    "first_seed": FieldOption("The first generated problem's seed."),
+    "ingredients": FieldOption("Knowledge ingredients given: none, oracle, extracted or both."),
+    "extractor": FieldOption("The policy that extracts ingredients from a trace (default: --policy)."),
+    "tracer": FieldOption(
+        "The policy whose trace ingredients are extracted from (default: --policy's answer)."
+    ),
+    "permutations": FieldOption("Random orders of the ingredients per question."),
+    "max_tokens": FieldOption("Tokens a reply may take."),
+    "seed": FieldOption(),
+}
+
+EVAL_PRO_OPTIONS: OptionTable = {
+    "out": OWN,
+    "resume": OWN,
+    "low": FieldOption("The policy setting with less reasoning (a policy spec)."),
+    "high": FieldOption("The policy setting with more reasoning (a policy spec)."),
+    "source": _SOURCE,
+    "layout": _LAYOUT,
+    "items": FieldOption("Questions asked."),
+    "first_seed": FieldOption("The first generated problem's seed."),
+    "low_max_tokens": FieldOption("Tokens a --low reply may take."),
+    "high_max_tokens": FieldOption("Tokens a --high reply may take."),
+}
+
+
+@settings_command(eval_app, "scireas", _krux_settings, EVAL_SCIREAS_OPTIONS)
+def eval_scireas(
+    options: dict[str, Any],
+    out: Annotated[Path, typer.Option("--out", help="Run directory (items.jsonl, summary.json).")],
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out.")] = False,
+) -> None:
+    """Ask science questions plainly and with knowledge ingredients in several orders (KRUX);
+    report the accuracies, the gain, and how much failure is knowledge and how much reasoning."""
+    from embodia.core.runs import RunFolder
+    from embodia.evals.scireas.krux import RECORDS, SciReasSettings, run_krux
+
+    with user_errors():
+        RunFolder(out, RECORDS)  # --out is checked before anything else
+        settings = SciReasSettings(**options)
+        with err_console.status(f"asking {settings.items} question(s)"):
+            summary = run_krux(settings, out, resume=resume)
+    console.print(
+        f"{summary['items']} questions, plain accuracy {summary['plain_accuracy']:.3f}", highlight=False
+    )
+    for source in ("oracle", "extracted"):
+        if source in summary:
+            part = summary[source]
+            shares = ", ".join(f"{k} {v:.2f}" for k, v in part["breakdown"].items())
+            console.print(
+                f"with {source} ingredients: accuracy {part['accuracy']:.3f} (spread over orders "
+                f"{part['accuracy_spread']:.3f}), gain {part['gain']:+.3f}; {shares}",
+                highlight=False,
+                soft_wrap=True,
+            )
+    console.print(f"wrote {bold(out)}")
+
+
+@settings_command(eval_app, "scireas-pro", _pro_settings, EVAL_PRO_OPTIONS)
+def eval_scireas_pro(
+    options: dict[str, Any],
+    out: Annotated[
+        Path, typer.Option("--out", help="Run directory (selection.jsonl, pro.jsonl, summary.json).")
+    ],
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out.")] = False,
+) -> None:
+    """Keep the questions the --high setting answers right and the --low one wrong (the
+    SciReas-Pro rule), as an item file embodia eval scireas reads (--layout items)."""
+    from embodia.core.runs import RunFolder
+    from embodia.evals.scireas.krux import SELECTION, ProSelectionSettings, run_pro_selection
+
+    with user_errors():
+        RunFolder(out, SELECTION)
+        settings = ProSelectionSettings(**options)
+        with err_console.status(f"asking {settings.items} question(s) twice"):
+            summary = run_pro_selection(settings, out, resume=resume)
+    console.print(
+        f"low {summary['low_accuracy']:.3f}, high {summary['high_accuracy']:.3f}; "
+        f"kept {summary['pro_items']} of {summary['items']} questions",
+        highlight=False,
+    )
+    console.print(f"wrote {bold(out)}")
