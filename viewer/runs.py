@@ -12,6 +12,8 @@ Kinds, by the files that mark them:
 - ``csmr`` / ``sxs``: ``results.jsonl`` and ``report.json`` of ``embodia eval csmr|sxs``.
 - ``dsr``: ``answers.jsonl`` and ``run.json`` (+ ``report.json``, ``report.png`` once it has
   finished) of ``embodia eval dsr``.
+- ``scireas`` / ``scireas-pro``: ``items.jsonl`` / ``selection.jsonl`` and ``config.yaml`` (+
+  ``summary.json``) of ``embodia eval scireas`` / ``scireas-pro``.
 - ``vocal``: ``answers.jsonl`` and ``config.yaml`` (+ ``summary.json``, ``markers.png`` and
   ``reliability.png`` once it has finished) of ``embodia eval vocal``.
 
@@ -39,6 +41,8 @@ from embodia.errors import EmbodiaError
 MARKERS: dict[str, tuple[str, ...]] = {
     "dsr": ("answers.jsonl", "run.json"),
     "vocal": ("answers.jsonl", "config.yaml"),  # after dsr: a DSR run has run.json
+    "scireas": ("items.jsonl", "config.yaml"),
+    "scireas-pro": ("selection.jsonl", "config.yaml"),
     "explore": ("episodes.jsonl",),
     "stream": ("predictions.jsonl", "labels.jsonl"),
     "training": ("metrics.jsonl",),
@@ -409,6 +413,8 @@ def _numbers(run: Run) -> dict[str, Any]:
         return _dsr_summary(run)
     if run.kind == "vocal":
         return _vocal_summary(run)
+    if run.kind in ("scireas", "scireas-pro"):
+        return _scireas_summary(run)
     if run.kind == "training":
         rows = run.read_jsonl("metrics.jsonl")
         last = rows[-1] if rows else {}
@@ -424,6 +430,25 @@ def _numbers(run: Run) -> dict[str, Any]:
             },
         }
     return {k: report[k] for k in _KEYS["csmr"] if k in report}
+
+
+def _scireas_summary(run: Run) -> dict[str, Any]:
+    records = run.read_jsonl("items.jsonl" if run.kind == "scireas" else "selection.jsonl")
+    summary = _object(run.read_json("summary.json"), "summary.json")
+    settings = run.read_yaml("config.yaml").get("settings", {})
+    named: dict[str, Any] = {k: settings[k] for k in ("policy", "low", "high", "source") if k in settings}
+    if not summary:  # still going, or killed: how many questions so far
+        return {**named, "items": len(records), "finished": False}
+    if run.kind == "scireas-pro":
+        keys = ("items", "low_accuracy", "high_accuracy", "pro_items")
+        return {**named, **{k: summary[k] for k in keys if k in summary}}
+    numbers: dict[str, Any] = {k: summary[k] for k in ("items", "plain_accuracy") if k in summary}
+    for source in ("oracle", "extracted"):
+        part = summary.get(source)
+        if isinstance(part, dict):
+            numbers[f"{source} accuracy"] = part.get("accuracy")
+            numbers[f"{source} gain"] = part.get("gain")
+    return {**named, **numbers}
 
 
 def _vocal_summary(run: Run) -> dict[str, Any]:
@@ -488,6 +513,8 @@ def view_of(run: Run) -> dict[str, Any]:
         "csmr": _results_view,
         "sxs": _results_view,
         "vocal": _vocal_view,
+        "scireas": _scireas_view,
+        "scireas-pro": _scireas_view,
     }[run.kind]
     return {**base, **reader(run)}
 
@@ -621,6 +648,20 @@ def _dsr_view(run: Run) -> dict[str, Any]:
         "rows": [{k: r[k] for k in keep if k in r} for r in run.read_jsonl("answers.jsonl")],
         "images": sorted(p.name for p in run.path.glob("*.png") if run.has(p.name)),
     }
+
+
+def _scireas_view(run: Run) -> dict[str, Any]:
+    """One row per question: its verdicts plain and per ingredient source (right orders of
+    all), or low and high; the summary as the report."""
+    rows = []
+    for record in run.read_jsonl("items.jsonl" if run.kind == "scireas" else "selection.jsonl"):
+        row: dict[str, Any] = {k: record[k] for k in ("key", "task", "plain", "low", "high") if k in record}
+        for source in ("oracle", "extracted"):
+            part = record.get(source)
+            if isinstance(part, dict) and isinstance(part.get("verdicts"), list):
+                row[source] = f"{sum(map(bool, part['verdicts']))}/{len(part['verdicts'])}"
+        rows.append(row)
+    return {"report": run.read_json("summary.json"), "rows": rows, "images": []}
 
 
 def _vocal_view(run: Run) -> dict[str, Any]:

@@ -135,3 +135,35 @@ def test_the_commands_run_the_tiny_model_end_to_end(tmp_path: Path, tiny_chat_lm
     result = CliRunner().invoke(app, args)
     assert result.exit_code == 0, result.output
     assert "of 2 questions" in result.output and (tmp_path / "pro" / "pro.jsonl").is_file()
+
+
+def test_the_viewer_lists_krux_and_pro_runs(tmp_path: Path) -> None:
+    from embodia.viewer.runs import discover, find, view_of
+
+    root = tmp_path / "runs"
+    items = science_items("generated", "items", 2)
+    outputs = [
+        _wrong(items[0]),
+        _right(items[0]),
+        _right(items[0]),
+        _right(items[1]),
+        _wrong(items[1]),
+        _right(items[1]),
+    ]
+    summary = run_krux(
+        SciReasSettings(policy="scripted", items=2, permutations=2),
+        root / "krux",
+        policy=ScriptedPolicy(outputs),
+    )
+    run_pro_selection(
+        ProSelectionSettings(low="scripted", high="scripted", items=2),
+        root / "pro",
+        low=ScriptedPolicy([_wrong(items[0]), _wrong(items[1])]),
+        high=ScriptedPolicy([_right(items[0]), _wrong(items[1])]),
+    )
+    runs = {run.id: run for run in discover(root)}
+    assert {k: r.kind for k, r in runs.items()} == {"krux": "scireas", "pro": "scireas-pro"}
+    assert runs["krux"].summary["oracle gain"] == summary["oracle"]["gain"]
+    assert runs["pro"].summary["pro_items"] == 1
+    view = view_of(find(root, "krux"))
+    assert [row["oracle"] for row in view["rows"]] == ["2/2", "1/2"] and "reply" not in view["rows"][0]
