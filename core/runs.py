@@ -553,6 +553,30 @@ class RunFolder:
         write_json(self.out / name, value, indent=indent, default=default)
 
 
+UnitT = TypeVar("UnitT")
+
+
+def record_each(
+    folder: RunFolder,
+    settings: Mapping[str, Any],
+    units: Iterable[UnitT],
+    key: Callable[[UnitT], str],
+    measure: Callable[[UnitT], dict[str, Any]],
+) -> dict[str, dict[str, Any]]:
+    """Each unit's record by ``key``: those a resumed run kept (records carry their unit's
+    ``"key"``), and for the others ``measure(unit)``, appended to the records file as each one
+    is done. ``settings`` go to ``config.yaml`` first."""
+    kept = folder.kept_records()
+    done = {str(record["key"]): record for record in kept if "key" in record}
+    with folder.recording(kept, {"settings": settings}) as log:
+        for unit in units:
+            if key(unit) not in done:
+                record = measure(unit)
+                log.append(record)
+                done[key(unit)] = record
+    return done
+
+
 SettingsT_contra = TypeVar("SettingsT_contra", contravariant=True)
 
 

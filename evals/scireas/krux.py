@@ -40,7 +40,7 @@ from typing import Any
 
 from embodia.core.chat import Message, Policy
 from embodia.core.limits import check_seed, check_whole
-from embodia.core.runs import RunFolder, runner
+from embodia.core.runs import RunFolder, record_each, runner
 from embodia.evals.scireas.benchmarks import FORMATS, load_items, write_items
 from embodia.evals.scireas.items import ScienceItem, from_problem
 from embodia.evals.scireas.problems import problem_set
@@ -258,20 +258,20 @@ def run_krux(
     items = science_items(settings.source, settings.layout, settings.items, settings.first_seed)
     if not items:
         raise ScienceScoreError(f"{settings.source} holds no items")
-    kept = folder.kept_records()
-    done = {r["key"]: r for r in kept}
     if policy is None:
         from embodia.policies.spec import make_policy
 
         policy = make_policy(settings.policy)
-    extractor = extractor or _policy(settings.extractor, policy)
-    tracer = tracer or (None if settings.tracer is None else _policy(settings.tracer, policy))
-    with folder.recording(kept, {"settings": config}) as log:
-        for item in items:
-            if item.key not in done:
-                record = measure_item(item, settings, policy, extractor, tracer)
-                log.append(record)
-                done[item.key] = record
+    target = policy
+    extractor = extractor or _policy(settings.extractor, target)
+    tracer = tracer or (None if settings.tracer is None else _policy(settings.tracer, target))
+    done = record_each(
+        folder,
+        config,
+        items,
+        lambda item: item.key,
+        lambda item: measure_item(item, settings, target, extractor, tracer),
+    )
     summary = summarise([done[i.key] for i in items], settings)
     summary["settings"] = config
     folder.finish(SUMMARY, summary)
@@ -319,20 +319,17 @@ def run_pro_selection(
     if finished is not None:
         return finished
     items = science_items(settings.source, settings.layout, settings.items, settings.first_seed)
-    kept = folder.kept_records()
-    done = {r["key"]: r for r in kept}
-    low = low or make_policy(settings.low)
-    high = high or make_policy(settings.high)
-    with folder.recording(kept, {"settings": config}) as log:
-        for item in items:
-            if item.key not in done:
-                record = {
-                    "key": item.key,
-                    "low": item.grade(_ask(low, item.prompt(), settings.low_max_tokens)),
-                    "high": item.grade(_ask(high, item.prompt(), settings.high_max_tokens)),
-                }
-                log.append(record)
-                done[item.key] = record
+    low_policy = low or make_policy(settings.low)
+    high_policy = high or make_policy(settings.high)
+
+    def measure(item: ScienceItem) -> dict[str, Any]:
+        return {
+            "key": item.key,
+            "low": item.grade(_ask(low_policy, item.prompt(), settings.low_max_tokens)),
+            "high": item.grade(_ask(high_policy, item.prompt(), settings.high_max_tokens)),
+        }
+
+    done = record_each(folder, config, items, lambda item: item.key, measure)
     chosen = [i for i in items if done[i.key]["high"] and not done[i.key]["low"]]
     write_items(chosen, folder.out / PRO)
     summary = {

@@ -35,7 +35,7 @@ import numpy as np
 
 from embodia.core.chat import Message, Policy, check_temperature
 from embodia.core.limits import check_seed, check_whole
-from embodia.core.runs import RunFolder, runner
+from embodia.core.runs import RunFolder, record_each, runner
 from embodia.evals.uncertainty.corpus import UncertaintyError, load_corpus
 from embodia.evals.uncertainty.extract import VERBAL_CONFIDENCE_PROMPT, MarkerLexicon, Mention
 from embodia.evals.uncertainty.vocal import (
@@ -341,20 +341,13 @@ def run_vocal(
     finished = folder.finished(SUMMARY)
     if finished is not None:
         return finished
-    kept = folder.kept_records()
-    done = {r["key"]: r for r in kept}
     questions = question_set(settings)
     if policy is None:
         from embodia.policies.spec import make_policy
 
         policy = make_policy(settings.policy)
-    lexicon = MarkerLexicon()
-    with folder.recording(kept, {"settings": config}) as log:
-        for question in questions:
-            if question.key not in done:
-                record = ask(policy, question, settings, lexicon)
-                log.append(record)
-                done[question.key] = record
+    asked, lexicon = policy, MarkerLexicon()
+    done = record_each(folder, config, questions, lambda q: q.key, lambda q: ask(asked, q, settings, lexicon))
     summary = summarise([done[q.key] for q in questions], settings)
     summary["settings"] = config
     folder.finish(SUMMARY, summary)
