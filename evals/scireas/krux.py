@@ -93,6 +93,15 @@ def drop_leaks(ingredients: Sequence[str], item: ScienceItem) -> list[str]:
     return [i for i in ingredients if not pattern.search(i)]
 
 
+def check_source(source: str, layout: str) -> None:
+    """An error naming a question source that is neither ``generated`` nor a file, or an
+    unknown layout."""
+    if layout not in FORMATS:
+        raise ScienceScoreError(f"the benchmark layouts are {', '.join(FORMATS)}; got {layout!r}")
+    if source != "generated" and not Path(source).is_file():
+        raise ScienceScoreError(f"--source is 'generated' or a benchmark file; {source} is neither")
+
+
 @dataclass(frozen=True)
 class SciReasSettings:
     """``embodia eval scireas`` (module docstring)."""
@@ -120,10 +129,7 @@ class SciReasSettings:
         check_seed("seed", self.seed, ScienceScoreError)
         if self.ingredients not in SOURCES:
             raise ScienceScoreError(f"--ingredients is one of {', '.join(SOURCES)}; got {self.ingredients!r}")
-        if self.layout not in FORMATS:
-            raise ScienceScoreError(f"the benchmark layouts are {', '.join(FORMATS)}; got {self.layout!r}")
-        if self.source != "generated" and not Path(self.source).is_file():
-            raise ScienceScoreError(f"--source is 'generated' or a benchmark file; {self.source} is neither")
+        check_source(self.source, self.layout)
 
 
 def science_items(source: str, layout: str, count: int, first_seed: int = 0) -> list[ScienceItem]:
@@ -294,10 +300,7 @@ class ProSelectionSettings:
     def __post_init__(self) -> None:
         check_whole(self, "items", "low_max_tokens", "high_max_tokens", error=ScienceScoreError)
         check_seed("first_seed", self.first_seed, ScienceScoreError)
-        if self.layout not in FORMATS:
-            raise ScienceScoreError(f"the benchmark layouts are {', '.join(FORMATS)}; got {self.layout!r}")
-        if self.source != "generated" and not Path(self.source).is_file():
-            raise ScienceScoreError(f"--source is 'generated' or a benchmark file; {self.source} is neither")
+        check_source(self.source, self.layout)
 
 
 @runner
