@@ -12,7 +12,8 @@ searched in turn, the longest overlapping match kept. Keys: ``marker_replies_per
 lexicon; target at least 20,000), ``naive_replies_per_s``, and ``same_markers`` (whether the
 two read the same canonical markers in every reply).
 
-**Fitting**: ``--fit_answers`` answers with a known profile over ten markers are counted and
+**Fitting**: ``--fit_answers`` answers with a known profile over ten markers (the test suite's,
+``tests/marker_profiles.py``) are counted and
 fitted (:func:`~embodia.evals.uncertainty.vocal.fit_profile`, log loss), then bootstrapped
 (``--rounds`` refits). Keys: ``fit_s`` (counting and one fit), ``bootstrap_s``, and
 ``max_profile_error`` (the largest gap between a learned and a true probability).
@@ -28,7 +29,7 @@ import random
 import re
 import time
 
-from _common import benchmark_args, log
+from _common import benchmark_args, import_from_tests, log
 
 TEMPLATES = (
     "The answer is {answer}. {reason} Confidence: {marker}.",
@@ -96,7 +97,6 @@ def main() -> None:
         fit_answers=100_000,
         rounds=200,
     )
-    import numpy as np
 
     from embodia.evals.uncertainty.corpus import load_corpus
     from embodia.evals.uncertainty.extract import MarkerLexicon
@@ -122,22 +122,9 @@ def main() -> None:
         "same_markers": written == naive,
     }
 
-    truth = {
-        "almost certain": 0.82,
-        "highly likely": 0.7,
-        "very likely": 0.6,
-        "likely": 0.55,
-        "probably": 0.5,
-        "about even": 0.4,
-        "maybe": 0.35,
-        "unlikely": 0.2,
-        "highly unlikely": 0.1,
-        "almost no chance": 0.05,
-    }
-    rng = np.random.default_rng(0)
-    names = list(truth)
-    markers = [names[i] for i in rng.integers(len(names), size=int(args.fit_answers))]
-    correct = (rng.random(len(markers)) < np.array([truth[m] for m in markers])).tolist()
+    profiles = import_from_tests("marker_profiles")
+    truth = profiles.TRUE_PROFILE
+    markers, correct = profiles.answers(truth, int(args.fit_answers) // len(truth), seed=0)
     log(f"fitting: {len(markers)} answers, {args.rounds} bootstrap rounds")
     fit_profile(MarkerCounts({"likely": 1}, {"likely": 1}), corpus)  # the optimiser's import, untimed
     started = time.perf_counter()

@@ -3,8 +3,9 @@ options, the comparison with people, and the calibration metrics by hand."""
 
 from __future__ import annotations
 
-import numpy as np
 import pytest
+from marker_profiles import TRUE_PROFILE
+from marker_profiles import answers as _answers
 
 from embodia.evals.uncertainty.corpus import UncertaintyError, load_corpus
 from embodia.evals.uncertainty.vocal import (
@@ -16,29 +17,6 @@ from embodia.evals.uncertainty.vocal import (
     pool_adjacent_violators,
     selective_accuracy,
 )
-
-# a model whose words say more than they mean: "very likely" is right 0.6 of the time
-TRUE_PROFILE = {
-    "almost certain": 0.82,
-    "highly likely": 0.7,
-    "very likely": 0.6,
-    "likely": 0.55,
-    "probably": 0.5,
-    "about even": 0.4,
-    "maybe": 0.35,
-    "unlikely": 0.2,
-    "highly unlikely": 0.1,
-    "almost no chance": 0.05,
-}
-
-
-def _answers(profile: dict[str, float], per_marker: int, seed: int) -> tuple[list[str], list[bool]]:
-    rng = np.random.default_rng(seed)
-    markers, correct = [], []
-    for marker, p in profile.items():
-        markers += [marker] * per_marker
-        correct += list(rng.random(per_marker) < p)
-    return markers, correct
 
 
 @pytest.mark.parametrize("loss", ["log", "brier"])
