@@ -37,6 +37,7 @@ EVAL_VOCAL_OPTIONS: OptionTable = {
     "shrinkage": FieldOption("Pull of each marker towards its human level (0: none)."),
     "monotone": FieldOption("Keep the learned levels in the human order of the markers."),
     "bootstrap_rounds": FieldOption("Bootstrap refits for the intervals."),
+    "readings": FieldOption("Also ask what probability each marker conveys, against the human levels."),
     "seed": FieldOption(),
 }
 
@@ -80,6 +81,14 @@ def eval_vocal(
         console.print(
             "overconfidence (human level minus learned, by use): "
             f"{summary['comparison']['overconfidence']:+.3f}",
+            highlight=False,
+        )
+    if "readings" in summary:
+        readings = summary["readings"]
+        gap = readings["mean_absolute_gap"]
+        console.print(
+            f"markers read: {readings['read']}, mean gap to the human level "
+            + ("n/a" if gap is None else f"{gap:.3f}"),
             highlight=False,
         )
     console.print(f"wrote {bold(out)}")

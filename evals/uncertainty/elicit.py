@@ -20,6 +20,10 @@ side by side: the human mapping, the learned one, and the two baselines (ECE, Br
 selective accuracy). It writes ``summary.json`` with the marker-level comparison with people
 (with bootstrap intervals), ``markers.png`` (human against learned level per marker) and
 ``reliability.png`` (the reliability diagram of each confidence).
+
+With ``readings``, the policy is also asked what probability each marker conveys, in a
+speaker's words about a statement it cannot check (:func:`marker_readings`), and its readings
+are set against the human levels.
 """
 
 from __future__ import annotations
@@ -71,6 +75,8 @@ class VocalSettings:
     shrinkage: float = 1.0
     monotone: bool = False
     bootstrap_rounds: int = 200
+    readings: bool = False
+    """Also ask the policy what probability each marker conveys (:func:`marker_readings`)."""
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -237,6 +243,69 @@ def ask(
     }
 
 
+READING_PROMPT = (
+    '{speaker} says: "It is {marker} that {statement}." What probability, from 0 to 100, do you '
+    "think {speaker} gives it? Reply with the number only."
+)
+"""Asking what a marker conveys, as Belem et al. do: the belief is a speaker's, about a statement
+the reader cannot check, so the reading is the marker's and not the reader's own knowledge."""
+READING_STATEMENTS = (
+    ("Sonia", "the meeting will start late"),
+    ("Omar", "the parcel arrives on Monday"),
+    ("Lena", "the new café opens this month"),
+)
+_PERCENT = re.compile(r"(?<![\d.])(\d{1,3}(?:\.\d+)?)\s*(%?)")
+
+
+def read_probability(reply: str) -> float | None:
+    """The first number of ``reply`` as a probability: a percentage, or a number at most 1
+    written with a decimal point (0.7); None without one in range."""
+    for match in _PERCENT.finditer(reply):
+        value = float(match.group(1))
+        if value <= 1 and "." in match.group(1) and not match.group(2):
+            return value
+        if value <= 100:
+            return value / 100
+    return None
+
+
+def marker_readings(policy: Policy, max_tokens: int = 16) -> dict[str, Any]:
+    """Per corpus marker, the probabilities the policy reads in it (:data:`READING_PROMPT`
+    over :data:`READING_STATEMENTS`), their median against the human prior, and whether it
+    falls in the human interquartile range; over markers, the mean absolute gap and that share."""
+    corpus = load_corpus()
+    rows: list[dict[str, Any]] = []
+    for name in reversed(corpus.by_prior()):
+        readings: list[float] = []
+        for speaker, statement in READING_STATEMENTS:
+            prompt = READING_PROMPT.format(speaker=speaker, marker=name, statement=statement)
+            reply = policy.complete([{"role": "user", "content": prompt}], max_tokens=max_tokens).text
+            value = read_probability(reply)
+            if value is not None:
+                readings.append(value)
+        human = corpus.prior(name)
+        iqr = corpus.iqr(name)
+        median = float(np.median(readings)) if readings else None
+        rows.append(
+            {
+                "marker": name,
+                "readings": readings,
+                "median": median,
+                "human": human,
+                "gap": None if median is None else median - human,
+                "within_human_iqr": None if median is None or iqr is None else iqr[0] <= median <= iqr[1],
+            }
+        )
+    read = [row for row in rows if row["median"] is not None]
+    judged = [row for row in read if row["within_human_iqr"] is not None]
+    return {
+        "markers": rows,
+        "read": len(read),
+        "mean_absolute_gap": float(np.mean([abs(row["gap"]) for row in read])) if read else None,
+        "within_human_iqr": float(np.mean([row["within_human_iqr"] for row in judged])) if judged else None,
+    }
+
+
 def summarise(records: Sequence[Mapping[str, Any]], settings: VocalSettings) -> dict[str, Any]:
     """The fit, the side-by-side calibration and the comparison (module docstring)."""
     corpus = load_corpus()
@@ -349,6 +418,8 @@ def run_vocal(
     asked, lexicon = policy, MarkerLexicon()
     done = record_each(folder, config, questions, lambda q: q.key, lambda q: ask(asked, q, settings, lexicon))
     summary = summarise([done[q.key] for q in questions], settings)
+    if settings.readings:
+        summary["readings"] = marker_readings(policy, settings.max_tokens)
     summary["settings"] = config
     folder.finish(SUMMARY, summary)
     write_plots(summary, folder.out)

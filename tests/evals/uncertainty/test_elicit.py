@@ -184,3 +184,31 @@ def test_science_questions_are_graded_by_their_numbers_and_units(tmp_path: Path)
         if '"key"' in x
     ]
     assert [r["consistency"] for r in records] == [1.0] * 6
+
+
+def test_the_policy_reads_each_marker_as_a_speakers_probability(tmp_path: Path) -> None:
+    from embodia.evals.uncertainty.elicit import marker_readings, read_probability
+
+    assert read_probability("70") == 0.7 and read_probability("About 85%.") == 0.85
+    assert read_probability("0.3") == pytest.approx(0.3) and read_probability("I'd say 1") == 0.01
+    assert read_probability("no idea") is None and read_probability("250") is None
+    corpus = load_corpus()
+    # a reader who takes every marker at 60%: right for "better than even", far from the ends
+    policy = ScriptedPolicy(["60"], loop=True)
+    readings = marker_readings(policy)
+    rows = {row["marker"]: row for row in readings["markers"]}
+    assert readings["read"] == len(corpus.markers) and policy.calls == 3 * len(corpus.markers)
+    assert (
+        rows["better than even"]["gap"] == pytest.approx(0.0) and rows["better than even"]["within_human_iqr"]
+    )
+    assert (
+        rows["almost certain"]["gap"] == pytest.approx(0.6 - 0.95)
+        and not rows["almost certain"]["within_human_iqr"]
+    )
+    prompt = policy.requests[0].messages[0]["content"]
+    assert '"It is certain that the meeting will start late."' in prompt
+    settings = VocalSettings(policy="scripted", questions=2, consistency_samples=0, readings=True)
+    summary = run_vocal(
+        settings, tmp_path / "r", policy=ScriptedPolicy(['{"path": "U"}', '{"path": "U"}', *["40"] * 87])
+    )
+    assert summary["readings"]["read"] == len(corpus.markers)
