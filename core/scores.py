@@ -196,10 +196,12 @@ def fpr_at_tpr(positives: Iterable[float], negatives: Iterable[float], tpr: floa
     return 1.0
 
 
-def calibration_error(confidence: Iterable[float], correct: Iterable[bool], bins: int = 10) -> float:
-    """The expected calibration error: the sum over equal-width confidence bins (the first
-    closed, the others open on the left, as the usual implementations) of the bin's share of
-    samples times ``|accuracy - mean confidence|`` in it."""
+def reliability_bins(
+    confidence: Iterable[float], correct: Iterable[bool], bins: int = 10
+) -> list[tuple[float, float, int]]:
+    """(mean confidence, accuracy, count) of each non-empty equal-width confidence bin, lowest
+    first (the first bin closed, the others open on the left, as the usual implementations):
+    the points of a reliability diagram."""
     import numpy as np
 
     conf = np.asarray(list(confidence), dtype=np.float64)
@@ -212,9 +214,16 @@ def calibration_error(confidence: Iterable[float], correct: Iterable[bool], bins
         raise ScoreInputError(f"calibration needs at least one bin, got {bins}")
     edges = np.linspace(0.0, 1.0, bins + 1)
     which = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, bins - 1)
-    total = 0.0
-    for b in range(bins):
-        members = which == b
-        if members.any():
-            total += members.mean() * abs(right[members].mean() - conf[members].mean())
-    return float(total)
+    return [
+        (float(conf[which == b].mean()), float(right[which == b].mean()), int((which == b).sum()))
+        for b in range(bins)
+        if (which == b).any()
+    ]
+
+
+def calibration_error(confidence: Iterable[float], correct: Iterable[bool], bins: int = 10) -> float:
+    """The expected calibration error: the sum over the :func:`reliability_bins` of the bin's
+    share of samples times ``|accuracy - mean confidence|`` in it."""
+    points = reliability_bins(confidence, correct, bins)
+    total = sum(count for _, _, count in points)
+    return float(sum(count / total * abs(accuracy - mean) for mean, accuracy, count in points))

@@ -319,7 +319,7 @@ class TileImages(PuzzleImages):
         from scipy.optimize import linear_sum_assignment
 
         k = int(instance.facts["k"])
-        shown = self._tiles(self.pair(instance)[0], k)
+        shown = self._tiles(_to_unit(self.native(instance)), k)  # the puzzle alone: no solution render
         drawn = self._tiles(image, k)
         cost = ((shown[:, None, :] - drawn[None, :, :]) ** 2).sum(axis=-1)
         positions, originals = linear_sum_assignment(cost)

@@ -134,9 +134,14 @@ class SciReasSettings:
 
 def science_items(source: str, layout: str, count: int, first_seed: int = 0) -> list[ScienceItem]:
     """The first ``count`` items of ``source`` (module docstring)."""
-    if source == "generated":
-        return [from_problem(p) for p in problem_set(count, first_seed)]
-    return load_items(source, layout)[:count]
+    items = (
+        [from_problem(p) for p in problem_set(count, first_seed)]
+        if source == "generated"
+        else load_items(source, layout)[:count]
+    )
+    if not items:
+        raise ScienceScoreError(f"{source} holds no items")
+    return items
 
 
 def _ask(policy: Policy, prompt: str, max_tokens: int) -> str:
@@ -236,9 +241,10 @@ def summarise(records: Sequence[Mapping[str, Any]], settings: SciReasSettings) -
     return summary
 
 
-def _policy(spec: str | None, default: Policy) -> Policy:
-    if spec is None:
-        return default
+def _policy(given: Policy | None, spec: str) -> Policy:
+    """``given`` when a caller passed one (tests, a program), else the policy ``spec`` names."""
+    if given is not None:
+        return given
     from embodia.policies.spec import make_policy
 
     return make_policy(spec)
@@ -262,15 +268,9 @@ def run_krux(
     if finished is not None:
         return finished
     items = science_items(settings.source, settings.layout, settings.items, settings.first_seed)
-    if not items:
-        raise ScienceScoreError(f"{settings.source} holds no items")
-    if policy is None:
-        from embodia.policies.spec import make_policy
-
-        policy = make_policy(settings.policy)
-    target = policy
-    extractor = extractor or _policy(settings.extractor, target)
-    tracer = tracer or (None if settings.tracer is None else _policy(settings.tracer, target))
+    target = _policy(policy, settings.policy)
+    extractor = _policy(extractor, settings.extractor) if settings.extractor else (extractor or target)
+    tracer = _policy(tracer, settings.tracer) if settings.tracer else tracer
     done = record_each(
         folder,
         config,
@@ -313,8 +313,6 @@ def run_pro_selection(
     high: Policy | None = None,
 ) -> dict[str, Any]:
     """Keep the questions ``high`` solves and ``low`` does not (module docstring)."""
-    from embodia.policies.spec import make_policy
-
     folder = RunFolder(out, SELECTION)
     config = asdict(settings)
     folder.begin(config, resume)
@@ -322,8 +320,7 @@ def run_pro_selection(
     if finished is not None:
         return finished
     items = science_items(settings.source, settings.layout, settings.items, settings.first_seed)
-    low_policy = low or make_policy(settings.low)
-    high_policy = high or make_policy(settings.high)
+    low_policy, high_policy = _policy(low, settings.low), _policy(high, settings.high)
 
     def measure(item: ScienceItem) -> dict[str, Any]:
         return {

@@ -101,8 +101,6 @@ def unit(name: str) -> Unit:
     lowered = text.lower()
     if lowered in _OTHERS:
         return _OTHERS[lowered]
-    if lowered in ("kg", "mg", "g"):
-        return Unit(MASS, {"kg": 1.0, "mg": 1e-6, "g": 1e-3}[lowered])
     if lowered in _BASE and not (len(text) == 1 and text in "M"):
         return _BASE[lowered]
     if len(text) > 1 and text[0] in _PREFIXES and text[1:].lower() in _BASE:

@@ -41,7 +41,7 @@ from embodia.core.chat import Message, Policy, check_temperature
 from embodia.core.limits import check_seed, check_whole
 from embodia.core.runs import RunFolder, record_each, runner
 from embodia.evals.uncertainty.corpus import UncertaintyError, load_corpus
-from embodia.evals.uncertainty.extract import VERBAL_CONFIDENCE_PROMPT, MarkerLexicon, Mention
+from embodia.evals.uncertainty.extract import MarkerLexicon, Mention, elicitation_prompt
 from embodia.evals.uncertainty.vocal import (
     LOSSES,
     MarkerCounts,
@@ -116,10 +116,8 @@ class Question:
 
 
 def _with_elicitation(messages: Sequence[Message]) -> tuple[Message, ...]:
-    corpus = load_corpus()
-    markers = ", ".join(f'"{name}"' for name in reversed(corpus.by_prior()))
-    last = cast(Message, {**messages[-1], "content": f"{messages[-1]['content']}\n\n"})
-    last["content"] = str(last["content"]) + VERBAL_CONFIDENCE_PROMPT.format(markers=markers)
+    """``messages`` with the elicitation instructions appended to the last one's text."""
+    last = cast(Message, {**messages[-1], "content": elicitation_prompt(str(messages[-1]["content"]))})
     return (*messages[:-1], last)
 
 

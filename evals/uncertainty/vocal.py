@@ -40,7 +40,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from embodia.core.scores import auroc, calibration_error
+from embodia.core.scores import auroc, calibration_error, reliability_bins
 from embodia.evals.uncertainty.corpus import MarkerCorpus, UncertaintyError, load_corpus
 
 LOSSES = ("log", "brier")
@@ -243,18 +243,11 @@ def calibration_report(confidence: Sequence[float], correct: Sequence[bool]) -> 
     for coverage, accuracy in curve:
         area += (coverage - previous) * accuracy
         previous = coverage
-    edges = np.linspace(0.0, 1.0, 11)
-    which = np.clip(np.searchsorted(edges, conf, side="left") - 1, 0, 9)
-    reliability = [
-        [float(conf[which == b].mean()), float(right[which == b].mean()), int((which == b).sum())]
-        for b in range(10)
-        if (which == b).any()
-    ]
     return {
         "ece": calibration_error(conf, right, bins=10),
         "brier": float(np.mean((conf - right) ** 2)),
         "auroc": auroc(conf[right], conf[~right]) if right.any() and not right.all() else None,
         "selective_auc": area,
         "selective_curve": [list(point) for point in curve],
-        "reliability": reliability,
+        "reliability": [list(point) for point in reliability_bins(conf, right, bins=10)],
     }
