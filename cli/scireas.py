@@ -27,7 +27,12 @@ def _pro_settings() -> type[Any]:
 _SOURCE = FieldOption("'generated' (the built-in science problems) or a benchmark file.")
 _LAYOUT = FieldOption(
     "The benchmark file's layout: gpqa, mmlu_pro, supergpqa, sciknoweval, labbench, "
-    "scibench, olympiadbench, scireas_pro or items."
+    "scibench, olympiadbench, scireas_pro, sciriff, ugphysics, scieval or items."
+)
+
+_FAMILIES = FieldOption(
+    "A generated family to ask (repeat for several; default: the six science families). "
+    "invented_ions and invented_moles are about invented elements no model knows."
 )
 
 EVAL_SCIREAS_OPTIONS: OptionTable = {
@@ -38,6 +43,7 @@ EVAL_SCIREAS_OPTIONS: OptionTable = {
     "layout": _LAYOUT,
     "items": FieldOption("Questions asked."),
     "first_seed": FieldOption("The first generated problem's seed."),
+    "families": _FAMILIES,
     "ingredients": FieldOption("Knowledge ingredients given: none, oracle, extracted or both."),
     "extractor": FieldOption("The policy that extracts ingredients from a trace (default: --policy)."),
     "tracer": FieldOption(
@@ -57,6 +63,7 @@ EVAL_PRO_OPTIONS: OptionTable = {
     "layout": _LAYOUT,
     "items": FieldOption("Questions asked."),
     "first_seed": FieldOption("The first generated problem's seed."),
+    "families": _FAMILIES,
     "low_max_tokens": FieldOption("Tokens a --low reply may take."),
     "high_max_tokens": FieldOption("Tokens a --high reply may take."),
 }

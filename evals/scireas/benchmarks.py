@@ -19,10 +19,23 @@ published layouts (:data:`FORMATS`):
 - ``scireas_pro``: the SciReas-Pro release (``question``, ``answer``, ``taskname``,
   ``doc_id`` and the effort flags, kept in ``extra``); a one-letter answer is a choice among
   the letters the question writes.
+- ``sciriff``: ``input``, ``output``, ``_instance_id`` (``{task}:{split}:{n}``; else ``id``),
+  ``metadata`` (kept in ``extra`` with the task's name); an ``f1`` item, the output its
+  reference (a JSON list or object in it is scored as a list, :mod:`.items`).
+- ``ugphysics``: ``problem``, ``answers`` (the answers in ``\\boxed{}``), ``answer_type`` (one
+  code per answer: NV numeric, MC choice, EX, EQ, IN, TF, TUP), ``unit``,
+  ``is_multiple_answer``, ``index``; ``subject``, ``topic``, ``domain``, ``level``, ``language``
+  and the answer type kept in ``extra``. One NV answer written as a number (plain, ``a \\times
+  10^{b}`` or ``\\frac{a}{b}``) is numeric, one MC letter a choice among the letters the problem
+  writes, anything else exact; several answers are one exact answer, joined by ", ".
+- ``scieval``: ``question`` (its closing "Answer:" dropped; ``cot_prompt``, else ``prompt``,
+  put before it, since PubMedQA's yes/no/maybe are only there), ``answer`` (a list holding
+  one answer, or the answer), ``type``, ``id``; ``category``, ``topic``, ``ability`` and
+  ``task_name`` kept in ``extra``. A multiple-choice answer is a choice among the letters
+  the question writes, a judge answer (yes/no/maybe, true/false) exact, a filling answer
+  numeric when it is a number and exact otherwise.
 - ``items``: embodia's own schema, the fields of :class:`ScienceItem` (what
   :func:`write_items` writes).
-
-SciRIFF (generative, F1-scored), UGPhysics and SciEval have no reader yet.
 """
 
 from __future__ import annotations
@@ -30,6 +43,7 @@ from __future__ import annotations
 import csv
 import json
 import random
+import re
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict
 from pathlib import Path
@@ -171,6 +185,114 @@ def _scireas_pro(row: Mapping[str, Any], task: str) -> ScienceItem:
     return _numeric_or_exact(task, key, str(row["question"]), answer, "", extra)
 
 
+def _sciriff(row: Mapping[str, Any], task: str) -> ScienceItem:
+    key = row.get("_instance_id", row.get("id"))
+    if key is None:
+        raise KeyError("_instance_id")
+    key = str(key)
+    output = row["output"]
+    answer = [str(o) for o in output] if isinstance(output, list) else str(output).strip()
+    metadata = row.get("metadata") or {}
+    if isinstance(metadata, str):
+        metadata = json.loads(metadata)
+    extra = {"task_name": key.split(":")[0], "metadata": metadata}
+    return ScienceItem(task, key, str(row["input"]), answer, "f1", extra=extra)
+
+
+_BOXED = re.compile(r"\\boxed\s*\{")
+_MANTISSA = r"[-+]?(?:\d+\.?\d*|\.\d+)"
+_LATEX_NUMBER = re.compile(
+    rf"(?P<plain>{_MANTISSA}(?:e[-+]?\d+)?)"
+    rf"|(?P<mantissa>{_MANTISSA})?(?:\\times|\\cdot|x|×)?10\^\{{?(?P<power>[-+]?\d+)\}}?"
+    rf"|(?P<sign>-?)\\d?frac\{{(?P<top>{_MANTISSA})\}}\{{(?P<bottom>{_MANTISSA})\}}"
+    rf"|(?P<over>{_MANTISSA})/(?P<under>{_MANTISSA})",
+    re.IGNORECASE,
+)
+_LATEX_UNIT = re.compile(r"\\(?:mathrm|text|rm|mathit)\s*\{([^{}]*)\}")
+
+
+def _boxed(text: str) -> list[str]:
+    """What each ``\\boxed{...}`` of ``text`` holds (braces balanced); the whole text, less its
+    math delimiters, when nothing is boxed."""
+    found = []
+    for match in _BOXED.finditer(text):
+        depth, start = 1, match.end()
+        for end in range(start, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            if depth == 0:
+                found.append(text[start:end].strip())
+                break
+    if found:
+        return found
+    bare = text.strip()
+    for delimiter in ("$", "\\[", "\\]", "\\(", "\\)"):
+        bare = bare.replace(delimiter, "")
+    return [bare.strip()]
+
+
+def _latex_number(text: str) -> float | None:
+    """A number written plainly or in LaTeX (``a \\times 10^{b}``, ``\\frac{a}{b}``, ``a/b``);
+    None for anything else (an expression)."""
+    compact = re.sub(r"\s|\\[,;!]|\\ |~|\$", "", text).replace("{,}", "").replace("−", "-")
+    match = _LATEX_NUMBER.fullmatch(compact)
+    if match is None:
+        return None
+    if match["plain"]:
+        return float(match["plain"])
+    if match["power"]:
+        return float(f"{match['mantissa'] or 1}e{match['power']}")
+    top, bottom = (match["top"], match["bottom"]) if match["top"] else (match["over"], match["under"])
+    if float(bottom) == 0:
+        return None
+    return (-1 if match["sign"] else 1) * float(top) / float(bottom)
+
+
+def _latex_unit(text: Any) -> str:
+    """A unit as UGPhysics writes it (``\\mathrm{eV}``, ``\\text{Hz}``, null, "None"), plain."""
+    plain = _LATEX_UNIT.sub(r"\1", str(text or "")).replace("~", "").replace("\\,", "").replace("$", "")
+    return "" if plain.strip().lower() == "none" else plain.strip()
+
+
+def _ugphysics(row: Mapping[str, Any], task: str) -> ScienceItem:
+    key, question = str(row["index"]), str(row["problem"])
+    written = row["answers"]
+    answers = [a for w in (written if isinstance(written, list) else [written]) for a in _boxed(str(w))]
+    kinds = [k.strip().upper() for k in str(row["answer_type"]).split(",")]
+    extra = {k: row.get(k) for k in ("subject", "topic", "domain", "level", "language")}
+    extra["answer_type"] = row["answer_type"]
+    several = str(row.get("is_multiple_answer")).strip().lower() in ("true", "1")
+    if len(answers) > 1 or several:
+        return ScienceItem(task, key, question, ", ".join(answers), "exact", extra=extra)
+    answer = answers[0]
+    if kinds[0] == "MC" and len(answer) == 1 and answer.upper() in LETTERS[:10]:
+        return ScienceItem(task, key, question, answer.upper(), "choice", extra=extra)
+    value = _latex_number(answer) if kinds[0] == "NV" else None
+    if value is None:
+        return ScienceItem(task, key, question, answer, "exact", extra=extra)
+    return _numeric_or_exact(task, key, question, value, _latex_unit(row.get("unit")), extra)
+
+
+_SCIEVAL_CUE = re.compile(r"\s*Answer:\s*$")
+
+
+def _scieval(row: Mapping[str, Any], task: str) -> ScienceItem:
+    key, kind = str(row["id"]), str(row["type"]).strip().lower()
+    written = row["answer"]
+    answer = str(written[0] if isinstance(written, list) else written).strip()
+    question = _SCIEVAL_CUE.sub("", str(row["question"]))
+    instruction = str(row.get("cot_prompt") or row.get("prompt") or "").strip()
+    if instruction:
+        question = f"{instruction}\n\n{question}"
+    extra = {k: row.get(k) for k in ("category", "topic", "ability", "task_name", "type")}
+    if kind == "multiple-choice":
+        return ScienceItem(task, key, question, answer.upper(), "choice", extra=extra)
+    if kind == "judge":
+        return ScienceItem(task, key, question, answer, "exact", extra=extra)
+    if kind == "filling":
+        return _numeric_or_exact(task, key, question, answer, "", extra)
+    raise ValueError(f"unknown SciEval type {row['type']!r}")
+
+
 def _items(row: Mapping[str, Any], task: str) -> ScienceItem:
     fields = dict(row)
     fields["choices"] = tuple(fields.get("choices") or ())
@@ -187,6 +309,9 @@ FORMATS: dict[str, Callable[..., ScienceItem]] = {
     "scibench": _scibench,
     "olympiadbench": _olympiadbench,
     "scireas_pro": _scireas_pro,
+    "sciriff": _sciriff,
+    "ugphysics": _ugphysics,
+    "scieval": _scieval,
     "items": _items,
 }
 

@@ -29,6 +29,7 @@ Both runners write each question's record as it is answered and resume.
 
 from __future__ import annotations
 
+import json
 import random
 import re
 import statistics
@@ -43,7 +44,7 @@ from embodia.core.limits import check_seed, check_whole
 from embodia.core.runs import RunFolder, record_each, runner
 from embodia.evals.scireas.benchmarks import FORMATS, load_items, write_items
 from embodia.evals.scireas.items import ScienceItem, from_problem
-from embodia.evals.scireas.problems import problem_set
+from embodia.evals.scireas.problems import ALL_FAMILIES, problem_set
 from embodia.evals.scireas.scoring import ScienceScoreError
 
 SOURCES = ("none", "oracle", "extracted", "both")
@@ -89,13 +90,20 @@ def drop_leaks(ingredients: Sequence[str], item: ScienceItem) -> list[str]:
             rf"\b(?:answer|option|choice)\s*(?:is\s*)?\(?{re.escape(str(item.answer))}\b", re.I
         )
     else:
-        pattern = re.compile(re.escape(str(item.answer)), re.IGNORECASE)
+        # an exact answer, or an f1 reference: its text or, for a list, any of its elements
+        texts = [str(a) for a in item.answer] if isinstance(item.answer, tuple) else [str(item.answer)]
+        pattern = re.compile("|".join(re.escape(t) for t in texts if t.strip()), re.IGNORECASE)
     return [i for i in ingredients if not pattern.search(i)]
 
 
-def check_source(source: str, layout: str) -> None:
-    """An error naming a question source that is neither ``generated`` nor a file, or an
-    unknown layout."""
+def check_source(source: str, layout: str, families: Sequence[str] = ()) -> None:
+    """An error naming a question source that is neither ``generated`` nor a file, an
+    unknown layout, or an unknown generated family."""
+    unknown = [f for f in families if f not in ALL_FAMILIES]
+    if unknown:
+        raise ScienceScoreError(f"the generated families are {', '.join(ALL_FAMILIES)}; got {unknown[0]!r}")
+    if families and source != "generated":
+        raise ScienceScoreError("--families picks generated problems; it does not apply to a benchmark file")
     if layout not in FORMATS:
         raise ScienceScoreError(f"the benchmark layouts are {', '.join(FORMATS)}; got {layout!r}")
     if source != "generated" and not Path(source).is_file():
@@ -113,6 +121,9 @@ class SciReasSettings:
     """The benchmark file's layout (:data:`~embodia.evals.scireas.benchmarks.FORMATS`)."""
     items: int = 60
     first_seed: int = 0
+    families: tuple[str, ...] = ()
+    """The generated families asked, in turn (default: the six of
+    :data:`~embodia.evals.scireas.problems.FAMILIES`)."""
     ingredients: str = "oracle"
     """Which KIs are given: none, oracle, extracted or both."""
     extractor: str | None = None
@@ -129,13 +140,15 @@ class SciReasSettings:
         check_seed("seed", self.seed, ScienceScoreError)
         if self.ingredients not in SOURCES:
             raise ScienceScoreError(f"--ingredients is one of {', '.join(SOURCES)}; got {self.ingredients!r}")
-        check_source(self.source, self.layout)
+        check_source(self.source, self.layout, self.families)
 
 
-def science_items(source: str, layout: str, count: int, first_seed: int = 0) -> list[ScienceItem]:
+def science_items(
+    source: str, layout: str, count: int, first_seed: int = 0, families: Sequence[str] = ()
+) -> list[ScienceItem]:
     """The first ``count`` items of ``source`` (module docstring)."""
     items = (
-        [from_problem(p) for p in problem_set(count, first_seed)]
+        [from_problem(p) for p in problem_set(count, first_seed, families)]
         if source == "generated"
         else load_items(source, layout)[:count]
     )
@@ -262,12 +275,14 @@ def run_krux(
 ) -> dict[str, Any]:
     """Measure every question (module docstring); the policies given stand in for the specs'."""
     folder = RunFolder(out, RECORDS)
-    config = asdict(settings)
+    config = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as config.yaml keeps them
     folder.begin(config, resume)
     finished = folder.finished(SUMMARY)
     if finished is not None:
         return finished
-    items = science_items(settings.source, settings.layout, settings.items, settings.first_seed)
+    items = science_items(
+        settings.source, settings.layout, settings.items, settings.first_seed, settings.families
+    )
     target = _policy(policy, settings.policy)
     extractor = _policy(extractor, settings.extractor) if settings.extractor else (extractor or target)
     tracer = _policy(tracer, settings.tracer) if settings.tracer else tracer
@@ -294,13 +309,14 @@ class ProSelectionSettings:
     layout: str = "items"
     items: int = 60
     first_seed: int = 0
+    families: tuple[str, ...] = ()
     low_max_tokens: int = 512
     high_max_tokens: int = 512
 
     def __post_init__(self) -> None:
         check_whole(self, "items", "low_max_tokens", "high_max_tokens", error=ScienceScoreError)
         check_seed("first_seed", self.first_seed, ScienceScoreError)
-        check_source(self.source, self.layout)
+        check_source(self.source, self.layout, self.families)
 
 
 @runner
@@ -314,12 +330,14 @@ def run_pro_selection(
 ) -> dict[str, Any]:
     """Keep the questions ``high`` solves and ``low`` does not (module docstring)."""
     folder = RunFolder(out, SELECTION)
-    config = asdict(settings)
+    config = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as config.yaml keeps them
     folder.begin(config, resume)
     finished = folder.finished(SUMMARY)
     if finished is not None:
         return finished
-    items = science_items(settings.source, settings.layout, settings.items, settings.first_seed)
+    items = science_items(
+        settings.source, settings.layout, settings.items, settings.first_seed, settings.families
+    )
     low_policy, high_policy = _policy(low, settings.low), _policy(high, settings.high)
 
     def measure(item: ScienceItem) -> dict[str, Any]:

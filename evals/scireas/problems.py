@@ -1,20 +1,23 @@
 """Generated science problems with checkable answers and the knowledge each one needs.
 
 Six families (:data:`FAMILIES`): kinematics, circuits, stoichiometry, gas laws, unit conversion
-and probability. A problem is drawn from a seed (the same seed, the same problem), and carries
-its numeric answer with its unit and tolerance, and its **knowledge ingredients**: the formulas
-and constants a solver must know, written answer-agnostically (no number of this problem's
-answer in them). Giving a solver the ingredients separates what it knows from how it reasons
-(KRUX); the generated problems have the true ingredients, an oracle no benchmark file has.
+and probability; and two about invented elements, whose constants no model can know without
+being taught or told (:mod:`embodia.evals.scireas.invented`). A problem is drawn from a seed
+(the same seed, the same problem), and carries its numeric answer with its unit and tolerance,
+and its **knowledge ingredients**: the formulas and constants a solver must know, written
+answer-agnostically (no number of this problem's answer in them). Giving a solver the
+ingredients separates what it knows from how it reasons (KRUX); the generated problems have the
+true ingredients, an oracle no benchmark file has.
 """
 
 from __future__ import annotations
 
 import math
 import random
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
+from embodia.evals.scireas.invented import EXACT, INVENTED
 from embodia.evals.scireas.scoring import ScienceScoreError, score_numeric
 
 
@@ -206,14 +209,34 @@ FAMILIES: dict[str, Callable[[random.Random, int], ScienceProblem]] = {
 }
 
 
+ALL_FAMILIES = (*FAMILIES, *INVENTED)
+"""Every generated family: the six above, then the invented-element ones
+(:mod:`embodia.evals.scireas.invented`)."""
+
+
+def invented_problem(
+    family: str, seed: int, elements: Sequence[int] | None = None, rng: random.Random | None = None
+) -> ScienceProblem:
+    """Problem ``seed`` of an invented family, about one of ``elements`` (default: any); drawn
+    from ``rng`` when given, else from the seed."""
+    rng = rng or random.Random(f"science/{family}/{seed}")
+    drawn = INVENTED[family](rng, elements)
+    return ScienceProblem(family, seed, drawn.question, drawn.answer, drawn.unit, drawn.ingredients, EXACT)
+
+
 def generate(family: str, seed: int) -> ScienceProblem:
     """Problem ``seed`` of ``family`` (the same seed, the same problem)."""
+    if family in INVENTED:
+        return invented_problem(family, seed)
     if family not in FAMILIES:
-        raise ScienceScoreError(f"the science problems are {', '.join(FAMILIES)}; got {family!r}")
+        raise ScienceScoreError(f"the science problems are {', '.join(ALL_FAMILIES)}; got {family!r}")
     return FAMILIES[family](random.Random(f"science/{family}/{seed}"), seed)
 
 
-def problem_set(count: int, first_seed: int = 0) -> list[ScienceProblem]:
-    """``count`` problems, the families in turn."""
-    names = list(FAMILIES)
+def problem_set(count: int, first_seed: int = 0, families: Sequence[str] = ()) -> list[ScienceProblem]:
+    """``count`` problems, ``families`` in turn (default: the six of :data:`FAMILIES`)."""
+    names = list(families) or list(FAMILIES)
+    unknown = [f for f in names if f not in ALL_FAMILIES]
+    if unknown:
+        raise ScienceScoreError(f"the science problems are {', '.join(ALL_FAMILIES)}; got {unknown[0]!r}")
     return [generate(names[k % len(names)], first_seed + k // len(names)) for k in range(count)]
