@@ -66,6 +66,11 @@ EVAL_PRO_OPTIONS: OptionTable = {
     "families": _FAMILIES,
     "low_max_tokens": FieldOption("Tokens a --low reply may take."),
     "high_max_tokens": FieldOption("Tokens a --high reply may take."),
+    "judge": FieldOption(
+        "A policy that keeps only the selected questions it judges more reasoning-intensive than "
+        "an easy question of the same task (default: no judge)."
+    ),
+    "judge_max_tokens": FieldOption("Tokens a --judge reply may take."),
 }
 
 
@@ -110,7 +115,8 @@ def eval_scireas_pro(
     resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out.")] = False,
 ) -> None:
     """Keep the questions the --high setting answers right and the --low one wrong (the
-    SciReas-Pro rule), as an item file embodia eval scireas reads (--layout items)."""
+    SciReas-Pro rule), and with --judge those it finds reasoning-intensive, as an item file
+    embodia eval scireas reads (--layout items)."""
     from embodia.core.runs import RunFolder
     from embodia.evals.scireas.krux import SELECTION, ProSelectionSettings, run_pro_selection
 
@@ -119,9 +125,10 @@ def eval_scireas_pro(
         settings = ProSelectionSettings(**options)
         with err_console.status(f"asking {settings.items} question(s) twice"):
             summary = run_pro_selection(settings, out, resume=resume)
+    judged = f" ({summary['effort_items']} by effort, then the judge's)" if settings.judge is not None else ""
     console.print(
         f"low {summary['low_accuracy']:.3f}, high {summary['high_accuracy']:.3f}; "
-        f"kept {summary['pro_items']} of {summary['items']} questions",
+        f"kept {summary['pro_items']} of {summary['items']} questions{judged}",
         highlight=False,
     )
     console.print(f"wrote {bold(out)}")

@@ -436,11 +436,14 @@ def _scireas_summary(run: Run) -> dict[str, Any]:
     records = run.read_jsonl("items.jsonl" if run.kind == "scireas" else "selection.jsonl")
     summary = _object(run.read_json("summary.json"), "summary.json")
     settings = run.read_yaml("config.yaml").get("settings", {})
-    named: dict[str, Any] = {k: settings[k] for k in ("policy", "low", "high", "source") if k in settings}
-    if not summary:  # still going, or killed: how many questions so far
-        return {**named, "items": len(records), "finished": False}
+    named: dict[str, Any] = {
+        k: settings[k] for k in ("policy", "low", "high", "judge", "source") if settings.get(k) is not None
+    }
+    if not summary:  # still going, or killed: how many questions so far (not the judgements)
+        asked = [r for r in records if not str(r.get("key", "")).startswith("judge/")]
+        return {**named, "items": len(asked), "finished": False}
     if run.kind == "scireas-pro":
-        keys = ("items", "low_accuracy", "high_accuracy", "pro_items")
+        keys = ("items", "low_accuracy", "high_accuracy", "effort_items", "pro_items")
         return {**named, **{k: summary[k] for k in keys if k in summary}}
     numbers: dict[str, Any] = {k: summary[k] for k in ("items", "plain_accuracy") if k in summary}
     for source in ("oracle", "extracted"):

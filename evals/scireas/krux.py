@@ -20,8 +20,13 @@ classed by what the KIs did to it (majority over the orders): *solved* (right wi
 without: knowing was not enough) or *hurt* (right without, wrong with).
 
 **SciReas-Pro** (:func:`run_pro_selection`): the questions one policy setting (``high``: more
-reasoning, a larger model, a longer budget) answers right and another (``low``) wrong; the kept
-items go to ``pro.jsonl`` in embodia's item layout, every question's two verdicts to
+reasoning, a larger model, a longer budget) answers right and another (``low``) wrong. With a
+``judge`` policy, a second step (the paper's LLM judge) keeps only those the judge finds more
+reasoning-intensive than an easy comparison: a question of the same task both settings solve
+(another task's when the task has none), the two shown in an order drawn per question so the
+judge's position bias does not decide (:func:`judge_messages`). The kept items go to
+``pro.jsonl`` in embodia's item layout, with the judge's verdict, its explanation and the easy
+comparison's key in ``extra``; every question's two verdicts, and every judgement, to
 ``selection.jsonl``.
 
 Both runners write each question's record as it is answered and resume.
@@ -35,7 +40,7 @@ import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +50,7 @@ from embodia.core.runs import RunFolder, record_each, runner
 from embodia.evals.scireas.benchmarks import FORMATS, load_items, write_items
 from embodia.evals.scireas.items import ScienceItem, from_problem
 from embodia.evals.scireas.problems import ALL_FAMILIES, problem_set
-from embodia.evals.scireas.scoring import ScienceScoreError
+from embodia.evals.scireas.scoring import ScienceScoreError, read_choice
 
 SOURCES = ("none", "oracle", "extracted", "both")
 RECORDS, SUMMARY = "items.jsonl", "summary.json"
@@ -299,6 +304,56 @@ def run_krux(
     return summary
 
 
+JUDGE_INSTRUCTIONS = (
+    "Below are two questions from the same benchmark. Which one is more reasoning-intensive: "
+    "which needs more steps of reasoning (deriving, combining, computing) beyond recalling facts? "
+    "Explain briefly, then end with: Answer: A or Answer: B"
+)
+
+
+def judge_messages(hard: ScienceItem, easy: ScienceItem, hard_first: bool) -> list[Message]:
+    """The judge's prompt: the two questions as A and B (``hard`` first when ``hard_first``)."""
+    first, second = (hard, easy) if hard_first else (easy, hard)
+    content = (
+        f"{JUDGE_INSTRUCTIONS}\n\nQuestion A:\n{first.question.strip()}\n\n"
+        f"Question B:\n{second.question.strip()}"
+    )
+    return [{"role": "user", "content": content}]
+
+
+def easy_comparison(item: ScienceItem, easy: Sequence[ScienceItem]) -> ScienceItem | None:
+    """The question ``item`` is compared with: one of ``easy`` (solved by both settings) from
+    its own task when there is one, else from any, drawn by ``item``'s key; None when
+    ``easy`` is empty."""
+    pool = [e for e in easy if e.task == item.task] or list(easy)
+    return random.Random(f"pro-judge/{item.key}").choice(pool) if pool else None
+
+
+def judge_item(
+    item: ScienceItem, easy: Sequence[ScienceItem], judge: Policy, max_tokens: int
+) -> dict[str, Any]:
+    """The judge's record for one effort-selected question: whether it is the more
+    reasoning-intensive of the pair (None when the reply names neither, or there is no
+    comparison), the judge's explanation and the comparison's key."""
+    comparison = easy_comparison(item, easy)
+    record: dict[str, Any] = {
+        "key": f"judge/{item.key}",
+        "easy_comparison": None,
+        "reasoning_intensive": None,
+    }
+    if comparison is None:
+        return record
+    hard_first = random.Random(f"pro-judge-order/{item.key}").random() < 0.5
+    reply = judge.complete(
+        judge_messages(item, comparison, hard_first), max_tokens=max_tokens, temperature=0.0
+    ).text
+    picked = read_choice(reply, "AB")
+    record["easy_comparison"] = comparison.key
+    record["reasoning_intensive"] = None if picked is None else picked == ("A" if hard_first else "B")
+    record["reasoning_comparison_explanation"] = reply
+    return record
+
+
 @dataclass(frozen=True)
 class ProSelectionSettings:
     """``embodia eval scireas-pro`` (module docstring)."""
@@ -312,9 +367,14 @@ class ProSelectionSettings:
     families: tuple[str, ...] = ()
     low_max_tokens: int = 512
     high_max_tokens: int = 512
+    judge: str | None = None
+    """The policy that judges whether a kept question is reasoning-intensive; None: no judge."""
+    judge_max_tokens: int = 512
 
     def __post_init__(self) -> None:
-        check_whole(self, "items", "low_max_tokens", "high_max_tokens", error=ScienceScoreError)
+        check_whole(
+            self, "items", "low_max_tokens", "high_max_tokens", "judge_max_tokens", error=ScienceScoreError
+        )
         check_seed("first_seed", self.first_seed, ScienceScoreError)
         check_source(self.source, self.layout, self.families)
 
@@ -327,8 +387,10 @@ def run_pro_selection(
     resume: bool = False,
     low: Policy | None = None,
     high: Policy | None = None,
+    judge: Policy | None = None,
 ) -> dict[str, Any]:
-    """Keep the questions ``high`` solves and ``low`` does not (module docstring)."""
+    """Keep the questions ``high`` solves and ``low`` does not, and with a judge those it finds
+    reasoning-intensive (module docstring)."""
     folder = RunFolder(out, SELECTION)
     config = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as config.yaml keeps them
     folder.begin(config, resume)
@@ -347,16 +409,38 @@ def run_pro_selection(
             "high": item.grade(_ask(high_policy, item.prompt(), settings.high_max_tokens)),
         }
 
-    done = record_each(folder, config, items, lambda item: item.key, measure)
-    chosen = [i for i in items if done[i.key]["high"] and not done[i.key]["low"]]
-    write_items(chosen, folder.out / PRO)
-    summary = {
+    judge = _policy(judge, settings.judge) if settings.judge else None
+    kept = folder.kept_records()
+    done = {str(r["key"]): r for r in kept if "key" in r}
+    with folder.recording(kept, {"settings": config}) as log:
+        for item in items:
+            if item.key not in done:
+                done[item.key] = measure(item)
+                log.append(done[item.key])
+        chosen = [i for i in items if done[i.key]["high"] and not done[i.key]["low"]]
+        if judge is not None:
+            easy = [i for i in items if done[i.key]["high"] and done[i.key]["low"]]
+            for item in chosen:
+                key = f"judge/{item.key}"
+                if key not in done:
+                    done[key] = judge_item(item, easy, judge, settings.judge_max_tokens)
+                    log.append(done[key])
+    summary: dict[str, Any] = {
         "items": len(items),
         "low_accuracy": statistics.fmean(done[i.key]["low"] for i in items),
         "high_accuracy": statistics.fmean(done[i.key]["high"] for i in items),
-        "pro_items": len(chosen),
-        "pro_share": len(chosen) / len(items),
-        "settings": config,
+        "effort_items": len(chosen),
     }
+    if judge is not None:
+        verdicts = [done[f"judge/{i.key}"] for i in chosen]
+        summary["judge_unreadable"] = sum(v["reasoning_intensive"] is None for v in verdicts)
+        summary["judge_no_comparison"] = sum(v["easy_comparison"] is None for v in verdicts)
+        chosen = [
+            replace(i, extra={**i.extra, **{k: v for k, v in done[f"judge/{i.key}"].items() if k != "key"}})
+            for i in chosen
+            if done[f"judge/{i.key}"]["reasoning_intensive"]
+        ]
+    write_items(chosen, folder.out / PRO)
+    summary.update({"pro_items": len(chosen), "pro_share": len(chosen) / len(items), "settings": config})
     folder.finish(SUMMARY, summary)
     return summary

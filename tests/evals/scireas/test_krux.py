@@ -4,6 +4,7 @@ knowledge-vs-reasoning breakdown, extracted ingredients without leaks, and the P
 from __future__ import annotations
 
 import json
+import random
 from pathlib import Path
 
 import pytest
@@ -14,6 +15,7 @@ from embodia.evals.scireas.krux import (
     ProSelectionSettings,
     SciReasSettings,
     drop_leaks,
+    easy_comparison,
     parse_ingredients,
     run_krux,
     run_pro_selection,
@@ -104,6 +106,31 @@ def test_the_pro_rule_keeps_what_only_more_reasoning_solves(tmp_path: Path) -> N
     kept = load_items(tmp_path / "pro" / "pro.jsonl", "items")
     assert [i.key for i in kept] == [items[1].key, items[3].key]
     assert kept[0].ingredients == items[1].ingredients  # the oracle travels with the item
+
+
+def test_the_judge_keeps_what_it_finds_reasoning_intensive(tmp_path: Path) -> None:
+    """Six questions, three tasks: items 0-2 only the high setting solves, 3-5 both. The judge
+    calls 0 and 2 the harder of their pair and gives no verdict on 1."""
+    items = science_items("generated", "items", 6)
+    low = ScriptedPolicy([_wrong(i) for i in items[:3]] + [_right(i) for i in items[3:]])
+    high = ScriptedPolicy([_right(i) for i in items])
+    hard_first = [random.Random(f"pro-judge-order/{i.key}").random() < 0.5 for i in items[:3]]
+    picks = ["A" if hard_first[0] else "B", "I cannot tell.", "A" if hard_first[2] else "B"]
+    judge = ScriptedPolicy([f"The first needs two laws combined. Answer: {p}" for p in picks])
+    settings = ProSelectionSettings(low="scripted", high="scripted", items=6, judge="scripted")
+    summary = run_pro_selection(settings, tmp_path / "pro", low=low, high=high, judge=judge)
+    assert summary["effort_items"] == 3 and summary["pro_items"] == 2 and summary["judge_unreadable"] == 1
+    kept = load_items(tmp_path / "pro" / "pro.jsonl", "items")
+    assert [i.key for i in kept] == [items[0].key, items[2].key]
+    assert kept[0].extra["reasoning_intensive"] is True
+    assert kept[0].extra["easy_comparison"] in {i.key for i in items[3:]}
+    assert "two laws" in kept[0].extra["reasoning_comparison_explanation"]
+    # each judgement shows the selected question and its comparison, in the order drawn
+    for request, item, first in zip(judge.requests, items[:3], hard_first, strict=True):
+        text = request.messages[0]["content"]
+        a, b = text.index("Question A:"), text.index("Question B:")
+        assert (a < text.index(item.question) < b) == first
+    assert easy_comparison(items[0], []) is None
 
 
 def test_bad_settings_are_named(tmp_path: Path) -> None:
