@@ -132,3 +132,56 @@ def eval_scireas_pro(
         highlight=False,
     )
     console.print(f"wrote {bold(out)}")
+
+
+def _study_settings() -> type[Any]:
+    from embodia.evals.scireas.krux_study import KruxStudySettings
+
+    return KruxStudySettings
+
+
+EVAL_KRUX_STUDY_OPTIONS: OptionTable = {
+    "out": OWN,
+    "resume": OWN,
+    "seeds": FieldOption("A seed, repeatable: one fine-tune per seed.", flag="--seed"),
+    "model": FieldOption("The chat LM to fine-tune (hf:DIR); default: a tiny random-weight one per seed."),
+    "taught": FieldOption("Invented elements whose constants the training teaches."),
+    "unseen": FieldOption("Invented elements the training never mentions."),
+    "practice_questions": FieldOption("Training questions with their ingredients given."),
+    "fact_repeats": FieldOption("Times each taught element's constants are asked in training."),
+    "taught_questions": FieldOption("Training questions about taught elements, without ingredients."),
+    "steps": FieldOption("SFT steps per seed."),
+    "learning_rate": FieldOption("The SFT peak learning rate (cosine decay)."),
+    "batch_size": FieldOption("SFT records per step."),
+    "questions": FieldOption("Held-out questions per family and element pool."),
+    "permutations": FieldOption("Orders of the ingredients per held-out question."),
+}
+
+
+@settings_command(eval_app, "krux-study", _study_settings, EVAL_KRUX_STUDY_OPTIONS)
+def eval_krux_study(
+    options: dict[str, Any],
+    out: Annotated[Path, typer.Option("--out", help="Run directory (items.jsonl, seed-N/, summary.json).")],
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a run in --out.")] = False,
+) -> None:
+    """Teach a chat LM some invented elements' constants and how to use given ones, then measure
+    it with KRUX on questions it never saw: plainly and with the true ingredients, about taught
+    and unseen elements, against its untrained start."""
+    from embodia.core.runs import RunFolder
+    from embodia.evals.scireas.krux_study import RECORDS, KruxStudySettings, run_krux_study
+
+    with user_errors():
+        RunFolder(out, RECORDS)  # --out is checked before anything else
+        settings = KruxStudySettings(**options)
+        with err_console.status(f"training and measuring {len(settings.seeds)} seed(s)"):
+            summary = run_krux_study(settings, out, resume=resume)
+    for group, numbers in summary["over_seeds"].items():
+        shares = ", ".join(f"{k} {v['mean']:.2f}" for k, v in numbers["breakdown"].items())
+        given = numbers["oracle_accuracy"]
+        console.print(
+            f"{group}: plain {numbers['plain_accuracy']['mean']:.3f}, with ingredients "
+            f"{given['mean']:.3f} (sd over seeds {given['sd']:.3f}); {shares}",
+            highlight=False,
+            soft_wrap=True,
+        )
+    console.print(f"wrote {bold(out)}")

@@ -219,6 +219,14 @@ CASES = {
         ["eval", "scireas", "--policy", "scripted:{replies}", "--ingredients", "wikipedia", "--out", "{out}"],
         "--ingredients is one of none, oracle, extracted, both",
     ),
+    "eval scireas --families alchemy": (
+        ["eval", "scireas", "--policy", "x", "--families", "alchemy", "--out", "{out}"],
+        "the generated families are kinematics",
+    ),
+    "eval krux-study --seed 1 --seed 1": (
+        ["eval", "krux-study", "--seed", "1", "--seed", "1", "--out", "{out}"],
+        "seeds must be distinct",
+    ),
     "eval scireas-pro --source missing": (
         [
             "eval",

@@ -457,6 +457,7 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
             ],
             "folder",
         ),
+        "eval krux-study": (["eval", "krux-study"], "folder"),
         "eval vocal": (["eval", "vocal", "--policy", f"scripted:{replies}", "--questions", "1"], "folder"),
         "train proact": (
             ["train", "proact", "--policy", f"hf:{model}", "--stream", "procedural:arena,seed=0,duration=2"],

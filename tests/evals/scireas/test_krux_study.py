@@ -200,3 +200,21 @@ def test_a_quarter_of_questions_is_held_out() -> None:
     rng = random.Random(3)
     share = sum(held_out(ion_question(rng)) for _ in range(2000)) / 2000
     assert share == pytest.approx(0.25, abs=0.05)
+
+
+def test_the_study_command_trains_and_measures_the_tiny_model(tmp_path: Path) -> None:
+    """The real path: a tiny chat LM built, fine-tuned for a few steps and measured before and
+    after; at this size it learns nothing, so the numbers only have to be there."""
+    from typer.testing import CliRunner
+
+    from embodia.cli import app
+
+    out = tmp_path / "study"
+    args = ["eval", "krux-study", "--seed", "0", "--taught", "20", "--unseen", "4", "--steps", "2"]
+    args += ["--practice-questions", "8", "--fact-repeats", "1", "--taught-questions", "4"]
+    args += ["--questions", "1", "--permutations", "1", "--batch-size", "4", "--out", str(out)]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "trained/unseen/invented_ions: plain" in result.output
+    assert (out / "seed-0" / "sft" / "metrics.jsonl").is_file()
+    assert len((out / "items.jsonl").read_text().splitlines()) == 2 * 2 * 2
