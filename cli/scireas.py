@@ -184,4 +184,6 @@ def eval_krux_study(
             highlight=False,
             soft_wrap=True,
         )
+    baseline = ", ".join(f"{group} {share:.3f}" for group, share in summary["majority_baseline"].items())
+    console.print(f"trivial baseline (the most common training answer): {baseline}", highlight=False)
     console.print(f"wrote {bold(out)}")

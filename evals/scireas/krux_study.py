@@ -20,6 +20,8 @@ questions. Each is measured by KRUX (:func:`~embodia.evals.scireas.krux.measure_
 then with its true ingredients in ``permutations`` orders.
 
 Per seed the untrained start (the same model before training) is measured the same way. The
+trivial baseline always gives the family's most common training answer
+(:func:`majority_baseline`). The
 expected picture, if KRUX separates what it claims to: unseen elements wrong plainly and right
 with ingredients (*knowledge*); taught elements right plainly (*solved*); what stays wrong with
 ingredients is arithmetic (*reasoning*), more of it in the multiplication family.
@@ -37,7 +39,7 @@ import json
 import random
 import statistics
 import zlib
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -179,32 +181,59 @@ def _fact_records(element_index: int) -> list[dict[str, Any]]:
     ]
 
 
-def training_records(settings: KruxStudySettings, seed: int) -> list[dict[str, Any]]:
-    """The fine-tune's chat records (module docstring), shuffled by ``seed``."""
+def training_examples(settings: KruxStudySettings, seed: int) -> list[tuple[str, int, dict[str, Any]]]:
+    """The fine-tune's examples (module docstring), shuffled by ``seed``: each one's family
+    (``fact`` for a constant asked directly), answer and chat record."""
     rng = random.Random(f"krux-study/train/{seed}")
     families = list(INVENTED)
     practice, taught = list(settings.pool("practice")), list(settings.pool("taught"))
-    records = []
+    examples = []
     for k in range(settings.practice_questions):
         family = families[k % len(families)]
         drawn = INVENTED[family](rng, practice)
         order = list(drawn.ingredients)
         rng.shuffle(order)
-        records.append(
-            _chat(as_item(family, drawn, family, str(k)).prompt(order), worked_answer(family, drawn))
-        )
+        record = _chat(as_item(family, drawn, family, str(k)).prompt(order), worked_answer(family, drawn))
+        examples.append((family, drawn.answer, record))
     for index in taught:
-        records.extend(_fact_records(index) * settings.fact_repeats)
+        element = invented_element(index)
+        facts = zip((element.atomic_number, element.molar_mass), _fact_records(index), strict=True)
+        examples.extend(
+            ("fact", answer, record) for answer, record in facts for _ in range(settings.fact_repeats)
+        )
     asked = 0
     while asked < settings.taught_questions:
         family = families[asked % len(families)]
         drawn = INVENTED[family](rng, taught)
         if held_out(drawn):
             continue
-        records.append(_chat(as_item(family, drawn, family, "").prompt(), worked_answer(family, drawn)))
+        record = _chat(as_item(family, drawn, family, "").prompt(), worked_answer(family, drawn))
+        examples.append((family, drawn.answer, record))
         asked += 1
-    rng.shuffle(records)
-    return records
+    rng.shuffle(examples)
+    return examples
+
+
+def training_records(settings: KruxStudySettings, seed: int) -> list[dict[str, Any]]:
+    """The fine-tune's chat records (:func:`training_examples`)."""
+    return [record for _, _, record in training_examples(settings, seed)]
+
+
+def majority_baseline(settings: KruxStudySettings, items: Sequence[ScienceItem]) -> dict[str, float]:
+    """The trivial baseline: per held-out group, the accuracy of always giving the family's most
+    common training answer, averaged over seeds (each seed trains on other questions)."""
+    scores: dict[str, list[float]] = defaultdict(list)
+    for seed in settings.seeds:
+        answers: dict[str, Counter[int]] = defaultdict(Counter)
+        for family, answer, _ in training_examples(settings, seed):
+            answers[family][answer] += 1
+        by_task: dict[str, list[bool]] = defaultdict(list)
+        for item in items:
+            family = item.task.split("/", 1)[1]
+            by_task[item.task].append(item.answer == answers[family].most_common(1)[0][0])
+        for task, hits in by_task.items():
+            scores[task].append(statistics.fmean(hits))
+    return {task: statistics.fmean(values) for task, values in sorted(scores.items())}
 
 
 def held_out_items(settings: KruxStudySettings) -> list[ScienceItem]:
@@ -342,6 +371,7 @@ def run_krux_study(
 
     done = record_each(folder, config, units, _unit_key, measure)
     summary = summarise_study([done[_unit_key(u)] for u in units], settings, krux)
+    summary["majority_baseline"] = majority_baseline(settings, items)
     summary["settings"] = config
     folder.finish(SUMMARY, summary)
     return summary

@@ -19,7 +19,9 @@ from embodia.evals.scireas.krux_study import (
     KruxStudySettings,
     held_out,
     held_out_items,
+    majority_baseline,
     run_krux_study,
+    training_examples,
     training_records,
     worked_answer,
 )
@@ -100,6 +102,15 @@ def test_training_keeps_unseen_elements_and_held_out_questions_out() -> None:
         if item.task.startswith("taught/"):
             assert item.question not in text
     assert training_records(settings, 0) == records and training_records(settings, 1) != records
+    # the trivial baseline: the most common training answer of each family, on every held-out item
+    baseline = majority_baseline(settings, held_out_items(settings))
+    assert set(baseline) == {f"{pool}/{family}" for pool in ("taught", "unseen") for family in INVENTED}
+    assert all(0 <= share <= 0.5 for share in baseline.values())
+    examples = training_examples(settings, 0)
+    assert [r for _, _, r in examples] == records
+    assert sum(family == "fact" for family, _, _ in examples) == 20 * 2 * 2
+    for _, answer, record in examples:
+        assert record["messages"][1]["content"].split("Answer: ")[1].split()[0] == str(answer)
 
 
 def test_held_out_items_per_pool_and_family() -> None:
@@ -175,6 +186,7 @@ def test_study_breakdown_over_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     assert over["trained/taught/invented_ions"]["breakdown"]["solved"]["mean"] == 1
     assert over["trained/unseen/invented_moles"]["breakdown"]["reasoning"]["mean"] == 1
     assert over["untrained/unseen/invented_ions"]["breakdown"]["reasoning"]["mean"] == 1
+    assert summary["majority_baseline"]["unseen/invented_ions"] < 0.5
     assert set(summary["per_seed"]) == {
         "untrained/seed-0",
         "trained/seed-0",
