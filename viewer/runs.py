@@ -13,7 +13,8 @@ Kinds, by the files that mark them:
 - ``dsr``: ``answers.jsonl`` and ``run.json`` (+ ``report.json``, ``report.png`` once it has
   finished) of ``embodia eval dsr``.
 - ``scireas`` / ``scireas-pro``: ``items.jsonl`` / ``selection.jsonl`` and ``config.yaml`` (+
-  ``summary.json``) of ``embodia eval scireas`` / ``scireas-pro``.
+  ``summary.json``) of ``embodia eval scireas`` / ``scireas-pro``; ``embodia eval krux-study``
+  writes the same files as a scireas run, its summary by element pool and family.
 - ``vocal``: ``answers.jsonl`` and ``config.yaml`` (+ ``summary.json``, ``markers.png`` and
   ``reliability.png`` once it has finished) of ``embodia eval vocal``.
 
@@ -445,6 +446,14 @@ def _scireas_summary(run: Run) -> dict[str, Any]:
     if run.kind == "scireas-pro":
         keys = ("items", "low_accuracy", "high_accuracy", "effort_items", "pro_items")
         return {**named, **{k: summary[k] for k in keys if k in summary}}
+    if isinstance(summary.get("over_seeds"), dict):  # embodia eval krux-study: the trained model's groups
+        study: dict[str, Any] = {}
+        for group, numbers in summary["over_seeds"].items():
+            if group.startswith("trained/") and isinstance(numbers, dict):
+                name = group.removeprefix("trained/")
+                study[f"{name} plain"] = _object(numbers.get("plain_accuracy"), group).get("mean")
+                study[f"{name} with ingredients"] = _object(numbers.get("oracle_accuracy"), group).get("mean")
+        return {"seeds": settings.get("seeds"), **study}
     numbers: dict[str, Any] = {k: summary[k] for k in ("items", "plain_accuracy") if k in summary}
     for source in ("oracle", "extracted"):
         part = summary.get(source)
@@ -658,7 +667,9 @@ def _scireas_view(run: Run) -> dict[str, Any]:
     all), or low and high; the summary as the report."""
     rows = []
     for record in run.read_jsonl("items.jsonl" if run.kind == "scireas" else "selection.jsonl"):
-        row: dict[str, Any] = {k: record[k] for k in ("key", "task", "plain", "low", "high") if k in record}
+        row: dict[str, Any] = {
+            k: record[k] for k in ("key", "seed", "policy", "task", "plain", "low", "high") if k in record
+        }
         for source in ("oracle", "extracted"):
             part = record.get(source)
             if isinstance(part, dict) and isinstance(part.get("verdicts"), list):

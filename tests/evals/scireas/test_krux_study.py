@@ -195,6 +195,13 @@ def test_study_breakdown_over_seeds(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     }
     lines = (tmp_path / "study" / "items.jsonl").read_text().splitlines()
     assert len(lines) == 2 * 2 * 16
+    # the viewer lists the study with the trained model's numbers, one row per question asked
+    from embodia.viewer.runs import discover, find, view_of
+
+    (run,) = discover(tmp_path)
+    assert run.summary["seeds"] == [0, 1] and run.summary["unseen/invented_ions with ingredients"] == 1
+    rows = view_of(find(tmp_path, "study"))["rows"]
+    assert len(rows) == len(lines) and rows[0]["policy"] == "untrained" and rows[0]["oracle"] == "0/2"
     # finished: a resumed run measures nothing again
     assert run_krux_study(settings, tmp_path / "study", resume=True, policy_for=policy_for) == summary
 
