@@ -448,11 +448,11 @@ def _scireas_summary(run: Run) -> dict[str, Any]:
         return {**named, **{k: summary[k] for k in keys if k in summary}}
     if isinstance(summary.get("over_seeds"), dict):  # embodia eval krux-study: the trained model's groups
         study: dict[str, Any] = {}
-        for group, measured in summary["over_seeds"].items():
-            if group.startswith("trained/") and isinstance(measured, dict):
+        for group, found in summary["over_seeds"].items():
+            if group.startswith("trained/") and isinstance(found, dict):
                 name = group.removeprefix("trained/")
-                study[f"{name} plain"] = _object(measured.get("plain_accuracy"), group).get("mean")
-                study[f"{name} with ingredients"] = _object(measured.get("oracle_accuracy"), group).get("mean")
+                study[f"{name} plain"] = _object(found.get("plain_accuracy"), group).get("mean")
+                study[f"{name} with ingredients"] = _object(found.get("oracle_accuracy"), group).get("mean")
         return {"seeds": settings.get("seeds"), **study}
     numbers: dict[str, Any] = {k: summary[k] for k in ("items", "plain_accuracy") if k in summary}
     for source in ("oracle", "extracted"):
