@@ -24,7 +24,10 @@ def _pro_settings() -> type[Any]:
     return ProSelectionSettings
 
 
-_SOURCE = FieldOption("'generated' (the built-in science problems) or a benchmark file.")
+_SOURCE = FieldOption(
+    "'generated' (the built-in science problems), a benchmark file, or a folder (saved by the "
+    "datasets library, or a downloaded dataset repository)."
+)
 _LAYOUT = FieldOption(
     "The benchmark file's layout: gpqa, mmlu_pro, supergpqa, sciknoweval, labbench, "
     "scibench, olympiadbench, scireas_pro, sciriff, ugphysics, scieval or items."

@@ -1,8 +1,9 @@
 """SciReas's benchmarks read from the files a user has, into :class:`ScienceItem` records.
 
 No benchmark is downloaded: :func:`load_items` reads a local file (``.json``, ``.jsonl``,
-``.csv`` or ``.parquet``; Parquet needs ``pyarrow``, which ``datasets`` installs) in one of the
-published layouts (:data:`FORMATS`):
+``.csv`` or ``.parquet``; Parquet needs ``pyarrow``, which ``datasets`` installs), or a folder:
+one the ``datasets`` library saved, or a downloaded dataset repository (:func:`read_folder`),
+in one of the published layouts (:data:`FORMATS`):
 
 - ``gpqa``: the CSV release (``Question``, ``Correct Answer``, ``Incorrect Answer 1-3``,
   ``Record ID``); the four choices are shuffled by the record's id, reproducibly.
@@ -52,10 +53,15 @@ from typing import Any
 from embodia.evals.scireas.items import LETTERS, ScienceItem
 from embodia.evals.scireas.scoring import ScienceScoreError, unit
 
+DATA_SUFFIXES = (".json", ".jsonl", ".csv", ".parquet")
+
 
 def read_rows(path: Path | str) -> list[dict[str, Any]]:
-    """The records of a JSON (a list, or an object holding one list), JSONL, CSV or Parquet file."""
+    """The records of a JSON (a list, or an object holding one list), JSONL, CSV or Parquet file,
+    or of a folder (:func:`read_folder`)."""
     file = Path(path)
+    if file.is_dir():
+        return read_folder(file)
     if not file.is_file():
         raise ScienceScoreError(f"benchmark file not found: {file}")
     suffix = file.suffix.lower()
@@ -87,6 +93,41 @@ def read_rows(path: Path | str) -> list[dict[str, Any]]:
     if not isinstance(value, list):
         raise ScienceScoreError(f"{file}: expected a list of records (or an object holding one)")
     return value
+
+
+def read_folder(folder: Path) -> list[dict[str, Any]]:
+    """The records of a benchmark folder: one the ``datasets`` library saved
+    (``save_to_disk``; of a dataset with several splits, its ``test`` split, else its only
+    one), or a downloaded dataset repository: every data file under it, in path order, hidden
+    folders left out."""
+    if (folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file():
+        try:
+            import datasets
+        except ImportError:
+            raise ScienceScoreError(
+                f"{folder} was saved by the datasets library: pip install datasets"
+            ) from None
+        loaded = datasets.load_from_disk(str(folder))
+        if isinstance(loaded, datasets.DatasetDict):
+            splits = list(loaded)
+            if "test" not in splits and len(splits) != 1:
+                raise ScienceScoreError(
+                    f"{folder} holds the splits {', '.join(splits)} and none is 'test': "
+                    f"give the split's folder, e.g. {folder / splits[0]}"
+                )
+            loaded = loaded["test" if "test" in splits else splits[0]]
+        return [dict(row) for row in loaded]
+    files = sorted(
+        f
+        for f in folder.rglob("*")
+        # hidden parts (a download's .cache, .git) hold no records of the benchmark
+        if f.is_file()
+        and f.suffix.lower() in DATA_SUFFIXES
+        and not any(part.startswith(".") for part in f.relative_to(folder).parts)
+    )
+    if not files:
+        raise ScienceScoreError(f"{folder} holds no {', '.join(DATA_SUFFIXES)} file")
+    return [row for file in files for row in read_rows(file)]
 
 
 def _shuffled(right: str, wrong: Iterable[str], key: str) -> tuple[tuple[str, ...], str]:

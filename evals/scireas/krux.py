@@ -111,8 +111,8 @@ def check_source(source: str, layout: str, families: Sequence[str] = ()) -> None
         raise ScienceScoreError("--families picks generated problems; it does not apply to a benchmark file")
     if layout not in FORMATS:
         raise ScienceScoreError(f"the benchmark layouts are {', '.join(FORMATS)}; got {layout!r}")
-    if source != "generated" and not Path(source).is_file():
-        raise ScienceScoreError(f"--source is 'generated' or a benchmark file; {source} is neither")
+    if source != "generated" and not (Path(source).is_file() or Path(source).is_dir()):
+        raise ScienceScoreError(f"--source is 'generated' or a benchmark file or folder; {source} is neither")
 
 
 @dataclass(frozen=True)

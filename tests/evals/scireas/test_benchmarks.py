@@ -348,6 +348,40 @@ def test_embodias_own_layout_round_trips_and_parquet_is_read(tmp_path: Path) -> 
     assert item.extra["metadata"]["task_family"] == "classification" and item.grade('Answer: ["uses"]')
 
 
+def test_folders_saved_by_datasets_and_downloaded_repositories(tmp_path: Path) -> None:
+    datasets = pytest.importorskip("datasets")
+    rows = [
+        {"question_id": k, "question": f"Q{k}?", "options": ["a", "b"], "answer": "B", "category": "physics"}
+        for k in range(3)
+    ]
+    datasets.Dataset.from_list(rows).save_to_disk(str(tmp_path / "one"))
+    assert [i.doc_id for i in load_items(tmp_path / "one", "mmlu_pro")] == ["0", "1", "2"]
+    splits = datasets.DatasetDict(
+        {"validation": datasets.Dataset.from_list(rows[:1]), "test": datasets.Dataset.from_list(rows[1:])}
+    )
+    splits.save_to_disk(str(tmp_path / "splits"))
+    assert [i.doc_id for i in load_items(tmp_path / "splits", "mmlu_pro")] == ["1", "2"]
+    no_test = datasets.DatasetDict(
+        {"train": datasets.Dataset.from_list(rows[:1]), "validation": datasets.Dataset.from_list(rows[1:])}
+    )
+    no_test.save_to_disk(str(tmp_path / "no-test"))
+    with pytest.raises(ScienceScoreError, match="none is 'test': give the split's folder"):
+        load_items(tmp_path / "no-test", "mmlu_pro")
+    assert len(load_items(tmp_path / "no-test" / "validation", "mmlu_pro")) == 2
+    # a downloaded repository: its data files in path order, the card and the cache left alone
+    repo = tmp_path / "repo"
+    (repo / "data").mkdir(parents=True)
+    (repo / ".cache").mkdir()
+    (repo / "README.md").write_text("# card\n")
+    _jsonl(repo / "data" / "b.jsonl", rows[2:])
+    _jsonl(repo / "data" / "a.jsonl", rows[:2])
+    _jsonl(repo / ".cache" / "stale.jsonl", [{"broken": True}])
+    assert [i.doc_id for i in load_items(repo, "mmlu_pro")] == ["0", "1", "2"]
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(ScienceScoreError, match="holds no .json, .jsonl, .csv, .parquet file"):
+        read_rows(tmp_path / "empty")
+
+
 def test_bad_files_and_records_are_named(tmp_path: Path) -> None:
     with pytest.raises(ScienceScoreError, match="not found"):
         read_rows(tmp_path / "nope.jsonl")
