@@ -102,7 +102,7 @@ def read_folder(folder: Path) -> list[dict[str, Any]]:
     folders left out."""
     if (folder / "state.json").is_file() or (folder / "dataset_dict.json").is_file():
         try:
-            import datasets
+            import datasets  # type: ignore[import-untyped]
         except ImportError:
             raise ScienceScoreError(
                 f"{folder} was saved by the datasets library: pip install datasets"
