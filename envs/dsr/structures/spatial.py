@@ -76,18 +76,18 @@ def uniform_points(rng: random.Random, count: int, dim: int) -> list[Point]:
 class KDHeap:
     """A binary min-heap in array form of (priority point, label) elements.
 
-    Elements are ordered by the Euclidean norm of the priority point (compared exactly via the
-    squared norm), ties by the point's coordinates lexicographically, then by label, so the order
-    is total. The canonical state is the list of labels in array order.
+    Elements are compared by the Euclidean norm of the priority point only (exactly, via the
+    squared norm), strictly: two elements of equal norm never swap, as in the textbook sift and
+    the public benchmark. Labels need not be distinct. The canonical state is the list of labels
+    in array order.
     """
 
     def __init__(self) -> None:
         self.items: list[tuple[Point, int]] = []
 
     @staticmethod
-    def key(item: tuple[Point, int]) -> tuple[int, Point, int]:
-        point, label = item
-        return squared_norm(point), point, label
+    def key(item: tuple[Point, int]) -> int:
+        return squared_norm(item[0])
 
     def _less(self, i: int, j: int) -> bool:
         return self.key(self.items[i]) < self.key(self.items[j])
@@ -173,10 +173,11 @@ class KDNode:
 class KDTree:
     """A balanced K-D tree built at once from a point list.
 
-    At depth d the split axis is d mod k. The points of a subtree are sorted by that axis (ties by
-    the whole point, lexicographically) and the element at index len // 2 (the upper middle for
-    even counts) becomes the node; the points before it form the left subtree, those after it the
-    right. The canonical state is the pre-order list of points.
+    At depth d the split axis is d mod k. The points of a subtree are sorted by that axis, stably:
+    points tied on it keep the order they were given in (the public benchmark's prompt: "keep the
+    original order"; a subtree's points come in its parent's sorted order). The element at index
+    len // 2 (the upper middle for even counts) becomes the node; the points before it form the
+    left subtree, those after it the right. The canonical state is the pre-order list of points.
     """
 
     def __init__(self, points: list[Point]) -> None:
@@ -187,7 +188,7 @@ class KDTree:
         if not points:
             return None
         axis = depth % self.dim
-        ordered = sorted(points, key=lambda p: (p[axis], p))
+        ordered = sorted(points, key=lambda p: p[axis])  # stable: ties keep the given order
         middle = len(ordered) // 2
         left = self._build(ordered[:middle], depth + 1)
         right = self._build(ordered[middle + 1 :], depth + 1)
@@ -390,10 +391,11 @@ register(
             "then swapped with its smaller child while that child's key is smaller than its own."
         ),
         rules=(
-            "Equal norms are ordered by comparing the priority points lexicographically (first "
-            "coordinate first), then by the smaller label. When bubbling down, if both children are "
-            "equally small prefer the left child. Give the final heap as the flat list of the elements' "
-            "labels in array order (index 0 first); do not include the priorities."
+            "Compare elements by the norm alone: an element moves only past one whose norm is strictly "
+            "larger (up) or strictly smaller (down), so elements of equal norm never swap. When "
+            "bubbling down, if both children are equally small prefer the left child. Give the final "
+            "heap as the flat list of the elements' labels in array order (index 0 first); do not "
+            "include the priorities."
         ),
         answer_schema=INT_LIST,
         generate=_kd_heap_compound,
@@ -415,8 +417,9 @@ register(
         rules=(
             "For an even number of points the median is the upper of the two middle points: the point "
             "at index len // 2 of the sorted subset (0-based), e.g. the median of [1, 2] is 2 and of "
-            "[3, 4, 6, 8] is 6. Points tied on the split axis are ordered by comparing the whole points "
-            "lexicographically (first coordinate first). Give the pre-order traversal (node, then left "
+            "[3, 4, 6, 8] is 6. Points tied on the split axis keep their order in the given data (the "
+            "sort is stable; a subtree's points are in the order its parent sorted them). Give the "
+            "pre-order traversal (node, then left "
             "subtree, then right subtree) as a list of points, each written like the input."
         ),
         answer_schema=POINT_LIST,

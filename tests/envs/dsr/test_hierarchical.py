@@ -324,9 +324,18 @@ def test_rb_delete_two_children_successor_deeper() -> None:
     assert tree.state() == [[25, 1], [10, 1], [35, 0], [30, 1], [40, 1]]
 
 
-def test_rb_delete_missing_key_raises() -> None:
-    with pytest.raises(KeyError):
-        RedBlackTree([1, 2]).delete(3)
+def test_deleting_an_absent_key_changes_nothing_in_every_structure() -> None:
+    tree = RedBlackTree([1, 2])
+    before = tree.state()
+    tree.delete(3)
+    assert tree.state() == before
+    bst, bplus = BST([5, 1, 9]), BPlusTree(3)
+    for key in (5, 1, 9, 4):
+        bplus.insert(key)
+    for structure in (bst, bplus):
+        state = structure.state()
+        structure.delete(7)
+        assert structure.state() == state
 
 
 # --------------------------------------------------------------------------------- B+ tree

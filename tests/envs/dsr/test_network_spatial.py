@@ -252,8 +252,9 @@ def test_kd_heap_matches_sorted_model(case: tuple[int, list[Any]]) -> None:
         if op is None:
             if not model:
                 continue
-            model.sort(key=KDHeap.key)
-            assert heap.delete() == model.pop(0)
+            top = heap.delete()
+            assert KDHeap.key(top) == min(map(KDHeap.key, model))  # a smallest norm; which one is the sift's
+            model.remove(top)
         else:
             heap.insert(op[0], label)
             model.append((op[0], label))
@@ -270,20 +271,24 @@ def test_kd_heap_golden() -> None:
     assert heap.state() == [13, 11, 12, 10]
     assert heap.delete() == ([1], 13)
     assert heap.state() == [11, 10, 12]
-    # Norm 5 three times: ties go by the point lexicographically, [0, 5] < [3, 4] < [5, 0].
+    # Norm 5 three times: equal norms never swap, up or down.
     heap = KDHeap()
     heap.insert([3, 4], 1)
     heap.insert([5, 0], 2)
     assert heap.state() == [1, 2]
     heap.insert([0, 5], 3)
-    assert heap.state() == [3, 2, 1]
-    heap.delete()
-    assert heap.state() == [1, 2]
-    # The same point twice: the smaller label is the smaller element.
+    assert heap.state() == [1, 2, 3]
+    assert heap.delete() == ([3, 4], 1)
+    assert heap.state() == [3, 2]  # the last element moved to the root stays: its child is not smaller
+    # The same point twice, and a repeated label: insertion order stands, labels need not differ.
     heap = KDHeap()
     heap.insert([1, 1], 5)
     heap.insert([1, 1], 4)
-    assert heap.state() == [4, 5]
+    assert heap.state() == [5, 4]
+    heap = KDHeap()
+    heap.insert([2, 0], 7)
+    heap.insert([1, 0], 7)
+    assert heap.state() == [7, 7] and heap.delete() == ([1, 0], 7) and heap.items == [([2, 0], 7)]
     # Bubble-down swaps with the smaller child: [1 | 3, 2 | 4] by norm; the moved norm 4 goes right.
     heap = KDHeap()
     for point, label in [([1, 0], 1), ([4, 0], 2), ([2, 0], 3), ([3, 0], 4)]:
@@ -350,9 +355,13 @@ def test_kd_tree_golden() -> None:
     # x-sorted: [2,3] [4,7] [5,4] [7,2] [8,1] [9,6] -> index 3 = [7, 2] (upper middle).
     points = [[2, 3], [5, 4], [9, 6], [4, 7], [8, 1], [7, 2]]
     assert KDTree(points).preorder() == [[7, 2], [5, 4], [2, 3], [4, 7], [9, 6], [8, 1]]
-    # Ties on x are ordered by the whole point: [2,2] [5,1] [5,3] [5,9] -> [5, 3].
+    # Ties on x keep the given order (a stable sort): [2,2] [5,1] [5,9] [5,3] -> [5, 9].
     points = [[5, 1], [5, 9], [5, 3], [2, 2]]
-    assert KDTree(points).preorder() == [[5, 3], [2, 2], [5, 1], [5, 9]]
+    assert KDTree(points).preorder() == [[5, 9], [2, 2], [5, 1], [5, 3]]
+    # A subtree's ties keep its parent's sorted order, not the input's: the left subset is
+    # [2,5] [4,5] in x order (though [4,5] came first), tied on y -> its median is [4, 5].
+    points = [[4, 5], [2, 5], [6, 0], [7, 1], [9, 9]]
+    assert KDTree(points).preorder() == [[6, 0], [4, 5], [2, 5], [9, 9], [7, 1]]
     assert KDTree([[4], [1], [3], [2]]).preorder() == [[3], [2], [1], [4]]
     # 3D: the depth-2 subset {[3,3,5], [4,2,2]} splits on z.
     points = [[1, 5, 9], [2, 4, 1], [3, 3, 5], [4, 2, 2], [5, 1, 8], [6, 6, 6], [7, 7, 3], [8, 0, 4]]
