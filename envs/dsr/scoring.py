@@ -203,15 +203,31 @@ def first_wrong_step(
     return None
 
 
-def score_value(answer: Any, instance: Instance) -> Score:
-    """Score a final answer that is already a value (the code probe's ``solution()`` result)."""
-    operation = get_operation(instance.operation)
-    exact, partial = compare(answer, instance.truth, operation.comparison, operation.prepare)
+def score_answer(answer: Any, truth: Any, operation: str) -> Score:
+    """Score a final answer that is already a value against ``truth``, as ``operation``
+    (``structure.name``) compares them: no :class:`Instance` needed."""
+    compared = get_operation(operation)
+    exact, partial = compare(answer, truth, compared.comparison, compared.prepare)
     if exact == 1.0:
         return Score(exact, partial, None, answer=answer)
-    mismatch = _type_mismatch(normalise(answer, instance.truth), instance.truth)
+    mismatch = _type_mismatch(normalise(answer, truth), truth)
     failure: Failure = "wrong_type" if mismatch else "wrong_final"
     return Score(exact, partial, failure, reason=mismatch, answer=answer)
+
+
+def score(reply: str, truth: Any, operation: str) -> Score:
+    """Score a model's reply text against ``truth`` for ``operation`` (``structure.name``), e.g.
+    an answer to a question from another harness; without an :class:`Instance` there are no
+    per-step diagnostics (:func:`score_reply` gives them)."""
+    parsed = parse_reply(reply)
+    if isinstance(parsed, ParseFailure):
+        return Score(0.0, 0.0, "parse", reason=parsed.reason)
+    return score_answer(parsed["final_answer"], truth, operation)
+
+
+def score_value(answer: Any, instance: Instance) -> Score:
+    """Score a final answer that is already a value (the code probe's ``solution()`` result)."""
+    return score_answer(answer, instance.truth, instance.operation)
 
 
 def score_reply(text: str, instance: Instance) -> Score:

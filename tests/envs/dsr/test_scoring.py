@@ -5,8 +5,15 @@ from __future__ import annotations
 import pytest
 
 from embodia.core.parsing import ParseFailure, extract_json
-from embodia.envs.dsr.core import Step
-from embodia.envs.dsr.scoring import compare, first_wrong_step, parse_reply, score_reply, score_value
+from embodia.envs.dsr.core import DSRError, Step
+from embodia.envs.dsr.scoring import (
+    compare,
+    first_wrong_step,
+    parse_reply,
+    score,
+    score_reply,
+    score_value,
+)
 from embodia.envs.dsr.suites import Instance
 
 
@@ -144,3 +151,16 @@ def test_fast_path_agrees_with_the_lenient_scan(reply: str) -> None:
     if isinstance(lenient, dict) and "final_answer" not in lenient:
         lenient = ParseFailure("the reply's JSON has no final_answer")
     assert parse_reply(reply) == lenient
+
+
+def test_a_reply_is_scored_against_a_bare_truth_and_operation() -> None:
+    """No Instance: a truth from another harness, compared the way its operation compares."""
+    assert score('{"final_answer": [82, 90]}', [82, 90], "queue.compound").exact == 1.0
+    # LRU contents compare as sets; the partial credit is the normalised Levenshtein of the texts
+    assert score('Answer: {"final_answer": [3, 1, 2]}', [1, 2, 3], "lru_cache.cache").exact == 1.0
+    wrong = score('{"final_answer": [82, 91]}', [82, 90], "queue.compound")
+    assert wrong.exact == 0.0 and wrong.partial == pytest.approx(1 - 1 / 7) and wrong.failure == "wrong_final"
+    assert score("no json here", [1], "stack.compound").failure == "parse"
+    assert score('{"final_answer": 5}', [5], "stack.compound").failure == "wrong_type"
+    with pytest.raises(DSRError, match="unknown DSR operation 'stack.push'"):
+        score('{"final_answer": [1]}', [1], "stack.push")
