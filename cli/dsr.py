@@ -103,6 +103,9 @@ EVAL_DSR_OPTIONS: OptionTable = {
     "policy": FieldOption("openai:URL?model=M, hf:DIR, vllm:DIR or scripted:FILE."),
     "out": OWN,
     "suite": FieldOption("main, spatial, realistic or code."),
+    "instances": FieldOption(
+        "An instance file (JSONL from embodia dsr generate or import) to evaluate instead of --suite."
+    ),
     "lengths": FieldOption("short, medium or long; repeatable (default: all).", "--length"),
     "operations": FieldOption("e.g. queue.compound; repeatable (default: all).", "--operation"),
     "limit": FieldOption("At most N instances, spread over operations."),
@@ -158,7 +161,8 @@ def eval_dsr(
         chat = make_policy(settings.policy, connect=True) if where.kind == "local" else None
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
         with Progress(*columns, console=err_console, transient=True) as progress:
-            task = progress.add_task(escape(f"DSR {settings.suite}"), total=None)
+            source = Path(settings.instances).name if settings.instances else settings.suite
+            task = progress.add_task(escape(f"DSR {source}"), total=None)
 
             def advance(result: dict[str, Any], done: int, total: int) -> None:
                 mark = "ok" if result["exact"] == 1.0 else (result["failure"] or "")
@@ -166,7 +170,7 @@ def eval_dsr(
                     task,
                     completed=done,
                     total=total,
-                    description=escape(f"DSR {settings.suite} {result['id']} {mark}"),
+                    description=escape(f"DSR {source} {result['id']} {mark}"),
                 )
 
             report = run_dsr(

@@ -53,9 +53,15 @@ class DSRSettings:
     tokens: int = prompts.DEFAULT_TOKENS
     temperature: float = 0.0
     seed: int = suites.DEFAULT_SEED
+    instances: str | None = None
+    """An instance file (JSONL, as ``embodia dsr generate`` or ``embodia dsr import`` write it)
+    to evaluate instead of the generated suite; ``lengths``, ``operations`` and ``limit`` still
+    select among its instances."""
 
     def __post_init__(self) -> None:
         prompts.check_mode(self.mode, self.description)
+        if self.instances is not None and not Path(self.instances).is_file():
+            raise DSRError(f"--instances {self.instances}: no such file")
         if self.limit is not None and self.limit <= 0:
             raise DSRError(f"--limit must be positive, got {self.limit}")
         if self.tokens <= 0:
@@ -71,11 +77,26 @@ class DSRSettings:
 
 def select_instances(settings: DSRSettings) -> list[Instance]:
     """The run's instances: ``limit`` taken round-robin over the groups so every operation is sampled."""
-    found = list(
-        suites.generate(
-            (settings.suite,), seed=settings.seed, lengths=settings.lengths, operations=settings.operations
+    if settings.instances is None:
+        found = list(
+            suites.generate(
+                (settings.suite,),
+                seed=settings.seed,
+                lengths=settings.lengths,
+                operations=settings.operations,
+            )
         )
-    )
+    else:
+        found = [
+            i
+            for i in suites.read_jsonl(Path(settings.instances))
+            if i.length in settings.lengths
+            and (settings.operations is None or i.operation in settings.operations)
+        ]
+        if not found:
+            raise DSRError(
+                f"--instances {settings.instances}: no instance of the lengths and operations asked for"
+            )
     if settings.limit is None or settings.limit >= len(found):
         return found
     by_group: dict[tuple[str, str], list[Instance]] = defaultdict(list)

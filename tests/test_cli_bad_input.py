@@ -142,6 +142,10 @@ CASES = {
         DOWN,
     ),
     "eval dsr, server down": ([*DSR, "--policy", "{openai}"], DOWN),
+    "eval dsr --instances missing": (
+        [*DSR, "--policy", "scripted:{replies}", "--instances", "{out}/missing.jsonl"],
+        "no such file",
+    ),
     "eval csmr, server down": (
         ["eval", "csmr", "--reasoner", "{openai}", "--out", "{out}", "--items", "1"],
         DOWN,

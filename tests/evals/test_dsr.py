@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -142,3 +143,30 @@ def test_tiny_transformers_model_run(tmp_path: Path) -> None:
     assert all(r["prompt_tokens"] > 100 for r in records)  # the whole prompt went in
     # random weights: whatever it says is scored, every failure classified
     assert sum(report["overall"]["failures"].values()) + round(report["overall"]["exact"] * 3) == 3
+
+
+def test_any_instance_file_is_evaluated_and_resumed(tmp_path: Path) -> None:
+    """Instances of the user's own (here: a file written by the generator, with one truth
+    changed by hand), selected by length and operation as the suites are."""
+    from embodia.envs.dsr import suites
+
+    generated = list(suites.generate(("main",), lengths=("short", "medium"), operations=("queue.compound",)))[
+        :4
+    ]
+    own = [replace(generated[0], id="mine/0", truth=[1, 2, 3]), *generated[1:]]
+    path = tmp_path / "mine.jsonl"
+    suites.write_jsonl(own, path)
+    settings = _settings(instances=str(path), lengths=("short", "medium"), limit=None)
+    chosen = select_instances(settings)
+    assert [i.id for i in chosen] == [i.id for i in own]
+    replies = ['{"final_answer": [1, 2, 3]}'] + [json.dumps({"final_answer": i.truth}) for i in own[1:3]]
+    with pytest.raises(PolicyError):
+        run_dsr(settings, tmp_path / "run", policy=ScriptedPolicy(replies))  # dies before the last
+    report = run_dsr(settings, tmp_path / "run", policy=ScriptedPolicy(['{"final_answer": []}']))
+    assert report["overall"]["n"] == 4 and report["overall"]["exact"] == pytest.approx(0.75, abs=1e-4)
+    shorts = select_instances(_settings(instances=str(path), lengths=("short",), limit=None))
+    assert [i.id for i in shorts] == [i.id for i in own if i.length == "short"] and shorts
+    with pytest.raises(DSRError, match="no such file"):
+        _settings(instances=str(tmp_path / "missing.jsonl"))
+    with pytest.raises(DSRError, match="no instance of the lengths and operations"):
+        select_instances(_settings(instances=str(path), operations=("stack.compound",)))
