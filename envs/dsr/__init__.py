@@ -1,8 +1,9 @@
 """DSR-Bench: data-structure reasoning environments (`docs/dsr.md`).
 
 Importing this package registers all 35 operations (``structures/``) and the realistic
-narratives. The gymnasium ids ``embodia/DSR-v0`` and ``embodia/DSRInteractive-v0`` (classes in
-``env.py``) are known to gymnasium from ``import embodia`` on, without importing this package.
+narratives; :func:`replay` recomputes any instance's truth from its data. The gymnasium ids
+``embodia/DSR-v0`` and ``embodia/DSRInteractive-v0`` (classes in ``env.py``) are known to
+gymnasium from ``import embodia`` on, without importing this package.
 """
 
 from embodia.envs.dsr import realistic as realistic
@@ -16,6 +17,7 @@ from embodia.envs.dsr.core import (
     Step,
     canonical,
 )
+from embodia.envs.dsr.replay import replay, replay_data
 from embodia.envs.dsr.structures import associative, hierarchical, hybrid, linear, network, spatial, temporal
 
 __all__ = [
@@ -32,6 +34,8 @@ __all__ = [
     "hybrid",
     "linear",
     "network",
+    "replay",
+    "replay_data",
     "spatial",
     "temporal",
 ]

@@ -61,6 +61,14 @@ class Problem:
 Generator = Callable[[random.Random, int, Mapping[str, Any]], Problem]
 """``generate(rng, size, variant) -> Problem``; ``variant`` carries e.g. ``{"dim": 3}``."""
 
+Replay = Callable[[Mapping[str, Any]], Any]
+"""``replay(data) -> truth``: an instance's truth recomputed from its ``data`` alone (JSON: lists,
+never tuples), by the same reference code its ``generate`` ran."""
+
+Question = Callable[[Mapping[str, Any]], str]
+"""``question(data) -> str``: the question an instance with this ``data`` (JSON: lists, never
+tuples) is posed with, word for word as its ``generate`` writes it."""
+
 
 @dataclass(frozen=True)
 class Operation:
@@ -88,6 +96,11 @@ class Operation:
     prepare: Callable[[Any], Any] | None = None
     """Applied to a parsed answer before comparison where the reference's evaluator does so
     (hashmap: buckets sorted by number); it must accept any JSON value and never raise."""
+    replay: Replay | None = None
+    """The truth recomputed from an instance's data: what the importer checks a stored truth against."""
+    question: Question | None = None
+    """The question embodia's generator asks for an instance's data: what an imported instance is
+    posed with."""
 
     @property
     def key(self) -> str:
@@ -249,25 +262,36 @@ def push_pop_ops(
     return ops
 
 
+def empty_question(empty: str, asked: str) -> Question:
+    """The question of running ``data["ops"]`` on a structure that starts empty: "You are given
+    an empty <empty> initially. Q: What is <asked> after the following operations: ...?", each
+    op written by :func:`op_label`."""
+
+    def question(data: Mapping[str, Any]) -> str:
+        labels = ", ".join(op_label(*op) for op in data["ops"])
+        return (
+            f"You are given an empty {empty} initially. Q: What is {asked} after the following "
+            f"operations: {labels}?"
+        )
+
+    return question
+
+
 def from_empty(
     structure: Any,
     ops: list[Op],
-    empty: str,
-    asked: str,
+    question: Question,
     initial_state: Any,
     data: dict[str, Any] | None = None,
     *,
     apply: Callable[[Op], object] | None = None,
 ) -> Problem:
-    """The problem of running ``ops`` (:func:`replay`) on ``structure``, which starts empty: "You are
-    given an empty <empty> initially. Q: What is <asked> after the following operations: ...?",
-    answered by its final state. ``data`` defaults to ``{"ops": ops}``."""
-    labels, steps = replay(structure, ops, apply=apply)
-    question = (
-        f"You are given an empty {empty} initially. Q: What is {asked} after the following "
-        f"operations: {', '.join(labels)}?"
-    )
-    return Problem(question, structure.state(), {"ops": ops} if data is None else data, steps, initial_state)
+    """The problem of running ``ops`` (:func:`replay`) on ``structure``, which starts empty, posed
+    as ``question(data)`` (an :func:`empty_question`, usually) and answered by its final state.
+    ``data`` defaults to ``{"ops": ops}``."""
+    _, steps = replay(structure, ops, apply=apply)
+    data = {"ops": ops} if data is None else data
+    return Problem(question(data), structure.state(), data, steps, initial_state)
 
 
 def operation_maker(structure: str, category: Category, display: str, base: str) -> Callable[..., Operation]:

@@ -6,7 +6,9 @@ by the same reference class, only with people or towns named instead of numbered
 sentences mention extra people, times or places that never enter the structure (someone who
 saw the truck but did not join, a road that is only planned). :data:`NARRATIVE_RULES` says how
 the story maps onto the structure and what ``final_answer`` must hold; :data:`NARRATIVE_SCHEMAS`
-is the JSON schema of that answer (names instead of the operation's integers).
+is the JSON schema of that answer (names instead of the operation's integers), and
+:data:`NARRATIVE_REPLAYS` recomputes a narrative's truth from its ``data``, by the code the story
+takes it from.
 
 As in the public benchmark, the graph story is a depth-first traversal (``graph.dfs``); a
 breadth-first retelling ("news spreading") is available as ``graph_story("bfs")``.
@@ -18,9 +20,9 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from embodia.envs.dsr.core import STR_LIST, Generator, Problem, list_schema, op_label, steps_from
+from embodia.envs.dsr.core import STR_LIST, Generator, Problem, Replay, Step, list_schema, replay
 from embodia.envs.dsr.structures.hierarchical import BST
-from embodia.envs.dsr.structures.network import EDGE_PROBABILITY, Graph
+from embodia.envs.dsr.structures.network import EDGE_PROBABILITY, traversal_replay
 from embodia.envs.dsr.structures.temporal import Queue
 
 DISTRACTOR_RATE = 0.3
@@ -115,18 +117,29 @@ _SERVE_EXTRA = (
 )
 
 
+def _run_queue_story(data: Mapping[str, Any]) -> tuple[Queue, tuple[Step, ...]]:
+    """The line after ``data["ops"]`` (``["enqueue", name]``, ``["dequeue"]``), with its steps:
+    the ``queue.compound`` reference run on names, which are distinct within a story."""
+    queue = Queue()
+    _, steps = replay(queue, data["ops"])
+    return queue, steps
+
+
+def _replay_queue_story(data: Mapping[str, Any]) -> list[Any]:
+    return _run_queue_story(data)[0].state()
+
+
 def queue_story(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     """``queue.compound`` as an ice cream line: ``size`` events, join w.p. 0.7 else serve."""
-    queue = Queue()  # holds indices into `people`, which name them
+    waiting = 0
     people: list[str] = []
     used: set[str] = set()
     distractors: list[str] = []
     lines = [rng.choice(_QUEUE_INTROS)]
     ops: list[list[Any]] = []
-    labels, states = [], []
     for _ in range(size):
         extra = rng.random() < DISTRACTOR_RATE
-        if not queue.items or rng.random() < 0.7:
+        if not waiting or rng.random() < 0.7:
             name = _person(rng, used, FIRST_NAMES, SURNAMES)
             if extra:
                 distractors.append(_extra_person(rng))
@@ -135,11 +148,11 @@ def queue_story(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Pr
                 text = _fill(rng.choice(_JOIN_PREV), name=name, prev=rng.choice(people))
             else:
                 text = _fill(rng.choice(_JOIN), name=name)
-            queue.enqueue(len(people))
+            waiting += 1
             people.append(name)
             ops.append(["enqueue", name])
         else:
-            queue.dequeue()
+            waiting -= 1
             if extra:
                 distractors.append(_extra_person(rng))
                 text = _fill(rng.choice(_SERVE_EXTRA), extra=distractors[-1])
@@ -147,12 +160,11 @@ def queue_story(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Pr
                 text = rng.choice(_SERVE)
             ops.append(["dequeue"])
         lines.append(text)
-        labels.append(op_label(*ops[-1]))
-        states.append([people[i] for i in queue.state()])
     lines.append("")
     lines.append("Q: Who is still waiting in line, in order from the front to the back?")
     data = {"ops": ops, "distractors": sorted(set(distractors))}
-    return Problem("\n".join(lines), states[-1], data, steps_from(labels, states), [])
+    queue, steps = _run_queue_story(data)
+    return Problem("\n".join(lines), queue.state(), data, steps, [])
 
 
 # --- BST: a clinic's appointment schedule ---------------------------------------------------------
@@ -195,17 +207,52 @@ def _clock(minutes: int) -> str:
     return f"{minutes // 60:02d}:{minutes % 60:02d}"
 
 
+def _minutes(clock: str) -> int:
+    hours, minutes = clock.split(":")
+    return int(hours) * 60 + int(minutes)
+
+
+class AppointmentBook:
+    """The ``bst.compound`` reference tree keyed by appointment time, each time naming who booked it;
+    the state is the pre-order as ``[name, "HH:MM"]`` pairs."""
+
+    def __init__(self) -> None:
+        self.tree = BST()  # keys are minutes after midnight, distinct within a story
+        self.booked: dict[str, int] = {}
+        self.owner: dict[int, str] = {}
+
+    def insert(self, name: str, clock: str) -> None:
+        minutes = _minutes(clock)
+        self.tree.insert(minutes)
+        self.booked[name], self.owner[minutes] = minutes, name
+
+    def delete(self, name: str) -> None:
+        self.tree.remove(self.booked.pop(name))
+
+    def state(self) -> list[list[str]]:
+        return [[self.owner[minutes], _clock(minutes)] for minutes in self.tree.preorder()]
+
+
+def _run_bst_story(data: Mapping[str, Any]) -> tuple[AppointmentBook, tuple[Step, ...]]:
+    """The book after ``data["ops"]`` (``["insert", name, "HH:MM"]``, ``["delete", name]``), with
+    its steps."""
+    book = AppointmentBook()
+    _, steps = replay(book, data["ops"])
+    return book, steps
+
+
+def _replay_bst_story(data: Mapping[str, Any]) -> list[list[str]]:
+    return _run_bst_story(data)[0].state()
+
+
 def bst_story(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     """``bst.compound`` as appointments keyed by time: ``size`` events, book w.p. 0.7 else cancel."""
-    tree = BST()  # keys are minutes after midnight, all distinct within a story
     times: set[int] = set()
-    booked: dict[str, int] = {}
-    owner: dict[int, str] = {}
+    booked: set[str] = set()
     used: set[str] = set()
     distractors: list[str] = []
     lines = [rng.choice(_BST_INTROS)]
     ops: list[list[Any]] = []
-    labels, states = [], []
 
     def fresh_time() -> int:
         while True:
@@ -225,12 +272,11 @@ def bst_story(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Prob
                 text = _fill(template, name=name, time=_clock(minutes), extra=distractors[-1], other=other)
             else:
                 text = _fill(rng.choice(_BOOK), name=name, time=_clock(minutes))
-            tree.insert(minutes)
-            booked[name], owner[minutes] = minutes, name
+            booked.add(name)
             ops.append(["insert", name, _clock(minutes)])
         else:
             name = rng.choice(sorted(booked))
-            tree.remove(booked.pop(name))
+            booked.remove(name)
             if extra:
                 distractors.append(_extra_person(rng))
                 text = _fill(rng.choice(_CANCEL_EXTRA), name=name, extra=distractors[-1])
@@ -238,12 +284,11 @@ def bst_story(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Prob
                 text = _fill(rng.choice(_CANCEL), name=name)
             ops.append(["delete", name])
         lines.append(text)
-        labels.append(op_label(*ops[-1]))
-        states.append([[owner[m], _clock(m)] for m in tree.preorder()])
     lines.append("")
     lines.append("Q: What is the pre-order traversal of the appointment tree after all these changes?")
     data = {"ops": ops, "distractors": sorted(set(distractors))}
-    return Problem("\n".join(lines), states[-1], data, steps_from(labels, states), [])
+    book, steps = _run_bst_story(data)
+    return Problem("\n".join(lines), book.state(), data, steps, [])
 
 
 # --- graph: towns and roads ---------------------------------------------------------------------
@@ -285,16 +330,14 @@ def graph_story(kind: str) -> Generator:
     """``graph.dfs`` (or ``graph.bfs``) over ``size`` towns joined by G(size, 0.3) roads."""
     if kind not in _GRAPH_INTROS:
         raise ValueError(f"unknown traversal {kind!r}: expected dfs or bfs")
+    truth_of = traversal_replay("bfs" if kind == "bfs" else "dfs")
 
     def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
-        # Node i is the i-th town alphabetically, so the reference's smallest-label-first order
-        # is exactly alphabetical order.
+        # The graph reference traverses the towns by name: smallest-label-first is alphabetical.
         towns = sorted(rng.sample(TOWNS, size))
         pairs = [(i, j) for i in range(size) for j in range(i + 1, size)]
         edges = [[i, j] for i, j in pairs if rng.random() < EDGE_PROBABILITY]
-        graph = Graph(list(range(size)), edges)
         source = rng.randrange(size)
-        order = graph.bfs(source) if kind == "bfs" else graph.dfs(source)
         shown = list(towns)
         rng.shuffle(shown)
         lines = [
@@ -322,7 +365,7 @@ def graph_story(kind: str) -> Generator:
             "source": towns[source],
             "distractors": sorted(set(distractors)),
         }
-        return Problem("\n".join(lines), [towns[i] for i in order], data)
+        return Problem("\n".join(lines), truth_of(data), data)
 
     return generate
 
@@ -332,6 +375,13 @@ NARRATIVES: dict[str, Generator] = {
     "bst.compound": bst_story,
     "graph.dfs": graph_story("dfs"),
 }
+
+NARRATIVE_REPLAYS: dict[str, Replay] = {
+    "queue.compound": _replay_queue_story,
+    "bst.compound": _replay_bst_story,
+    "graph.dfs": traversal_replay("dfs"),
+}
+"""The truth of a narrative recomputed from its ``data`` (names, not the operation's integers)."""
 
 NARRATIVE_RULES: dict[str, str] = {
     "queue.compound": (

@@ -11,14 +11,16 @@ from embodia.envs.dsr.core import (
     INT,
     LENGTHS,
     STR_LIST,
+    Op,
     Operation,
     Problem,
+    Step,
     from_empty,
     insert_delete_ops,
     list_schema,
     op_label,
     register,
-    steps_from,
+    replay,
 )
 
 
@@ -93,43 +95,47 @@ def buckets_by_number(answer: Any) -> Any:
     return answer
 
 
+def _hashmap_label(op: Op) -> str:
+    """``(add, (key, value))``, ``(remove, key)``: the reference's wording."""
+    return op_label("add", f"({op[1]}, {op[2]})") if op[0] == "add" else op_label(*op)
+
+
+def _run_hashmap(data: Mapping[str, Any]) -> tuple[HashMap, list[str], tuple[Step, ...]]:
+    """The hashmap of ``data["buckets"]`` buckets after ``data["ops"]``, with the ops' labels and steps."""
+    hashmap = HashMap(data["buckets"])
+    labels, steps = replay(hashmap, data["ops"], label=_hashmap_label)
+    return hashmap, labels, steps
+
+
+def _replay_hashmap(data: Mapping[str, Any]) -> list[dict[str, Any]]:
+    return _run_hashmap(data)[0].state()
+
+
 def _hashmap_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     buckets = _HASHMAP_BUCKETS[size_level(size)]
-    hashmap = HashMap(buckets)
     # As in the reference: add w.p. 0.7 (always when empty), else remove a key drawn from every key added so
     # far, so a remove can name a key that is already gone (a no-op).
     added: list[int] = []
-    stored = 0
+    stored: set[int] = set()
     ops: list[list[Any]] = []
-    labels, states = [], []
     for _ in range(size):
-        if stored == 0 or rng.random() < 0.7:
+        if not stored or rng.random() < 0.7:
             key, value = rng.randint(0, 99), rng.randint(0, 99)
-            if hashmap.get(key) is None:
-                stored += 1
-            hashmap.add(key, value)
+            stored.add(key)
             added.append(key)
             ops.append(["add", key, value])
-            labels.append(op_label("add", f"({key}, {value})"))
         else:
             key = rng.choice(added)
-            if hashmap.remove(key):
-                stored -= 1
+            stored.discard(key)
             ops.append(["remove", key])
-            labels.append(op_label("remove", key))
-        states.append(hashmap.state())
+    data = {"buckets": buckets, "ops": ops}
+    hashmap, labels, steps = _run_hashmap(data)
     question = (
         f"You are given an empty hashmap with {buckets} buckets initially. The hash function you will use is "
         f"bucket = key % bucket_number. Bucket number is indexed from 0 to {buckets - 1}. Q: What is the "
         f"state of the hashmap after the following operations: {', '.join(labels)}?"
     )
-    return Problem(
-        question,
-        hashmap.state(),
-        {"buckets": buckets, "ops": ops},
-        steps_from(labels, states),
-        HashMap(buckets).state(),
-    )
+    return Problem(question, hashmap.state(), data, steps, HashMap(buckets).state())
 
 
 _PAIR = {
@@ -283,6 +289,12 @@ def _trie_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) ->
     return from_empty(trie, ops, "trie", "the final state of the trie", [""])
 
 
+def _replay_trie(data: Mapping[str, Any]) -> list[str]:
+    trie = Trie()
+    replay(trie, data["ops"])
+    return trie.state()
+
+
 # ---------------------------------------------------------------------------------------------------------
 # Suffix tree
 
@@ -343,11 +355,16 @@ class SuffixTree:
 _SUFFIX_ALPHABET = "abc"
 
 
+def _replay_suffix_tree(data: Mapping[str, Any]) -> list[str]:
+    return SuffixTree(data["string"]).state()
+
+
 def _suffix_tree_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     # A three-letter alphabet (the reference draws from a-z) so repeats, hence internal nodes, are common.
     text = "".join(rng.choices(_SUFFIX_ALPHABET, k=size))
     question = f"Q: Given a word {text}$, what does its suffix tree look like?"
-    return Problem(question, SuffixTree(text).state(), {"string": text})
+    data = {"string": text}
+    return Problem(question, _replay_suffix_tree(data), data)
 
 
 register(
@@ -376,6 +393,7 @@ register(
         answer_schema=list_schema(_BUCKET),
         generate=_hashmap_compound,
         prepare=buckets_by_number,
+        replay=_replay_hashmap,
     ),
     Operation(
         structure="trie",
@@ -399,6 +417,7 @@ register(
         ),
         answer_schema=STR_LIST,
         generate=_trie_compound,
+        replay=_replay_trie,
     ),
     Operation(
         structure="suffix_tree",
@@ -426,5 +445,6 @@ register(
         ),
         answer_schema=STR_LIST,
         generate=_suffix_tree_construct,
+        replay=_replay_suffix_tree,
     ),
 )

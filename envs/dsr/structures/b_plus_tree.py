@@ -15,6 +15,7 @@ from embodia.envs.dsr.core import (
     from_empty,
     insert_delete_ops,
     list_schema,
+    replay,
 )
 
 
@@ -126,6 +127,12 @@ def _bplus_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -
     )
 
 
+def _replay_compound(data: Mapping[str, Any]) -> list[list[int]]:
+    tree = BPlusTree(data["order"])
+    replay(tree, data["ops"])
+    return tree.state()
+
+
 B_PLUS_TREE_OPERATIONS: tuple[Operation, ...] = (
     Operation(
         structure="b_plus_tree",
@@ -158,5 +165,6 @@ B_PLUS_TREE_OPERATIONS: tuple[Operation, ...] = (
         ),
         answer_schema=list_schema(INT_LIST),
         generate=_bplus_compound,
+        replay=_replay_compound,
     ),
 )

@@ -4,7 +4,7 @@ registers them)."""
 from __future__ import annotations
 
 import random
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from embodia.envs.dsr import core
@@ -23,9 +23,26 @@ class BST:
     """An unbalanced BST of distinct keys; removal of a two-child node uses the in-order successor."""
 
     def __init__(self, keys: Iterable[int] = ()) -> None:
+        """The tree of inserting ``keys`` in order; a tree's pre-order rebuilds that tree."""
         self.root: _BSTNode | None = None
         for key in keys:
             self.insert(key)
+
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[Sequence[int | None]]) -> BST:
+        """The tree whose :meth:`nodes` are ``nodes`` (``[key, left key, right key]`` in pre-order, as
+        problems state a given tree); ValueError when they describe no BST of distinct keys."""
+        rows = [list(row) for row in nodes]
+        if any(len(row) != 3 for row in rows):
+            raise ValueError(f"BST nodes must be [key, left, right] rows, got {rows}")
+        keys = [row[0] for row in rows if row[0] is not None]
+        if len(keys) != len(rows) or len(set(keys)) != len(keys):
+            raise ValueError(f"BST keys must be present and distinct, got {[row[0] for row in rows]}")
+        # Inserting a BST's pre-order rebuilds it, so the rows describe a BST iff they are its rows.
+        tree = cls(keys)
+        if tree.nodes() != rows:
+            raise ValueError(f"the nodes do not describe a binary search tree in pre-order: {rows}")
+        return tree
 
     def insert(self, key: int) -> None:
         node = _BSTNode(key)
@@ -142,7 +159,21 @@ def _given_bst(rng: random.Random, size: int) -> tuple[list[int], BST]:
     return keys, BST(keys)
 
 
-def _bst_update(kind: str) -> Callable[[random.Random, int, Mapping[str, Any]], core.Problem]:
+Update = Literal["insert", "remove"]
+
+
+def _replay_update(kind: Update) -> core.Replay:
+    """The traversals after ``data[kind]`` is inserted into / removed from ``data["tree"]``."""
+
+    def replay(data: Mapping[str, Any]) -> dict[str, list[int]]:
+        tree = BST.from_nodes(data["tree"])
+        getattr(tree, kind)(data[kind])
+        return tree.traversals()
+
+    return replay
+
+
+def _bst_update(kind: Update) -> core.Generator:
     """bst.insert / bst.remove: one insertion or removal in a given tree of ``size`` nodes."""
 
     def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
@@ -152,18 +183,16 @@ def _bst_update(kind: str) -> Callable[[random.Random, int, Mapping[str, Any]], 
         if kind == "insert":
             # As the reference: a key strictly inside the tree's key range, so it lands deep.
             key = core.fresh_key(rng, keys, min(keys), max(keys))
-            tree.insert(key)
             action = f"inserting a node with value {key}"
         else:
             key = rng.choice(keys)
-            tree.remove(key)
             action = f"removing the node with value {key}"
-        truth = tree.traversals()
+        data = {"keys": keys, "tree": nodes, kind: key}
+        truth = _replay_update(kind)(data)
         question = (
             f"You are given a binary search tree. {describe_bst(nodes)} Q: What are the pre-order and "
             f"post-order traversals of the tree after {action}?"
         )
-        data = {"keys": keys, "tree": nodes, kind: key}
         return core.Problem(
             question, truth, data, core.steps_from([core.op_label(kind, key)], [truth]), before
         )
@@ -171,7 +200,19 @@ def _bst_update(kind: str) -> Callable[[random.Random, int, Mapping[str, Any]], 
     return generate
 
 
-def _bst_traversal(query: str) -> Callable[[random.Random, int, Mapping[str, Any]], core.Problem]:
+Query = Literal["preorder", "inorder", "postorder", "depth"]
+
+
+def _replay_query(query: Query) -> core.Replay:
+    """The pre-, in- or post-order or the depth of ``data["tree"]``."""
+
+    def replay(data: Mapping[str, Any]) -> Any:
+        return getattr(BST.from_nodes(data["tree"]), query)()
+
+    return replay
+
+
+def _bst_traversal(query: Query) -> core.Generator:
     """bst.preorder / inorder / postorder / depth of a given tree of ``size`` nodes."""
     questions = {
         "preorder": "What is the pre-order traversal of the tree?",
@@ -183,9 +224,9 @@ def _bst_traversal(query: str) -> Callable[[random.Random, int, Mapping[str, Any
     def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
         keys, tree = _given_bst(rng, size)
         nodes = tree.nodes()
-        truth: Any = tree.depth() if query == "depth" else getattr(tree, query)()
         question = f"You are given a binary search tree. {describe_bst(nodes)} Q: {questions[query]}"
-        return core.Problem(question, truth, {"keys": keys, "tree": nodes})
+        data = {"keys": keys, "tree": nodes}
+        return core.Problem(question, _replay_query(query)(data), data)
 
     return generate
 
@@ -198,6 +239,12 @@ def _bst_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> 
     return core.from_empty(
         tree, ops, "binary search tree", "the pre-order traversal of the binary search tree", []
     )
+
+
+def _replay_compound(data: Mapping[str, Any]) -> list[int]:
+    tree = BST()
+    core.replay(tree, data["ops"])
+    return tree.state()
 
 
 _BST_BASE = (
@@ -239,13 +286,27 @@ _TRAVERSALS_RULE = (
 _BST_OPERATION = core.operation_maker("bst", "hierarchical", "binary search tree", _BST_BASE)
 
 
-def _bst_op(name: str, description: str, rules: str, schema: dict[str, Any], generate: Any) -> core.Operation:
-    return _BST_OPERATION(name, description, rules=rules, answer_schema=schema, generate=generate)
+def _bst_op(
+    name: str,
+    description: str,
+    rules: str,
+    schema: dict[str, Any],
+    generate: core.Generator,
+    replay: core.Replay,
+) -> core.Operation:
+    return _BST_OPERATION(
+        name, description, rules=rules, answer_schema=schema, generate=generate, replay=replay
+    )
 
 
 BST_OPERATIONS: tuple[core.Operation, ...] = (
     _bst_op(
-        "insert", _BST_INSERT + _PRE + _POST, _TRAVERSALS_RULE, _TRAVERSALS_SCHEMA, _bst_update("insert")
+        "insert",
+        _BST_INSERT + _PRE + _POST,
+        _TRAVERSALS_RULE,
+        _TRAVERSALS_SCHEMA,
+        _bst_update("insert"),
+        _replay_update("insert"),
     ),
     _bst_op(
         "remove",
@@ -254,6 +315,7 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         + _TRAVERSALS_RULE,
         _TRAVERSALS_SCHEMA,
         _bst_update("remove"),
+        _replay_update("remove"),
     ),
     _bst_op(
         "compound",
@@ -262,6 +324,7 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         "Give the pre-order traversal of the final tree as a list of keys ([] if the tree is empty).",
         core.INT_LIST,
         _bst_compound,
+        _replay_compound,
     ),
     _bst_op(
         "preorder",
@@ -269,6 +332,7 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         "Give the pre-order traversal as a list of keys.",
         core.INT_LIST,
         _bst_traversal("preorder"),
+        _replay_query("preorder"),
     ),
     _bst_op(
         "inorder",
@@ -276,6 +340,7 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         "Give the in-order traversal as a list of keys.",
         core.INT_LIST,
         _bst_traversal("inorder"),
+        _replay_query("inorder"),
     ),
     _bst_op(
         "postorder",
@@ -283,6 +348,7 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         "Give the post-order traversal as a list of keys.",
         core.INT_LIST,
         _bst_traversal("postorder"),
+        _replay_query("postorder"),
     ),
     _bst_op(
         "depth",
@@ -290,5 +356,6 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         "Count nodes, not edges (a single node has depth 1). Give the depth as one integer.",
         core.INT,
         _bst_traversal("depth"),
+        _replay_query("depth"),
     ),
 )

@@ -13,6 +13,7 @@ from embodia.envs.dsr.core import (
     KEY_LOW,
     Operation,
     Problem,
+    Step,
     from_empty,
     operation_maker,
     push_pop_ops,
@@ -73,21 +74,38 @@ class MinHeap:
         return list(self.items)
 
 
+def _run_heapify(data: Mapping[str, Any]) -> tuple[MinHeap, tuple[Step, ...]]:
+    """``data["array"]`` heapified bottom-up, with one step per sift-down."""
+    heap = MinHeap(data["array"])
+    _, steps = replay(heap, [["sift_down", index] for index in heap.heapify_indices()])
+    return heap, steps
+
+
+def _replay_heapify(data: Mapping[str, Any]) -> list[int]:
+    return _run_heapify(data)[0].state()
+
+
 def _heapify(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     array = [rng.randint(KEY_LOW, KEY_HIGH) for _ in range(size)]
-    heap = MinHeap(array)
-    labels, steps = replay(heap, [["sift_down", index] for index in heap.heapify_indices()])
+    data = {"array": array}
+    heap, steps = _run_heapify(data)
     question = (
         f"Q: Given the array {array}, turn it into a min-heap with the bottom-up heapify algorithm. "
         "What is the resulting array?"
     )
-    return Problem(question, heap.state(), {"array": array}, steps, list(array))
+    return Problem(question, heap.state(), data, steps, list(array))
 
 
 def _heap_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     ops = push_pop_ops(rng, size, "insert", "delete", lambda draw: draw < 0.3)
     heap = MinHeap()
     return from_empty(heap, ops, "min-heap", "the state of the heap", [])
+
+
+def _replay_compound(data: Mapping[str, Any]) -> list[int]:
+    heap = MinHeap()
+    replay(heap, data["ops"])
+    return heap.state()
 
 
 _HEAP_BASE = (
@@ -113,6 +131,7 @@ HEAP_OPERATIONS: tuple[Operation, ...] = (
         rules=_HEAP_RULES,
         answer_schema=INT_LIST,
         generate=_heapify,
+        replay=_replay_heapify,
     ),
     _heap_operation(
         "compound",
@@ -122,5 +141,6 @@ HEAP_OPERATIONS: tuple[Operation, ...] = (
         rules=_HEAP_RULES,
         answer_schema=INT_LIST,
         generate=_heap_compound,
+        replay=_replay_compound,
     ),
 )

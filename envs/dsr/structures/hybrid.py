@@ -44,18 +44,29 @@ class LRUCache:
 _LRU_PARAMETERS = {"short": ((2, 5), 10), "medium": ((3, 7), 20), "long": ((4, 10), 30)}
 
 
+def _run_lru(data: Mapping[str, Any]) -> tuple[LRUCache, list[str], tuple[core.Step, ...]]:
+    """The cache of ``data["capacity"]`` after ``data["ops"]``, with the ops' labels and steps."""
+    cache = LRUCache(data["capacity"])
+    labels, steps = core.replay(cache, data["ops"])
+    return cache, labels, steps
+
+
+def _replay_lru(data: Mapping[str, Any]) -> list[int]:
+    return _run_lru(data)[0].state()
+
+
 def _lru_cache(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
     (low, high), pages = _LRU_PARAMETERS[size_level(size)]
     capacity = rng.randint(low, high)
     ops: list[list[Any]] = [["access", rng.randrange(pages)] for _ in range(size)]
-    cache = LRUCache(capacity)
-    labels, steps = core.replay(cache, ops)
+    data = {"capacity": capacity, "ops": ops}
+    cache, labels, steps = _run_lru(data)
     question = (
         f"You should create an LRU cache with cache size (max number of different pages stored in cache) "
         f"{capacity}. Q: Initially, the cache is empty. What is the state of the LRU cache after the "
         f"following sequence of operations: {', '.join(labels)}?"
     )
-    return core.Problem(question, cache.state(), {"capacity": capacity, "ops": ops}, steps, [])
+    return core.Problem(question, cache.state(), data, steps, [])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -103,6 +114,18 @@ class CountingBloomFilter:
 _BLOOM_PARAMETERS = {"short": (20, 3), "medium": (50, 4), "long": (100, 5)}
 
 
+def _run_bloom(data: Mapping[str, Any]) -> tuple[CountingBloomFilter, list[str], tuple[core.Step, ...]]:
+    """The filter of ``data["m"]`` counters and ``data["k"]`` hashes after ``data["ops"]``, with the
+    ops' labels and steps."""
+    bloom = CountingBloomFilter(data["m"], data["k"])
+    labels, steps = core.replay(bloom, data["ops"])
+    return bloom, labels, steps
+
+
+def _replay_bloom(data: Mapping[str, Any]) -> list[int]:
+    return _run_bloom(data)[0].state()
+
+
 def _bloom_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
     m, k = _BLOOM_PARAMETERS[size_level(size)]
     # The reference's item range is 0..100, 100 included; the items are a multiset: an item inserted
@@ -110,14 +133,14 @@ def _bloom_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -
     ops = core.insert_delete_ops(
         rng, size, lambda _: rng.randint(0, 100), lambda draw: draw >= 0.7, repeats=True
     )
-    bloom = CountingBloomFilter(m, k)
-    labels, steps = core.replay(bloom, ops)
+    data = {"m": m, "k": k, "ops": ops}
+    bloom, labels, steps = _run_bloom(data)
     question = (
         f"You are given an empty Counting Bloom Filter with m = {m} and k = {k}. Q: What is the final state "
         "of the Counting Bloom Filter, represented as its count array (a list of integer counts), after the "
         f"following operations: {', '.join(labels)}?"
     )
-    return core.Problem(question, bloom.state(), {"m": m, "k": k, "ops": ops}, steps, [0] * m)
+    return core.Problem(question, bloom.state(), data, steps, [0] * m)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -244,6 +267,12 @@ def _dawg_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) ->
     return core.from_empty(dawg, ops, "Directed Acyclic Word Graph (DAWG)", "its final state", [["", "F"]])
 
 
+def _replay_dawg(data: Mapping[str, Any]) -> list[list[str]]:
+    dawg = DAWG()
+    core.replay(dawg, data["ops"])
+    return dawg.state()
+
+
 core.register(
     core.Operation(
         structure="lru_cache",
@@ -263,6 +292,7 @@ core.register(
         ),
         answer_schema=core.INT_LIST,
         generate=_lru_cache,
+        replay=_replay_lru,
         comparison="set",
     ),
     core.Operation(
@@ -288,6 +318,7 @@ core.register(
         ),
         answer_schema=core.INT_LIST,
         generate=_bloom_compound,
+        replay=_replay_bloom,
     ),
     core.Operation(
         structure="dawg",
@@ -321,5 +352,6 @@ core.register(
         ),
         answer_schema=core.list_schema(core.STR_LIST),
         generate=_dawg_compound,
+        replay=_replay_dawg,
     ),
 )

@@ -6,7 +6,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from embodia.envs.dsr.core import INT, INT_LIST, Generator, Operation, Problem, register
+from embodia.envs.dsr.core import INT, INT_LIST, Generator, Operation, Problem, Replay, register
 
 
 class Array:
@@ -48,6 +48,32 @@ def random_array(rng: random.Random, size: int) -> list[int]:
     return rng.choices(pool, k=size)
 
 
+def _replay_access(data: Mapping[str, Any]) -> int:
+    return Array(data["array"]).access(data["index"])
+
+
+def _replay_delete(data: Mapping[str, Any]) -> list[int]:
+    array = Array(data["array"])
+    array.delete(data["value"])
+    return array.state()
+
+
+def _replay_insert(data: Mapping[str, Any]) -> list[int]:
+    array = Array(data["array"])
+    array.insert(data["index"], data["value"])
+    return array.state()
+
+
+def _replay_reverse(data: Mapping[str, Any]) -> list[int]:
+    array = Array(data["array"])
+    array.reverse()
+    return array.state()
+
+
+def _replay_search(data: Mapping[str, Any]) -> int:
+    return Array(data["array"]).search(data["value"])
+
+
 _DESCRIPTION = (
     "An array is a list of elements stored one after another, each at an integer index: the first "
     "element is at index 0, the next at index 1, and so on up to index n-1 for an array of n elements. "
@@ -58,39 +84,37 @@ def _access(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Proble
     items = random_array(rng, size)
     index = rng.randrange(len(items))
     question = f"Given an array {items}. Q: What is the value stored in index {index}?"
-    return Problem(question, Array(items).access(index), {"array": items, "index": index})
+    data = {"array": items, "index": index}
+    return Problem(question, _replay_access(data), data)
 
 
 def _delete(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     items = random_array(rng, size)
     value = rng.choice(items)
-    array = Array(items)
-    array.delete(value)
     question = (
         f"Given an array {items}. Delete the first item that has the value {value} in the array. "
         "Q: What is the updated array?"
     )
-    return Problem(question, array.state(), {"array": items, "value": value})
+    data = {"array": items, "value": value}
+    return Problem(question, _replay_delete(data), data)
 
 
 def _insert(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     items = random_array(rng, size)
     index = rng.randrange(len(items))
     value = rng.randint(0, 99)
-    array = Array(items)
-    array.insert(index, value)
     question = (
         f"Given an array {items}. Insert an item of value {value} at index {index}. "
         "Q: What is the updated array?"
     )
-    return Problem(question, array.state(), {"array": items, "index": index, "value": value})
+    data = {"array": items, "index": index, "value": value}
+    return Problem(question, _replay_insert(data), data)
 
 
 def _reverse(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     items = random_array(rng, size)
-    array = Array(items)
-    array.reverse()
-    return Problem(f"Given an array {items}. Q: What is the reversed array?", array.state(), {"array": items})
+    data = {"array": items}
+    return Problem(f"Given an array {items}. Q: What is the reversed array?", _replay_reverse(data), data)
 
 
 def _search(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
@@ -100,11 +124,12 @@ def _search(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Proble
     question = (
         f"Given an array {items}, indexed from 0. Q: What is the index of the first occurrence of {value}?"
     )
-    return Problem(question, Array(items).search(value), {"array": items, "value": value})
+    data = {"array": items, "value": value}
+    return Problem(question, _replay_search(data), data)
 
 
 def _array_op(
-    name: str, description: str, rules: str, schema: dict[str, Any], generate: Generator
+    name: str, description: str, rules: str, schema: dict[str, Any], generate: Generator, replay: Replay
 ) -> Operation:
     return Operation(
         structure="array",
@@ -115,6 +140,7 @@ def _array_op(
         rules=rules,
         answer_schema=schema,
         generate=generate,
+        replay=replay,
     )
 
 
@@ -125,6 +151,7 @@ register(
         "Indices start at 0. final_answer is the integer stored at the given index.",
         INT,
         _access,
+        _replay_access,
     ),
     _array_op(
         "delete",
@@ -134,6 +161,7 @@ register(
         "is the updated array as a list of integers in index order.",
         INT_LIST,
         _delete,
+        _replay_delete,
     ),
     _array_op(
         "insert",
@@ -144,6 +172,7 @@ register(
         "integers in index order.",
         INT_LIST,
         _insert,
+        _replay_insert,
     ),
     _array_op(
         "reverse",
@@ -152,6 +181,7 @@ register(
         "final_answer is the reversed array as a list of integers in index order.",
         INT_LIST,
         _reverse,
+        _replay_reverse,
     ),
     _array_op(
         "search",
@@ -161,5 +191,6 @@ register(
         "start at 0; give -1 if the value does not occur. final_answer is that index as an integer.",
         INT,
         _search,
+        _replay_search,
     ),
 )

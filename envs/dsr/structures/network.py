@@ -5,12 +5,15 @@ from __future__ import annotations
 import random
 from collections import deque
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 from embodia.envs.dsr.core import (
     INT_LIST,
+    Generator,
     Operation,
     Problem,
+    Replay,
+    Step,
     distinct_values,
     operation_maker,
     register,
@@ -96,17 +99,31 @@ def _edge_text(edges: list[list[int]]) -> str:
     return "[" + ", ".join(f"({u}, {v})" for u, v in edges) + "]"
 
 
-def _traversal(kind: str) -> Any:
+Traversal = Literal["bfs", "dfs"]
+
+
+def traversal_replay(kind: Traversal) -> Replay:
+    """The visit order of ``kind`` over the graph of ``data["nodes"]`` and ``data["edges"]`` from
+    ``data["source"]``; any sortable labels (the realistic towns are names)."""
+
+    def replay(data: Mapping[str, Any]) -> list[Any]:
+        graph = Graph(data["nodes"], data["edges"])
+        return graph.bfs(data["source"]) if kind == "bfs" else graph.dfs(data["source"])
+
+    return replay
+
+
+def _traversal(kind: Traversal) -> Generator:
     def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
         graph = random_graph(rng, size)
         source = rng.choice(graph.nodes)
-        order = graph.bfs(source) if kind == "bfs" else graph.dfs(source)
+        data = {**graph.state(), "source": source}
         search = "breadth-first" if kind == "bfs" else "depth-first"
         question = (
             f"Q: The graph consists of nodes {graph.nodes}, and edges {_edge_text(graph.edges)}. "
             f"What is the {search} search path starting from node {source}?"
         )
-        return Problem(question, order, {**graph.state(), "source": source})
+        return Problem(question, traversal_replay(kind)(data), data)
 
     return generate
 
@@ -148,18 +165,29 @@ class DSU:
         return [self.root(x) for x in self.elements]
 
 
+def _run_dsu(data: Mapping[str, Any]) -> tuple[DSU, list[str], tuple[Step, ...]]:
+    """The DSU of ``data["elements"]`` after ``data["ops"]``, with the ops' labels and steps."""
+    dsu = DSU(data["elements"])
+    labels, steps = replay(dsu, data["ops"])
+    return dsu, labels, steps
+
+
+def _replay_dsu(data: Mapping[str, Any]) -> list[int]:
+    return _run_dsu(data)[0].state()
+
+
 def _dsu_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     # The public generator draws about twice as many elements as unions (10-19 elements for 5-10).
     elements = distinct_values(rng, rng.randint(size + 1, 2 * size))
     # Both arguments drawn independently, as in the public generator: union(x, x) is a no-op.
     ops: list[list[Any]] = [["union", rng.choice(elements), rng.choice(elements)] for _ in range(size)]
-    dsu = DSU(elements)
-    labels, steps = replay(dsu, ops)
+    data = {"elements": elements, "ops": ops}
+    dsu, labels, steps = _run_dsu(data)
     question = (
         f"The initial list of elements is {elements}; each element starts as its own set with rank 0. "
         f"Q: What is the final state of the DSU after the following operations: {', '.join(labels)}?"
     )
-    return Problem(question, dsu.state(), {"elements": elements, "ops": ops}, steps, elements)
+    return Problem(question, dsu.state(), data, steps, elements)
 
 
 _GRAPH_DESCRIPTION = (
@@ -186,6 +214,7 @@ register(
         rules=_TRAVERSAL_RULES,
         answer_schema=INT_LIST,
         generate=_traversal("bfs"),
+        replay=traversal_replay("bfs"),
     ),
     _graph_operation(
         "dfs",
@@ -198,6 +227,7 @@ register(
         rules=_TRAVERSAL_RULES,
         answer_schema=INT_LIST,
         generate=_traversal("dfs"),
+        replay=traversal_replay("dfs"),
     ),
     Operation(
         structure="dsu",
@@ -221,5 +251,6 @@ register(
         ),
         answer_schema=INT_LIST,
         generate=_dsu_compound,
+        replay=_replay_dsu,
     ),
 )

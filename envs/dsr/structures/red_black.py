@@ -3,8 +3,9 @@ registers them)."""
 
 from __future__ import annotations
 
+import itertools
 import random
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Literal
 
 from embodia.envs.dsr import core
@@ -12,6 +13,18 @@ from embodia.envs.dsr import core
 RED, BLACK = "r", "b"
 COLOR_CODE = {RED: 0, BLACK: 1}
 """Answers give colors as the reference's evaluator scores them: 0 = red, 1 = black."""
+EMPTY = "#"
+"""Marks a missing child in a coloured pre-order (as does ``None``)."""
+
+
+def color_of(value: Any) -> str:
+    """:data:`RED` or :data:`BLACK` from any way a given tree writes a color: ``'r'``/``'b'``,
+    ``'red'``/``'black'`` (any case) or the answer codes 0/1."""
+    if isinstance(value, str) and value.lower() in ("r", "red", "b", "black"):
+        return RED if value.lower().startswith("r") else BLACK
+    if isinstance(value, int) and not isinstance(value, bool) and value in (0, 1):
+        return RED if value == COLOR_CODE[RED] else BLACK
+    raise ValueError(f"not a red-black color: {value!r}")
 
 
 class _RBNode:
@@ -44,10 +57,95 @@ class RedBlackTree:
     """CLRS red-black tree (sentinel NIL); delete uses RB-TRANSPLANT and the in-order successor."""
 
     def __init__(self, keys: Iterable[int] = ()) -> None:
+        """The tree of inserting ``keys`` in order into an empty tree."""
         self.nil = _RBNode(-1, BLACK)
         self.root = self.nil
         for key in keys:
             self.insert(key)
+
+    @classmethod
+    def from_preorder(cls, items: Iterable[Any]) -> RedBlackTree:
+        """The tree given as its coloured pre-order: each node ``[key, color]`` (any color
+        :func:`color_of` reads), each missing child ``None`` or ``"#"``, e.g.
+        ``[[36, "b"], [21, "r"], None, None, None]``; the markers that would end the list may be
+        left out (``[[36, "b"]]`` is one node), so ``[]`` is the empty tree.
+
+        A given tree cannot be rebuilt by insertions (the fix-ups would move it), so its nodes are
+        linked as written; ValueError when that is no red-black tree of distinct keys, because the
+        CLRS operations that follow rely on its properties."""
+        tree = cls()
+        sequence = iter(items)
+
+        def build(parent: _RBNode) -> _RBNode:
+            item: Any = next(sequence, None)
+            if item is None or item == EMPTY:
+                return tree.nil
+            key, color = item
+            node = _RBNode(key, color_of(color), tree.nil)
+            node.parent = parent
+            node.left = build(node)
+            node.right = build(node)
+            return node
+
+        tree.root = build(tree.nil)
+        rest = list(sequence)
+        if rest:
+            raise ValueError(f"items left after the coloured pre-order of a complete tree: {rest}")
+        tree._check()
+        return tree
+
+    @classmethod
+    def from_nodes(cls, nodes: Iterable[Sequence[Any]]) -> RedBlackTree:
+        """The tree whose :meth:`nodes` are ``nodes``: ``[key, color, left key, right key]`` per node
+        in pre-order (``None`` for a missing child), the form problems state a given tree in."""
+        rows = [list(row) for row in nodes]
+        if any(len(row) != 4 for row in rows):
+            raise ValueError(f"red-black nodes must be [key, color, left, right] rows, got {rows}")
+        items: list[Any] = []
+        position = 0
+
+        def visit(key: Any) -> None:
+            nonlocal position
+            if key is None:
+                items.append(None)
+                return
+            if position >= len(rows) or rows[position][0] != key:
+                raise ValueError(f"the nodes are not in pre-order: node {key} expected at row {position}")
+            _, color, left, right = rows[position]
+            position += 1
+            items.append([key, color])
+            visit(left)
+            visit(right)
+
+        if rows:
+            visit(rows[0][0])
+        if position != len(rows):
+            raise ValueError(f"rows not reachable from the root: {rows[position:]}")
+        return cls.from_preorder(items)
+
+    def _check(self) -> None:
+        """ValueError unless the keys are distinct and in search order, the root is black, no red
+        node has a red child and every path down to a NIL leaf has the same number of black nodes."""
+        nil = self.nil
+        if self.root.color != BLACK:
+            raise ValueError(f"the root {self.root.key} is red")
+        keys: list[int] = []
+
+        def black_height(node: _RBNode) -> int:
+            if node is nil:
+                return 1
+            if node.color == RED and RED in (node.left.color, node.right.color):
+                raise ValueError(f"red node {node.key} has a red child")
+            left = black_height(node.left)
+            keys.append(node.key)
+            right = black_height(node.right)
+            if left != right:
+                raise ValueError(f"node {node.key}: black heights {left} (left) and {right} (right) differ")
+            return left + (node.color == BLACK)
+
+        black_height(self.root)
+        if any(a >= b for a, b in itertools.pairwise(keys)):
+            raise ValueError(f"not a search tree of distinct keys: in-order {keys}")
 
     def _rotate(self, x: _RBNode, side: Side) -> None:
         """Rotate ``x`` down to the ``side`` ("left": a left rotation): its child on the other side
@@ -229,15 +327,26 @@ def _rb_mixed_ops(
     return core.insert_delete_ops(rng, count, new_key, lambda draw: draw < p_delete, present)
 
 
+def _run_construct(data: Mapping[str, Any]) -> tuple[RedBlackTree, tuple[core.Step, ...]]:
+    """The tree of inserting ``data["keys"]`` in order, with one step per insertion."""
+    tree = RedBlackTree()
+    _, steps = core.replay(tree, [["insert", key] for key in data["keys"]])
+    return tree, steps
+
+
+def _replay_construct(data: Mapping[str, Any]) -> list[list[int]]:
+    return _run_construct(data)[0].state()
+
+
 def _rb_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
     keys = core.distinct_values(rng, size, core.KEY_LOW, core.KEY_HIGH)
-    tree = RedBlackTree()
-    labels, steps = core.replay(tree, [["insert", key] for key in keys])
+    data = {"keys": keys}
+    tree, steps = _run_construct(data)
     question = (
         "You are given an empty red-black tree initially. Q: What is the state of the red-black tree after "
         f"inserting the following values in order: {keys}?"
     )
-    return core.Problem(question, tree.state(), {"keys": keys}, steps, [])
+    return core.Problem(question, tree.state(), data, steps, [])
 
 
 def _rb_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
@@ -246,20 +355,37 @@ def _rb_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> c
     return core.from_empty(tree, ops, "red-black tree", "the state of the red-black tree", [])
 
 
+def _replay_compound(data: Mapping[str, Any]) -> list[list[int]]:
+    tree = RedBlackTree()
+    core.replay(tree, data["ops"])
+    return tree.state()
+
+
+def _run_construct_compound(data: Mapping[str, Any]) -> tuple[RedBlackTree, list[str], tuple[core.Step, ...]]:
+    """The given ``data["tree"]`` after ``data["ops"]``, with the ops' labels and steps. Its
+    ``data["keys"]`` would rebuild the same tree, but the tree as stated is what the question gives."""
+    tree = RedBlackTree.from_nodes(data["tree"])
+    labels, steps = core.replay(tree, data["ops"])
+    return tree, labels, steps
+
+
+def _replay_construct_compound(data: Mapping[str, Any]) -> list[list[int]]:
+    return _run_construct_compound(data)[0].state()
+
+
 def _rb_construct_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
     keys = core.distinct_values(rng, size, core.KEY_LOW, core.KEY_HIGH)
-    tree = RedBlackTree(keys)
-    nodes = tree.nodes()
-    before = tree.state()
+    given = RedBlackTree(keys)
+    nodes = given.nodes()
     # As the reference: new keys come from the gaps of the initial tree's key range.
     ops = _rb_mixed_ops(rng, size, keys, 0.5, min(keys), max(keys))
-    labels, steps = core.replay(tree, ops)
+    data = {"keys": keys, "tree": nodes, "ops": ops}
+    tree, labels, steps = _run_construct_compound(data)
     question = (
         f"You are given the following red-black tree. {describe_rb(nodes)} Q: What is the state of the "
         f"red-black tree after the following operations: {', '.join(labels)}?"
     )
-    data = {"keys": keys, "tree": nodes, "ops": ops}
-    return core.Problem(question, tree.state(), data, steps, before)
+    return core.Problem(question, tree.state(), data, steps, given.state())
 
 
 _RB_BASE = (
@@ -305,12 +431,19 @@ _RB_RULES = (
 _RB_OPERATION = core.operation_maker("rb_tree", "hierarchical", "red-black tree", _RB_BASE)
 
 
-def _rb_op(name: str, description: str, generate: Any) -> core.Operation:
-    return _RB_OPERATION(name, description, rules=_RB_RULES, answer_schema=_RB_SCHEMA, generate=generate)
+def _rb_op(name: str, description: str, generate: core.Generator, replay: core.Replay) -> core.Operation:
+    return _RB_OPERATION(
+        name, description, rules=_RB_RULES, answer_schema=_RB_SCHEMA, generate=generate, replay=replay
+    )
 
 
 RED_BLACK_OPERATIONS: tuple[core.Operation, ...] = (
-    _rb_op("construct", _RB_INSERT, _rb_construct),
-    _rb_op("compound", _RB_INSERT + _RB_DELETE, _rb_compound),
-    _rb_op("construct_compound", _RB_INSERT + _RB_DELETE, _rb_construct_compound),
+    _rb_op("construct", _RB_INSERT, _rb_construct, _replay_construct),
+    _rb_op("compound", _RB_INSERT + _RB_DELETE, _rb_compound, _replay_compound),
+    _rb_op(
+        "construct_compound",
+        _RB_INSERT + _RB_DELETE,
+        _rb_construct_compound,
+        _replay_construct_compound,
+    ),
 )

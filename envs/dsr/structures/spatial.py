@@ -15,13 +15,15 @@ from typing import Any
 from embodia.envs.dsr.core import (
     INT,
     INT_LIST,
+    Op,
     Operation,
     Problem,
+    Step,
     distinct_values,
     list_schema,
     op_label,
     register,
-    steps_from,
+    replay,
 )
 from embodia.envs.dsr.structures.network import breadth_first
 
@@ -131,32 +133,45 @@ def _point_text(point: Point) -> str:
     return "[" + ", ".join(str(c) for c in point) + "]"
 
 
+def _kd_heap_label(op: Op) -> str:
+    """``(insert, ([3, 4], 17))``, ``(delete)``."""
+    return op_label("insert", f"({_point_text(op[1])}, {op[2]})") if op[0] == "insert" else op_label(*op)
+
+
+def _run_kd_heap(data: Mapping[str, Any]) -> tuple[KDHeap, list[str], tuple[Step, ...]]:
+    """The K-D heap after ``data["ops"]`` (the points carry the dimension), with the ops' labels
+    and steps."""
+    heap = KDHeap()
+    labels, steps = replay(heap, data["ops"], label=_kd_heap_label)
+    return heap, labels, steps
+
+
+def _replay_kd_heap(data: Mapping[str, Any]) -> list[int]:
+    return _run_kd_heap(data)[0].state()
+
+
 def _kd_heap_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     dim = dimension(variant)
     labels_pool = distinct_values(rng, size)  # at most `size` inserts, each with its own label
-    heap = KDHeap()
+    held = 0
     ops: list[list[Any]] = []
-    labels, states = [], []
     for _ in range(size):
-        if len(heap) == 0 or rng.random() < 0.7:
+        if held == 0 or rng.random() < 0.7:
             point = [rng.randint(0, COORD_MAX) for _ in range(dim)]
-            label = labels_pool.pop()
-            heap.insert(point, label)
-            ops.append(["insert", point, label])
-            labels.append(op_label("insert", f"({_point_text(point)}, {label})"))
+            ops.append(["insert", point, labels_pool.pop()])
+            held += 1
         else:
-            heap.delete()
             ops.append(["delete"])
-            labels.append(op_label("delete"))
-        states.append(heap.state())
+            held -= 1
+    data = {"dim": dim, "ops": ops}
+    heap, labels, steps = _run_kd_heap(data)
     question = (
         f"You are given an empty {dim}-dimensional K-D heap initially. Each inserted element is "
         "(priority, label) with a priority point in "
         f"{dim} dimension{'s' if dim > 1 else ''}. Q: What is the state of the heap after the following "
         f"operations: {', '.join(labels)}?"
     )
-    data = {"dim": dim, "ops": ops}
-    return Problem(question, heap.state(), data, steps_from(labels, states), [])
+    return Problem(question, heap.state(), data, steps, [])
 
 
 # --- K-D tree -------------------------------------------------------------------------------
@@ -284,17 +299,19 @@ def kd_tree_points(rng: random.Random, size: int, variant: Mapping[str, Any]) ->
     return shaped_points(rng, size, distribution)
 
 
+def _replay_kd_tree(data: Mapping[str, Any]) -> list[Point]:
+    return KDTree(data["points"]).state()
+
+
 def _kd_tree_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     points = kd_tree_points(rng, size, variant)
-    tree = KDTree(points)
     question = (
         f"Construct a K-D tree from the following {len(points[0])}-dimensional points: {points}. "
         "Q: What is the pre-order traversal of the tree?"
     )
     distribution = str(variant.get("distribution", "uniform"))
-    return Problem(
-        question, tree.state(), {"dim": len(points[0]), "distribution": distribution, "points": points}
-    )
+    data = {"dim": len(points[0]), "distribution": distribution, "points": points}
+    return Problem(question, _replay_kd_tree(data), data)
 
 
 # --- Geometric graph -----------------------------------------------------------------------
@@ -344,28 +361,41 @@ def _geom_question(points: list[Point], threshold: int) -> str:
     )
 
 
+def _geometric_graph(data: Mapping[str, Any]) -> GeometricGraph:
+    return GeometricGraph(data["points"], data["threshold"])
+
+
+def _replay_geom_construct(data: Mapping[str, Any]) -> list[list[int]]:
+    return _geometric_graph(data).edges()
+
+
+def _replay_geom_bfs(data: Mapping[str, Any]) -> list[Point]:
+    """The BFS visit order from node ``data["source"]``, each node written as its point."""
+    graph = _geometric_graph(data)
+    return [list(graph.points[i]) for i in graph.bfs(data["source"])]
+
+
 def _geom_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     dim = dimension(variant)
     points = uniform_points(rng, size, dim)
-    graph = GeometricGraph(points, THRESHOLDS[dim])
-    question = _geom_question(points, graph.threshold) + " Q: What are the edges of the geometric graph?"
-    data = {"dim": dim, "points": points, "threshold": graph.threshold}
-    return Problem(question, graph.edges(), data)
+    threshold = THRESHOLDS[dim]
+    question = _geom_question(points, threshold) + " Q: What are the edges of the geometric graph?"
+    data = {"dim": dim, "points": points, "threshold": threshold}
+    return Problem(question, _replay_geom_construct(data), data)
 
 
 def _geom_bfs(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     dim = dimension(variant)
     points = uniform_points(rng, size, dim)
-    graph = GeometricGraph(points, THRESHOLDS[dim])
+    threshold = THRESHOLDS[dim]
     source = rng.randrange(size)
-    order = [list(points[i]) for i in graph.bfs(source)]
     question = (
-        _geom_question(points, graph.threshold)
+        _geom_question(points, threshold)
         + f" Q: What is the breadth-first search order starting from node {source}, the point "
         f"{points[source]}?"
     )
-    data = {"dim": dim, "points": points, "threshold": graph.threshold, "source": source}
-    return Problem(question, order, data)
+    data = {"dim": dim, "points": points, "threshold": threshold, "source": source}
+    return Problem(question, _replay_geom_bfs(data), data)
 
 
 _GEOM_DESCRIPTION = (
@@ -399,6 +429,7 @@ register(
         ),
         answer_schema=INT_LIST,
         generate=_kd_heap_compound,
+        replay=_replay_kd_heap,
         variants=DIM_VARIANTS,
     ),
     Operation(
@@ -424,6 +455,7 @@ register(
         ),
         answer_schema=POINT_LIST,
         generate=_kd_tree_construct,
+        replay=_replay_kd_tree,
         variants=DIM_VARIANTS,
     ),
     Operation(
@@ -438,6 +470,7 @@ register(
         ),
         answer_schema=list_schema({"type": "array", "items": INT, "minItems": 2, "maxItems": 2}),
         generate=_geom_construct,
+        replay=_replay_geom_construct,
         variants=DIM_VARIANTS,
     ),
     Operation(
@@ -459,6 +492,7 @@ register(
         ),
         answer_schema=POINT_LIST,
         generate=_geom_bfs,
+        replay=_replay_geom_bfs,
         variants=DIM_VARIANTS,
     ),
 )

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import random
 from collections import deque
 from collections.abc import Mapping
@@ -12,12 +13,14 @@ from embodia.envs.dsr.core import (
     Generator,
     Operation,
     Problem,
+    Replay,
+    Step,
     from_empty,
     list_schema,
     op_label,
     push_pop_ops,
     register,
-    steps_from,
+    replay,
 )
 
 
@@ -58,6 +61,7 @@ def _compound(
     rules: str,
     answer_schema: dict[str, Any],
     generate: Generator,
+    replay: Replay,
 ) -> Operation:
     """The one operation each temporal structure has: a run of mixed updates, then its final state."""
     return Operation(
@@ -69,6 +73,7 @@ def _compound(
         rules=rules,
         answer_schema=answer_schema,
         generate=generate,
+        replay=replay,
     )
 
 
@@ -79,9 +84,14 @@ def _line_compound(structure: str, add: str, remove: str, make: type[_Line], des
         ops = push_pop_ops(rng, size, add, remove, lambda draw: draw >= 0.7)
         return from_empty(make(), ops, structure, f"the state of the {structure}", [])
 
+    def replay_line(data: Mapping[str, Any]) -> list[int]:
+        line = make()
+        replay(line, data["ops"])
+        return line.state()
+
     order = "from the bottom to the top" if structure == "stack" else "from the front to the back"
     rules = f"Give the final {structure} as a list of its elements {order}."
-    return _compound(structure, structure, description, rules, INT_LIST, generate)
+    return _compound(structure, structure, description, rules, INT_LIST, generate, replay_line)
 
 
 register(
@@ -273,10 +283,21 @@ def apply_pq_op(heap: FibonacciHeap, op: list[Any]) -> None:
         raise ValueError(f"unknown priority queue operation {op[0]!r}")
 
 
+def _benchmark_heap() -> FibonacciHeap:
+    """The public benchmark's heap never consolidates (see FibonacciHeap): its truth is what
+    scores compare on."""
+    return FibonacciHeap(consolidate=False)
+
+
+def _replay_pq(data: Mapping[str, Any]) -> list[list[int]]:
+    heap = _benchmark_heap()
+    replay(heap, data["ops"], apply=lambda op: apply_pq_op(heap, op))
+    return heap.state()
+
+
 def _pq_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     ops = _pq_ops(rng, size)
-    # The public benchmark's heap never consolidates (see FibonacciHeap): its truth is what scores compare on.
-    heap = FibonacciHeap(consolidate=False)
+    heap = _benchmark_heap()
     return from_empty(
         heap,
         ops,
@@ -415,32 +436,41 @@ def _skip_label(op: list[Any]) -> str:
     return op_label(*op)
 
 
+def _run_skip(data: Mapping[str, Any]) -> tuple[SkipList, list[str], tuple[Step, ...]]:
+    """The skip list of ``data["max_level"]`` after ``data["ops"]``, with the ops' labels and steps."""
+    skip = SkipList(data["max_level"])
+    labels, steps = replay(skip, data["ops"], label=_skip_label)
+    return skip, labels, steps
+
+
+def _replay_skip(data: Mapping[str, Any]) -> list[list[int]]:
+    return _run_skip(data)[0].state()
+
+
 def _skip_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     max_level = skip_max_level(size)
-    skip = SkipList(max_level)
+    present: list[int] = []  # the keys in the list, sorted (its level 0)
     ops: list[list[Any]] = []
-    labels, states = [], []
     for _ in range(size):
-        present = skip.level(0)
         if not present or rng.random() >= 0.3:
             # Values may repeat, as in the reference: re-inserting a present key is a no-op without coins.
             key = rng.randint(0, 99)
-            coins = [] if key in skip else _coins(rng, max_level)
-            op: list[Any] = ["insert", key, coins]
-            skip.insert(key, coins)
+            coins = [] if key in present else _coins(rng, max_level)
+            ops.append(["insert", key, coins])
+            if key not in present:
+                bisect.insort(present, key)
         else:
-            op = ["delete", rng.choice(present)]
-            skip.delete(op[1])
-        ops.append(op)
-        labels.append(_skip_label(op))
-        states.append(skip.state())
+            key = rng.choice(present)
+            ops.append(["delete", key])
+            present.remove(key)
+    data = {"max_level": max_level, "ops": ops}
+    skip, labels, steps = _run_skip(data)
     question = (
         f"You are given an empty skip list with max level {max_level}. Each (insert, value, [p1, p2, ...]) "
         "lists the level generation probabilities of that insert. Q: What is the final state of the skip "
         f"list after the following operations: {', '.join(labels)}?"
     )
-    data = {"max_level": max_level, "ops": ops}
-    return Problem(question, skip.state(), data, steps_from(labels, states), [[]])
+    return Problem(question, skip.state(), data, steps, [[]])
 
 
 _SKIP_DESCRIPTION = (
@@ -472,8 +502,15 @@ register(
         _PQ_RULES,
         list_schema({**INT_LIST, "minItems": 2, "maxItems": 2}),
         _pq_compound,
+        _replay_pq,
     ),
     _compound(
-        "skip_list", "skip list", _SKIP_DESCRIPTION, _SKIP_RULES, list_schema(INT_LIST), _skip_compound
+        "skip_list",
+        "skip list",
+        _SKIP_DESCRIPTION,
+        _SKIP_RULES,
+        list_schema(INT_LIST),
+        _skip_compound,
+        _replay_skip,
     ),
 )
