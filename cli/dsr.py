@@ -93,6 +93,73 @@ def dsr_stats(
     console.print(f"[bold]{counts['instances']}[/] instances")
 
 
+def _show_disagreements(disagreements: list[Any], shown: int) -> None:
+    for found in disagreements[:shown]:
+        console.print(
+            f"  {found.id} ({found.source}): stored {json.dumps(found.stored)}, embodia "
+            f"{json.dumps(found.replayed)}; data {json.dumps(found.data)}",
+            markup=False,
+            highlight=False,
+            soft_wrap=True,
+        )
+    if len(disagreements) > shown:
+        console.print(f"  ... and {len(disagreements) - shown} more", highlight=False)
+
+
+ShownOption = Annotated[int, typer.Option("--show", help="Disagreements to print.", min=0)]
+
+
+@dsr_app.command("import")
+def dsr_import(
+    folder: Annotated[
+        Path, typer.Argument(help="The public benchmark's generation/ folder (or a copy of it).")
+    ],
+    out: Annotated[Path, typer.Option("--out", help="The instance file to write (.jsonl).")],
+    operation: Annotated[
+        list[str] | None, typer.Option("--operation", help="e.g. queue.compound; repeatable (default: all).")
+    ] = None,
+    show: ShownOption = 5,
+) -> None:
+    """Read the public DSR-Bench's released instance files into one embodia instance file,
+    truths included; report every stored truth embodia's replay disagrees with."""
+    from embodia.core.runs import check_out_file
+    from embodia.envs.dsr import released
+    from embodia.envs.dsr import suites as dsr_suites
+
+    with user_errors():
+        check_out_file(out)
+        result = released.import_released(folder, operation)
+        dsr_suites.write_jsonl(result.instances, out)
+    for name, count in result.by_operation.items():
+        console.print(f"{name}: {count}", markup=False, highlight=False)
+    console.print(
+        f"{len(result.instances)} instances from {result.files} files; {len(result.disagreements)} stored "
+        "truths differ from embodia's replay (embodia's kept, the stored one in extra.released_truth)",
+        highlight=False,
+    )
+    _show_disagreements(result.disagreements, show)
+    console.print(f"wrote {bold(out)}")
+
+
+@dsr_app.command("verify")
+def dsr_verify(
+    instances: Annotated[Path, typer.Argument(help="An instance file (.jsonl) to replay.")],
+    show: ShownOption = 5,
+) -> None:
+    """Replay every instance on embodia's reference simulators and count, per operation, the
+    stored truths the replay agrees with; show the first disagreements."""
+    from embodia.envs.dsr import released
+    from embodia.envs.dsr import suites as dsr_suites
+
+    with user_errors():
+        checked = released.verify(dsr_suites.read_jsonl(instances))
+    for name, total in checked.total.items():
+        console.print(f"{name}: {checked.agree[name]}/{total} agree", markup=False, highlight=False)
+    agree, total = sum(checked.agree.values()), sum(checked.total.values())
+    console.print(f"{agree}/{total} stored truths agree with embodia's replay", highlight=False)
+    _show_disagreements(checked.disagreements, show)
+
+
 def _dsr_settings() -> type[Any]:
     from embodia.evals.dsr import DSRSettings
 

@@ -431,6 +431,7 @@ def _runner_commands(tmp_path: Path) -> dict[str, tuple[list[str], str]]:
         "models tiny": (["models", "tiny", "chat"], "folder"),
         "eval live": (["eval", "live", "--pred", str(records), "--label", str(records)], "file"),
         "sxs data": (["sxs", "data", "--items", "1"], "file"),
+        "dsr import": (["dsr", "import", str(tmp_path)], "file"),
         "train sft": (["train", "sft", "--policy", f"hf:{model}", "--data", str(records)], "folder"),
         "train grpo": (["train", "grpo", "--policy", f"hf:{model}", "--env", "embodia/DSR-v0"], "folder"),
         "train sxs": (["train", "sxs", "--policy", f"hf:{model}"], "folder"),

@@ -15,6 +15,7 @@ from embodia.envs.dsr.core import (
     Operation,
     Problem,
     Step,
+    empty_question,
     from_empty,
     insert_delete_ops,
     list_schema,
@@ -100,11 +101,21 @@ def _hashmap_label(op: Op) -> str:
     return op_label("add", f"({op[1]}, {op[2]})") if op[0] == "add" else op_label(*op)
 
 
-def _run_hashmap(data: Mapping[str, Any]) -> tuple[HashMap, list[str], tuple[Step, ...]]:
-    """The hashmap of ``data["buckets"]`` buckets after ``data["ops"]``, with the ops' labels and steps."""
+def _run_hashmap(data: Mapping[str, Any]) -> tuple[HashMap, tuple[Step, ...]]:
+    """The hashmap of ``data["buckets"]`` buckets after ``data["ops"]``, with the ops' steps."""
     hashmap = HashMap(data["buckets"])
-    labels, steps = replay(hashmap, data["ops"], label=_hashmap_label)
-    return hashmap, labels, steps
+    _, steps = replay(hashmap, data["ops"], label=_hashmap_label)
+    return hashmap, steps
+
+
+def _question_hashmap(data: Mapping[str, Any]) -> str:
+    buckets = data["buckets"]
+    labels = ", ".join(_hashmap_label(op) for op in data["ops"])
+    return (
+        f"You are given an empty hashmap with {buckets} buckets initially. The hash function you will use is "
+        f"bucket = key % bucket_number. Bucket number is indexed from 0 to {buckets - 1}. Q: What is the "
+        f"state of the hashmap after the following operations: {labels}?"
+    )
 
 
 def _replay_hashmap(data: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -129,13 +140,8 @@ def _hashmap_compound(rng: random.Random, size: int, variant: Mapping[str, Any])
             stored.discard(key)
             ops.append(["remove", key])
     data = {"buckets": buckets, "ops": ops}
-    hashmap, labels, steps = _run_hashmap(data)
-    question = (
-        f"You are given an empty hashmap with {buckets} buckets initially. The hash function you will use is "
-        f"bucket = key % bucket_number. Bucket number is indexed from 0 to {buckets - 1}. Q: What is the "
-        f"state of the hashmap after the following operations: {', '.join(labels)}?"
-    )
-    return Problem(question, hashmap.state(), data, steps, HashMap(buckets).state())
+    hashmap, steps = _run_hashmap(data)
+    return Problem(_question_hashmap(data), hashmap.state(), data, steps, HashMap(buckets).state())
 
 
 _PAIR = {
@@ -278,6 +284,9 @@ def _trie_word(rng: random.Random, length: int, words: list[str]) -> str:
     return prefix + "".join(rng.choices(string.ascii_lowercase, k=length - len(prefix)))
 
 
+_question_trie = empty_question("trie", "the final state of the trie")
+
+
 def _trie_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     low, high = _TRIE_WORD_LENGTHS[size_level(size)]
     # The words present are kept in a list, in insertion order (a set's order would follow str hashing,
@@ -286,7 +295,7 @@ def _trie_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) ->
         rng, size, lambda words: _trie_word(rng, rng.randint(low, high), words), lambda draw: draw < 0.3
     )
     trie = Trie()
-    return from_empty(trie, ops, "trie", "the final state of the trie", [""])
+    return from_empty(trie, ops, _question_trie, [""])
 
 
 def _replay_trie(data: Mapping[str, Any]) -> list[str]:
@@ -359,12 +368,15 @@ def _replay_suffix_tree(data: Mapping[str, Any]) -> list[str]:
     return SuffixTree(data["string"]).state()
 
 
+def _question_suffix_tree(data: Mapping[str, Any]) -> str:
+    return f"Q: Given a word {data['string']}$, what does its suffix tree look like?"
+
+
 def _suffix_tree_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     # A three-letter alphabet (the reference draws from a-z) so repeats, hence internal nodes, are common.
     text = "".join(rng.choices(_SUFFIX_ALPHABET, k=size))
-    question = f"Q: Given a word {text}$, what does its suffix tree look like?"
     data = {"string": text}
-    return Problem(question, _replay_suffix_tree(data), data)
+    return Problem(_question_suffix_tree(data), _replay_suffix_tree(data), data)
 
 
 register(
@@ -394,6 +406,7 @@ register(
         generate=_hashmap_compound,
         prepare=buckets_by_number,
         replay=_replay_hashmap,
+        question=_question_hashmap,
     ),
     Operation(
         structure="trie",
@@ -418,6 +431,7 @@ register(
         answer_schema=STR_LIST,
         generate=_trie_compound,
         replay=_replay_trie,
+        question=_question_trie,
     ),
     Operation(
         structure="suffix_tree",
@@ -446,5 +460,6 @@ register(
         answer_schema=STR_LIST,
         generate=_suffix_tree_construct,
         replay=_replay_suffix_tree,
+        question=_question_suffix_tree,
     ),
 )

@@ -11,6 +11,7 @@ from embodia.envs.dsr.core import (
     LENGTHS,
     Operation,
     Problem,
+    empty_question,
     fresh_key,
     from_empty,
     insert_delete_ops,
@@ -118,13 +119,15 @@ def bplus_order(size: int) -> int:
     return 8
 
 
+def _question_compound(data: Mapping[str, Any]) -> str:
+    return empty_question(f"B+ tree of order {data['order']}", "the state of the B+ tree")(data)
+
+
 def _bplus_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     order = int(variant.get("order", bplus_order(size)))
     ops = insert_delete_ops(rng, size, lambda present: fresh_key(rng, present), lambda draw: draw < 0.3)
     tree = BPlusTree(order)
-    return from_empty(
-        tree, ops, f"B+ tree of order {order}", "the state of the B+ tree", [[]], {"order": order, "ops": ops}
-    )
+    return from_empty(tree, ops, _question_compound, [[]], {"order": order, "ops": ops})
 
 
 def _replay_compound(data: Mapping[str, Any]) -> list[list[int]]:
@@ -166,5 +169,6 @@ B_PLUS_TREE_OPERATIONS: tuple[Operation, ...] = (
         answer_schema=list_schema(INT_LIST),
         generate=_bplus_compound,
         replay=_replay_compound,
+        question=_question_compound,
     ),
 )

@@ -173,6 +173,20 @@ def _replay_update(kind: Update) -> core.Replay:
     return replay
 
 
+def _question_update(kind: Update) -> core.Question:
+    """The question of inserting ``data["insert"]`` into / removing ``data["remove"]`` from
+    ``data["tree"]``."""
+    action = "inserting a node with value" if kind == "insert" else "removing the node with value"
+
+    def question(data: Mapping[str, Any]) -> str:
+        return (
+            f"You are given a binary search tree. {describe_bst(data['tree'])} Q: What are the pre-order "
+            f"and post-order traversals of the tree after {action} {data[kind]}?"
+        )
+
+    return question
+
+
 def _bst_update(kind: Update) -> core.Generator:
     """bst.insert / bst.remove: one insertion or removal in a given tree of ``size`` nodes."""
 
@@ -180,22 +194,12 @@ def _bst_update(kind: Update) -> core.Generator:
         keys, tree = _given_bst(rng, size)
         nodes = tree.nodes()
         before = tree.traversals()
-        if kind == "insert":
-            # As the reference: a key strictly inside the tree's key range, so it lands deep.
-            key = core.fresh_key(rng, keys, min(keys), max(keys))
-            action = f"inserting a node with value {key}"
-        else:
-            key = rng.choice(keys)
-            action = f"removing the node with value {key}"
+        # As the reference: a key to insert lies strictly inside the tree's key range, so it lands deep.
+        key = core.fresh_key(rng, keys, min(keys), max(keys)) if kind == "insert" else rng.choice(keys)
         data = {"keys": keys, "tree": nodes, kind: key}
         truth = _replay_update(kind)(data)
-        question = (
-            f"You are given a binary search tree. {describe_bst(nodes)} Q: What are the pre-order and "
-            f"post-order traversals of the tree after {action}?"
-        )
-        return core.Problem(
-            question, truth, data, core.steps_from([core.op_label(kind, key)], [truth]), before
-        )
+        steps = core.steps_from([core.op_label(kind, key)], [truth])
+        return core.Problem(_question_update(kind)(data), truth, data, steps, before)
 
     return generate
 
@@ -212,23 +216,37 @@ def _replay_query(query: Query) -> core.Replay:
     return replay
 
 
+_QUERIES: dict[Query, str] = {
+    "preorder": "What is the pre-order traversal of the tree?",
+    "inorder": "What is the in-order traversal of the tree?",
+    "postorder": "What is the post-order traversal of the tree?",
+    "depth": "What is the depth of the tree?",
+}
+
+
+def _question_query(query: Query) -> core.Question:
+    """The question of ``query`` on ``data["tree"]``."""
+
+    def question(data: Mapping[str, Any]) -> str:
+        return f"You are given a binary search tree. {describe_bst(data['tree'])} Q: {_QUERIES[query]}"
+
+    return question
+
+
 def _bst_traversal(query: Query) -> core.Generator:
     """bst.preorder / inorder / postorder / depth of a given tree of ``size`` nodes."""
-    questions = {
-        "preorder": "What is the pre-order traversal of the tree?",
-        "inorder": "What is the in-order traversal of the tree?",
-        "postorder": "What is the post-order traversal of the tree?",
-        "depth": "What is the depth of the tree?",
-    }
 
     def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
         keys, tree = _given_bst(rng, size)
-        nodes = tree.nodes()
-        question = f"You are given a binary search tree. {describe_bst(nodes)} Q: {questions[query]}"
-        data = {"keys": keys, "tree": nodes}
-        return core.Problem(question, _replay_query(query)(data), data)
+        data = {"keys": keys, "tree": tree.nodes()}
+        return core.Problem(_question_query(query)(data), _replay_query(query)(data), data)
 
     return generate
+
+
+_question_compound = core.empty_question(
+    "binary search tree", "the pre-order traversal of the binary search tree"
+)
 
 
 def _bst_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
@@ -236,9 +254,7 @@ def _bst_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> 
         rng, size, lambda present: core.fresh_key(rng, present), lambda draw: draw >= 0.7
     )
     tree = BST()
-    return core.from_empty(
-        tree, ops, "binary search tree", "the pre-order traversal of the binary search tree", []
-    )
+    return core.from_empty(tree, ops, _question_compound, [])
 
 
 def _replay_compound(data: Mapping[str, Any]) -> list[int]:
@@ -293,9 +309,16 @@ def _bst_op(
     schema: dict[str, Any],
     generate: core.Generator,
     replay: core.Replay,
+    question: core.Question,
 ) -> core.Operation:
     return _BST_OPERATION(
-        name, description, rules=rules, answer_schema=schema, generate=generate, replay=replay
+        name,
+        description,
+        rules=rules,
+        answer_schema=schema,
+        generate=generate,
+        replay=replay,
+        question=question,
     )
 
 
@@ -307,6 +330,7 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         _TRAVERSALS_SCHEMA,
         _bst_update("insert"),
         _replay_update("insert"),
+        _question_update("insert"),
     ),
     _bst_op(
         "remove",
@@ -316,6 +340,7 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         _TRAVERSALS_SCHEMA,
         _bst_update("remove"),
         _replay_update("remove"),
+        _question_update("remove"),
     ),
     _bst_op(
         "compound",
@@ -325,6 +350,7 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         core.INT_LIST,
         _bst_compound,
         _replay_compound,
+        _question_compound,
     ),
     _bst_op(
         "preorder",
@@ -333,6 +359,7 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         core.INT_LIST,
         _bst_traversal("preorder"),
         _replay_query("preorder"),
+        _question_query("preorder"),
     ),
     _bst_op(
         "inorder",
@@ -341,6 +368,7 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         core.INT_LIST,
         _bst_traversal("inorder"),
         _replay_query("inorder"),
+        _question_query("inorder"),
     ),
     _bst_op(
         "postorder",
@@ -349,6 +377,7 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         core.INT_LIST,
         _bst_traversal("postorder"),
         _replay_query("postorder"),
+        _question_query("postorder"),
     ),
     _bst_op(
         "depth",
@@ -357,5 +386,6 @@ BST_OPERATIONS: tuple[core.Operation, ...] = (
         core.INT,
         _bst_traversal("depth"),
         _replay_query("depth"),
+        _question_query("depth"),
     ),
 )

@@ -14,6 +14,7 @@ from embodia.envs.dsr.core import (
     Operation,
     Problem,
     Step,
+    empty_question,
     from_empty,
     operation_maker,
     push_pop_ops,
@@ -85,21 +86,27 @@ def _replay_heapify(data: Mapping[str, Any]) -> list[int]:
     return _run_heapify(data)[0].state()
 
 
+def _question_heapify(data: Mapping[str, Any]) -> str:
+    return (
+        f"Q: Given the array {data['array']}, turn it into a min-heap with the bottom-up heapify "
+        "algorithm. What is the resulting array?"
+    )
+
+
 def _heapify(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     array = [rng.randint(KEY_LOW, KEY_HIGH) for _ in range(size)]
     data = {"array": array}
     heap, steps = _run_heapify(data)
-    question = (
-        f"Q: Given the array {array}, turn it into a min-heap with the bottom-up heapify algorithm. "
-        "What is the resulting array?"
-    )
-    return Problem(question, heap.state(), data, steps, list(array))
+    return Problem(_question_heapify(data), heap.state(), data, steps, list(array))
+
+
+_question_compound = empty_question("min-heap", "the state of the heap")
 
 
 def _heap_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     ops = push_pop_ops(rng, size, "insert", "delete", lambda draw: draw < 0.3)
     heap = MinHeap()
-    return from_empty(heap, ops, "min-heap", "the state of the heap", [])
+    return from_empty(heap, ops, _question_compound, [])
 
 
 def _replay_compound(data: Mapping[str, Any]) -> list[int]:
@@ -132,6 +139,7 @@ HEAP_OPERATIONS: tuple[Operation, ...] = (
         answer_schema=INT_LIST,
         generate=_heapify,
         replay=_replay_heapify,
+        question=_question_heapify,
     ),
     _heap_operation(
         "compound",
@@ -142,5 +150,6 @@ HEAP_OPERATIONS: tuple[Operation, ...] = (
         answer_schema=INT_LIST,
         generate=_heap_compound,
         replay=_replay_compound,
+        question=_question_compound,
     ),
 )

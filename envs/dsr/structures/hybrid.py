@@ -44,15 +44,24 @@ class LRUCache:
 _LRU_PARAMETERS = {"short": ((2, 5), 10), "medium": ((3, 7), 20), "long": ((4, 10), 30)}
 
 
-def _run_lru(data: Mapping[str, Any]) -> tuple[LRUCache, list[str], tuple[core.Step, ...]]:
-    """The cache of ``data["capacity"]`` after ``data["ops"]``, with the ops' labels and steps."""
+def _run_lru(data: Mapping[str, Any]) -> tuple[LRUCache, tuple[core.Step, ...]]:
+    """The cache of ``data["capacity"]`` after ``data["ops"]``, with the ops' steps."""
     cache = LRUCache(data["capacity"])
-    labels, steps = core.replay(cache, data["ops"])
-    return cache, labels, steps
+    _, steps = core.replay(cache, data["ops"])
+    return cache, steps
 
 
 def _replay_lru(data: Mapping[str, Any]) -> list[int]:
     return _run_lru(data)[0].state()
+
+
+def _question_lru(data: Mapping[str, Any]) -> str:
+    labels = ", ".join(core.op_label(*op) for op in data["ops"])
+    return (
+        f"You should create an LRU cache with cache size (max number of different pages stored in cache) "
+        f"{data['capacity']}. Q: Initially, the cache is empty. What is the state of the LRU cache after the "
+        f"following sequence of operations: {labels}?"
+    )
 
 
 def _lru_cache(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
@@ -60,13 +69,8 @@ def _lru_cache(rng: random.Random, size: int, variant: Mapping[str, Any]) -> cor
     capacity = rng.randint(low, high)
     ops: list[list[Any]] = [["access", rng.randrange(pages)] for _ in range(size)]
     data = {"capacity": capacity, "ops": ops}
-    cache, labels, steps = _run_lru(data)
-    question = (
-        f"You should create an LRU cache with cache size (max number of different pages stored in cache) "
-        f"{capacity}. Q: Initially, the cache is empty. What is the state of the LRU cache after the "
-        f"following sequence of operations: {', '.join(labels)}?"
-    )
-    return core.Problem(question, cache.state(), data, steps, [])
+    cache, steps = _run_lru(data)
+    return core.Problem(_question_lru(data), cache.state(), data, steps, [])
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -114,16 +118,25 @@ class CountingBloomFilter:
 _BLOOM_PARAMETERS = {"short": (20, 3), "medium": (50, 4), "long": (100, 5)}
 
 
-def _run_bloom(data: Mapping[str, Any]) -> tuple[CountingBloomFilter, list[str], tuple[core.Step, ...]]:
+def _run_bloom(data: Mapping[str, Any]) -> tuple[CountingBloomFilter, tuple[core.Step, ...]]:
     """The filter of ``data["m"]`` counters and ``data["k"]`` hashes after ``data["ops"]``, with the
-    ops' labels and steps."""
+    ops' steps."""
     bloom = CountingBloomFilter(data["m"], data["k"])
-    labels, steps = core.replay(bloom, data["ops"])
-    return bloom, labels, steps
+    _, steps = core.replay(bloom, data["ops"])
+    return bloom, steps
 
 
 def _replay_bloom(data: Mapping[str, Any]) -> list[int]:
     return _run_bloom(data)[0].state()
+
+
+def _question_bloom(data: Mapping[str, Any]) -> str:
+    labels = ", ".join(core.op_label(*op) for op in data["ops"])
+    return (
+        f"You are given an empty Counting Bloom Filter with m = {data['m']} and k = {data['k']}. Q: What is "
+        "the final state of the Counting Bloom Filter, represented as its count array (a list of integer "
+        f"counts), after the following operations: {labels}?"
+    )
 
 
 def _bloom_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
@@ -134,13 +147,8 @@ def _bloom_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -
         rng, size, lambda _: rng.randint(0, 100), lambda draw: draw >= 0.7, repeats=True
     )
     data = {"m": m, "k": k, "ops": ops}
-    bloom, labels, steps = _run_bloom(data)
-    question = (
-        f"You are given an empty Counting Bloom Filter with m = {m} and k = {k}. Q: What is the final state "
-        "of the Counting Bloom Filter, represented as its count array (a list of integer counts), after the "
-        f"following operations: {', '.join(labels)}?"
-    )
-    return core.Problem(question, bloom.state(), data, steps, [0] * m)
+    bloom, steps = _run_bloom(data)
+    return core.Problem(_question_bloom(data), bloom.state(), data, steps, [0] * m)
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -257,6 +265,9 @@ def _dawg_word(rng: random.Random, low: int, high: int, words: list[str]) -> str
     return "".join(rng.choices(string.ascii_lowercase, k=rng.randint(low, high)))
 
 
+_question_dawg = core.empty_question("Directed Acyclic Word Graph (DAWG)", "its final state")
+
+
 def _dawg_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
     low, high = _DAWG_WORD_LENGTHS[size_level(size)]
     # The words present are kept in a list, in insertion order (a set's order would follow str hashing,
@@ -264,7 +275,7 @@ def _dawg_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) ->
     new_word = functools.partial(_dawg_word, rng, low, high)
     ops = core.insert_delete_ops(rng, size, new_word, lambda draw: draw < 0.3)
     dawg = DAWG()
-    return core.from_empty(dawg, ops, "Directed Acyclic Word Graph (DAWG)", "its final state", [["", "F"]])
+    return core.from_empty(dawg, ops, _question_dawg, [["", "F"]])
 
 
 def _replay_dawg(data: Mapping[str, Any]) -> list[list[str]]:
@@ -293,6 +304,7 @@ core.register(
         answer_schema=core.INT_LIST,
         generate=_lru_cache,
         replay=_replay_lru,
+        question=_question_lru,
         comparison="set",
     ),
     core.Operation(
@@ -319,6 +331,7 @@ core.register(
         answer_schema=core.INT_LIST,
         generate=_bloom_compound,
         replay=_replay_bloom,
+        question=_question_bloom,
     ),
     core.Operation(
         structure="dawg",
@@ -353,5 +366,6 @@ core.register(
         answer_schema=core.list_schema(core.STR_LIST),
         generate=_dawg_compound,
         replay=_replay_dawg,
+        question=_question_dawg,
     ),
 )

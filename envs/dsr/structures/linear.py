@@ -6,7 +6,7 @@ import random
 from collections.abc import Mapping
 from typing import Any
 
-from embodia.envs.dsr.core import INT, INT_LIST, Generator, Operation, Problem, Replay, register
+from embodia.envs.dsr.core import INT, INT_LIST, Generator, Operation, Problem, Question, Replay, register
 
 
 class Array:
@@ -74,6 +74,35 @@ def _replay_search(data: Mapping[str, Any]) -> int:
     return Array(data["array"]).search(data["value"])
 
 
+def _question_access(data: Mapping[str, Any]) -> str:
+    return f"Given an array {data['array']}. Q: What is the value stored in index {data['index']}?"
+
+
+def _question_delete(data: Mapping[str, Any]) -> str:
+    return (
+        f"Given an array {data['array']}. Delete the first item that has the value {data['value']} in "
+        "the array. Q: What is the updated array?"
+    )
+
+
+def _question_insert(data: Mapping[str, Any]) -> str:
+    return (
+        f"Given an array {data['array']}. Insert an item of value {data['value']} at index "
+        f"{data['index']}. Q: What is the updated array?"
+    )
+
+
+def _question_reverse(data: Mapping[str, Any]) -> str:
+    return f"Given an array {data['array']}. Q: What is the reversed array?"
+
+
+def _question_search(data: Mapping[str, Any]) -> str:
+    return (
+        f"Given an array {data['array']}, indexed from 0. Q: What is the index of the first occurrence "
+        f"of {data['value']}?"
+    )
+
+
 _DESCRIPTION = (
     "An array is a list of elements stored one after another, each at an integer index: the first "
     "element is at index 0, the next at index 1, and so on up to index n-1 for an array of n elements. "
@@ -83,53 +112,47 @@ _DESCRIPTION = (
 def _access(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     items = random_array(rng, size)
     index = rng.randrange(len(items))
-    question = f"Given an array {items}. Q: What is the value stored in index {index}?"
     data = {"array": items, "index": index}
-    return Problem(question, _replay_access(data), data)
+    return Problem(_question_access(data), _replay_access(data), data)
 
 
 def _delete(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     items = random_array(rng, size)
     value = rng.choice(items)
-    question = (
-        f"Given an array {items}. Delete the first item that has the value {value} in the array. "
-        "Q: What is the updated array?"
-    )
     data = {"array": items, "value": value}
-    return Problem(question, _replay_delete(data), data)
+    return Problem(_question_delete(data), _replay_delete(data), data)
 
 
 def _insert(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     items = random_array(rng, size)
     index = rng.randrange(len(items))
     value = rng.randint(0, 99)
-    question = (
-        f"Given an array {items}. Insert an item of value {value} at index {index}. "
-        "Q: What is the updated array?"
-    )
     data = {"array": items, "index": index, "value": value}
-    return Problem(question, _replay_insert(data), data)
+    return Problem(_question_insert(data), _replay_insert(data), data)
 
 
 def _reverse(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     items = random_array(rng, size)
     data = {"array": items}
-    return Problem(f"Given an array {items}. Q: What is the reversed array?", _replay_reverse(data), data)
+    return Problem(_question_reverse(data), _replay_reverse(data), data)
 
 
 def _search(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     items = random_array(rng, size)
     # Always a value of the array, as in the reference, so the answer is never -1 in practice.
     value = rng.choice(items)
-    question = (
-        f"Given an array {items}, indexed from 0. Q: What is the index of the first occurrence of {value}?"
-    )
     data = {"array": items, "value": value}
-    return Problem(question, _replay_search(data), data)
+    return Problem(_question_search(data), _replay_search(data), data)
 
 
 def _array_op(
-    name: str, description: str, rules: str, schema: dict[str, Any], generate: Generator, replay: Replay
+    name: str,
+    description: str,
+    rules: str,
+    schema: dict[str, Any],
+    generate: Generator,
+    replay: Replay,
+    question: Question,
 ) -> Operation:
     return Operation(
         structure="array",
@@ -141,6 +164,7 @@ def _array_op(
         answer_schema=schema,
         generate=generate,
         replay=replay,
+        question=question,
     )
 
 
@@ -152,6 +176,7 @@ register(
         INT,
         _access,
         _replay_access,
+        _question_access,
     ),
     _array_op(
         "delete",
@@ -162,6 +187,7 @@ register(
         INT_LIST,
         _delete,
         _replay_delete,
+        _question_delete,
     ),
     _array_op(
         "insert",
@@ -173,6 +199,7 @@ register(
         INT_LIST,
         _insert,
         _replay_insert,
+        _question_insert,
     ),
     _array_op(
         "reverse",
@@ -182,6 +209,7 @@ register(
         INT_LIST,
         _reverse,
         _replay_reverse,
+        _question_reverse,
     ),
     _array_op(
         "search",
@@ -192,5 +220,6 @@ register(
         INT,
         _search,
         _replay_search,
+        _question_search,
     ),
 )

@@ -12,9 +12,11 @@ from embodia.envs.dsr.core import (
     Generator,
     Operation,
     Problem,
+    Question,
     Replay,
     Step,
     distinct_values,
+    op_label,
     operation_maker,
     register,
     replay,
@@ -113,17 +115,26 @@ def traversal_replay(kind: Traversal) -> Replay:
     return replay
 
 
+def traversal_question(kind: Traversal) -> Question:
+    """The question of a ``kind`` traversal of the graph of ``data["nodes"]`` and ``data["edges"]``
+    (stated as given) from ``data["source"]``."""
+    search = "breadth-first" if kind == "bfs" else "depth-first"
+
+    def question(data: Mapping[str, Any]) -> str:
+        return (
+            f"Q: The graph consists of nodes {data['nodes']}, and edges {_edge_text(data['edges'])}. "
+            f"What is the {search} search path starting from node {data['source']}?"
+        )
+
+    return question
+
+
 def _traversal(kind: Traversal) -> Generator:
     def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
         graph = random_graph(rng, size)
         source = rng.choice(graph.nodes)
         data = {**graph.state(), "source": source}
-        search = "breadth-first" if kind == "bfs" else "depth-first"
-        question = (
-            f"Q: The graph consists of nodes {graph.nodes}, and edges {_edge_text(graph.edges)}. "
-            f"What is the {search} search path starting from node {source}?"
-        )
-        return Problem(question, traversal_replay(kind)(data), data)
+        return Problem(traversal_question(kind)(data), traversal_replay(kind)(data), data)
 
     return generate
 
@@ -165,11 +176,19 @@ class DSU:
         return [self.root(x) for x in self.elements]
 
 
-def _run_dsu(data: Mapping[str, Any]) -> tuple[DSU, list[str], tuple[Step, ...]]:
-    """The DSU of ``data["elements"]`` after ``data["ops"]``, with the ops' labels and steps."""
+def _run_dsu(data: Mapping[str, Any]) -> tuple[DSU, tuple[Step, ...]]:
+    """The DSU of ``data["elements"]`` after ``data["ops"]``, with the ops' steps."""
     dsu = DSU(data["elements"])
-    labels, steps = replay(dsu, data["ops"])
-    return dsu, labels, steps
+    _, steps = replay(dsu, data["ops"])
+    return dsu, steps
+
+
+def _question_dsu(data: Mapping[str, Any]) -> str:
+    labels = ", ".join(op_label(*op) for op in data["ops"])
+    return (
+        f"The initial list of elements is {data['elements']}; each element starts as its own set with rank "
+        f"0. Q: What is the final state of the DSU after the following operations: {labels}?"
+    )
 
 
 def _replay_dsu(data: Mapping[str, Any]) -> list[int]:
@@ -182,12 +201,8 @@ def _dsu_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> 
     # Both arguments drawn independently, as in the public generator: union(x, x) is a no-op.
     ops: list[list[Any]] = [["union", rng.choice(elements), rng.choice(elements)] for _ in range(size)]
     data = {"elements": elements, "ops": ops}
-    dsu, labels, steps = _run_dsu(data)
-    question = (
-        f"The initial list of elements is {elements}; each element starts as its own set with rank 0. "
-        f"Q: What is the final state of the DSU after the following operations: {', '.join(labels)}?"
-    )
-    return Problem(question, dsu.state(), data, steps, elements)
+    dsu, steps = _run_dsu(data)
+    return Problem(_question_dsu(data), dsu.state(), data, steps, elements)
 
 
 _GRAPH_DESCRIPTION = (
@@ -215,6 +230,7 @@ register(
         answer_schema=INT_LIST,
         generate=_traversal("bfs"),
         replay=traversal_replay("bfs"),
+        question=traversal_question("bfs"),
     ),
     _graph_operation(
         "dfs",
@@ -228,6 +244,7 @@ register(
         answer_schema=INT_LIST,
         generate=_traversal("dfs"),
         replay=traversal_replay("dfs"),
+        question=traversal_question("dfs"),
     ),
     Operation(
         structure="dsu",
@@ -252,5 +269,6 @@ register(
         answer_schema=INT_LIST,
         generate=_dsu_compound,
         replay=_replay_dsu,
+        question=_question_dsu,
     ),
 )

@@ -338,21 +338,27 @@ def _replay_construct(data: Mapping[str, Any]) -> list[list[int]]:
     return _run_construct(data)[0].state()
 
 
+def _question_construct(data: Mapping[str, Any]) -> str:
+    return (
+        "You are given an empty red-black tree initially. Q: What is the state of the red-black tree after "
+        f"inserting the following values in order: {data['keys']}?"
+    )
+
+
 def _rb_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
     keys = core.distinct_values(rng, size, core.KEY_LOW, core.KEY_HIGH)
     data = {"keys": keys}
     tree, steps = _run_construct(data)
-    question = (
-        "You are given an empty red-black tree initially. Q: What is the state of the red-black tree after "
-        f"inserting the following values in order: {keys}?"
-    )
-    return core.Problem(question, tree.state(), data, steps, [])
+    return core.Problem(_question_construct(data), tree.state(), data, steps, [])
+
+
+_question_compound = core.empty_question("red-black tree", "the state of the red-black tree")
 
 
 def _rb_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
     ops = _rb_mixed_ops(rng, size, [], 0.3)
     tree = RedBlackTree()
-    return core.from_empty(tree, ops, "red-black tree", "the state of the red-black tree", [])
+    return core.from_empty(tree, ops, _question_compound, [])
 
 
 def _replay_compound(data: Mapping[str, Any]) -> list[list[int]]:
@@ -361,16 +367,24 @@ def _replay_compound(data: Mapping[str, Any]) -> list[list[int]]:
     return tree.state()
 
 
-def _run_construct_compound(data: Mapping[str, Any]) -> tuple[RedBlackTree, list[str], tuple[core.Step, ...]]:
-    """The given ``data["tree"]`` after ``data["ops"]``, with the ops' labels and steps. Its
-    ``data["keys"]`` would rebuild the same tree, but the tree as stated is what the question gives."""
+def _run_construct_compound(data: Mapping[str, Any]) -> tuple[RedBlackTree, tuple[core.Step, ...]]:
+    """The given ``data["tree"]`` after ``data["ops"]``, with the ops' steps. Its ``data["keys"]``
+    would rebuild the same tree, but the tree as stated is what the question gives."""
     tree = RedBlackTree.from_nodes(data["tree"])
-    labels, steps = core.replay(tree, data["ops"])
-    return tree, labels, steps
+    _, steps = core.replay(tree, data["ops"])
+    return tree, steps
 
 
 def _replay_construct_compound(data: Mapping[str, Any]) -> list[list[int]]:
     return _run_construct_compound(data)[0].state()
+
+
+def _question_construct_compound(data: Mapping[str, Any]) -> str:
+    labels = ", ".join(core.op_label(*op) for op in data["ops"])
+    return (
+        f"You are given the following red-black tree. {describe_rb(data['tree'])} Q: What is the state of "
+        f"the red-black tree after the following operations: {labels}?"
+    )
 
 
 def _rb_construct_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> core.Problem:
@@ -380,12 +394,8 @@ def _rb_construct_compound(rng: random.Random, size: int, variant: Mapping[str, 
     # As the reference: new keys come from the gaps of the initial tree's key range.
     ops = _rb_mixed_ops(rng, size, keys, 0.5, min(keys), max(keys))
     data = {"keys": keys, "tree": nodes, "ops": ops}
-    tree, labels, steps = _run_construct_compound(data)
-    question = (
-        f"You are given the following red-black tree. {describe_rb(nodes)} Q: What is the state of the "
-        f"red-black tree after the following operations: {', '.join(labels)}?"
-    )
-    return core.Problem(question, tree.state(), data, steps, given.state())
+    tree, steps = _run_construct_compound(data)
+    return core.Problem(_question_construct_compound(data), tree.state(), data, steps, given.state())
 
 
 _RB_BASE = (
@@ -431,19 +441,28 @@ _RB_RULES = (
 _RB_OPERATION = core.operation_maker("rb_tree", "hierarchical", "red-black tree", _RB_BASE)
 
 
-def _rb_op(name: str, description: str, generate: core.Generator, replay: core.Replay) -> core.Operation:
+def _rb_op(
+    name: str, description: str, generate: core.Generator, replay: core.Replay, question: core.Question
+) -> core.Operation:
     return _RB_OPERATION(
-        name, description, rules=_RB_RULES, answer_schema=_RB_SCHEMA, generate=generate, replay=replay
+        name,
+        description,
+        rules=_RB_RULES,
+        answer_schema=_RB_SCHEMA,
+        generate=generate,
+        replay=replay,
+        question=question,
     )
 
 
 RED_BLACK_OPERATIONS: tuple[core.Operation, ...] = (
-    _rb_op("construct", _RB_INSERT, _rb_construct, _replay_construct),
-    _rb_op("compound", _RB_INSERT + _RB_DELETE, _rb_compound, _replay_compound),
+    _rb_op("construct", _RB_INSERT, _rb_construct, _replay_construct, _question_construct),
+    _rb_op("compound", _RB_INSERT + _RB_DELETE, _rb_compound, _replay_compound, _question_compound),
     _rb_op(
         "construct_compound",
         _RB_INSERT + _RB_DELETE,
         _rb_construct_compound,
         _replay_construct_compound,
+        _question_construct_compound,
     ),
 )

@@ -138,16 +138,26 @@ def _kd_heap_label(op: Op) -> str:
     return op_label("insert", f"({_point_text(op[1])}, {op[2]})") if op[0] == "insert" else op_label(*op)
 
 
-def _run_kd_heap(data: Mapping[str, Any]) -> tuple[KDHeap, list[str], tuple[Step, ...]]:
-    """The K-D heap after ``data["ops"]`` (the points carry the dimension), with the ops' labels
-    and steps."""
+def _run_kd_heap(data: Mapping[str, Any]) -> tuple[KDHeap, tuple[Step, ...]]:
+    """The K-D heap after ``data["ops"]`` (the points carry the dimension), with the ops' steps."""
     heap = KDHeap()
-    labels, steps = replay(heap, data["ops"], label=_kd_heap_label)
-    return heap, labels, steps
+    _, steps = replay(heap, data["ops"], label=_kd_heap_label)
+    return heap, steps
 
 
 def _replay_kd_heap(data: Mapping[str, Any]) -> list[int]:
     return _run_kd_heap(data)[0].state()
+
+
+def _question_kd_heap(data: Mapping[str, Any]) -> str:
+    dim = data["dim"]
+    labels = ", ".join(_kd_heap_label(op) for op in data["ops"])
+    return (
+        f"You are given an empty {dim}-dimensional K-D heap initially. Each inserted element is "
+        "(priority, label) with a priority point in "
+        f"{dim} dimension{'s' if dim > 1 else ''}. Q: What is the state of the heap after the following "
+        f"operations: {labels}?"
+    )
 
 
 def _kd_heap_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
@@ -164,14 +174,8 @@ def _kd_heap_compound(rng: random.Random, size: int, variant: Mapping[str, Any])
             ops.append(["delete"])
             held -= 1
     data = {"dim": dim, "ops": ops}
-    heap, labels, steps = _run_kd_heap(data)
-    question = (
-        f"You are given an empty {dim}-dimensional K-D heap initially. Each inserted element is "
-        "(priority, label) with a priority point in "
-        f"{dim} dimension{'s' if dim > 1 else ''}. Q: What is the state of the heap after the following "
-        f"operations: {', '.join(labels)}?"
-    )
-    return Problem(question, heap.state(), data, steps, [])
+    heap, steps = _run_kd_heap(data)
+    return Problem(_question_kd_heap(data), heap.state(), data, steps, [])
 
 
 # --- K-D tree -------------------------------------------------------------------------------
@@ -303,15 +307,19 @@ def _replay_kd_tree(data: Mapping[str, Any]) -> list[Point]:
     return KDTree(data["points"]).state()
 
 
-def _kd_tree_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
-    points = kd_tree_points(rng, size, variant)
-    question = (
+def _question_kd_tree(data: Mapping[str, Any]) -> str:
+    points = data["points"]
+    return (
         f"Construct a K-D tree from the following {len(points[0])}-dimensional points: {points}. "
         "Q: What is the pre-order traversal of the tree?"
     )
+
+
+def _kd_tree_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
+    points = kd_tree_points(rng, size, variant)
     distribution = str(variant.get("distribution", "uniform"))
     data = {"dim": len(points[0]), "distribution": distribution, "points": points}
-    return Problem(question, _replay_kd_tree(data), data)
+    return Problem(_question_kd_tree(data), _replay_kd_tree(data), data)
 
 
 # --- Geometric graph -----------------------------------------------------------------------
@@ -354,10 +362,24 @@ class GeometricGraph:
         return self.edges()
 
 
-def _geom_question(points: list[Point], threshold: int) -> str:
+def _geom_given(data: Mapping[str, Any]) -> str:
+    """What both geometric-graph questions state first: ``data["points"]`` and ``data["threshold"]``."""
+    points = data["points"]
     return (
         f"You are given the following {len(points[0])}-dimensional points; node i is the i-th point, "
-        f"counting from 0: {points}. The threshold for creating an edge is {threshold}."
+        f"counting from 0: {points}. The threshold for creating an edge is {data['threshold']}."
+    )
+
+
+def _question_geom_construct(data: Mapping[str, Any]) -> str:
+    return _geom_given(data) + " Q: What are the edges of the geometric graph?"
+
+
+def _question_geom_bfs(data: Mapping[str, Any]) -> str:
+    return (
+        _geom_given(data)
+        + f" Q: What is the breadth-first search order starting from node {data['source']}, the point "
+        f"{data['points'][data['source']]}?"
     )
 
 
@@ -378,24 +400,16 @@ def _replay_geom_bfs(data: Mapping[str, Any]) -> list[Point]:
 def _geom_construct(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     dim = dimension(variant)
     points = uniform_points(rng, size, dim)
-    threshold = THRESHOLDS[dim]
-    question = _geom_question(points, threshold) + " Q: What are the edges of the geometric graph?"
-    data = {"dim": dim, "points": points, "threshold": threshold}
-    return Problem(question, _replay_geom_construct(data), data)
+    data = {"dim": dim, "points": points, "threshold": THRESHOLDS[dim]}
+    return Problem(_question_geom_construct(data), _replay_geom_construct(data), data)
 
 
 def _geom_bfs(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     dim = dimension(variant)
     points = uniform_points(rng, size, dim)
-    threshold = THRESHOLDS[dim]
     source = rng.randrange(size)
-    question = (
-        _geom_question(points, threshold)
-        + f" Q: What is the breadth-first search order starting from node {source}, the point "
-        f"{points[source]}?"
-    )
-    data = {"dim": dim, "points": points, "threshold": threshold, "source": source}
-    return Problem(question, _replay_geom_bfs(data), data)
+    data = {"dim": dim, "points": points, "threshold": THRESHOLDS[dim], "source": source}
+    return Problem(_question_geom_bfs(data), _replay_geom_bfs(data), data)
 
 
 _GEOM_DESCRIPTION = (
@@ -430,6 +444,7 @@ register(
         answer_schema=INT_LIST,
         generate=_kd_heap_compound,
         replay=_replay_kd_heap,
+        question=_question_kd_heap,
         variants=DIM_VARIANTS,
     ),
     Operation(
@@ -456,6 +471,7 @@ register(
         answer_schema=POINT_LIST,
         generate=_kd_tree_construct,
         replay=_replay_kd_tree,
+        question=_question_kd_tree,
         variants=DIM_VARIANTS,
     ),
     Operation(
@@ -471,6 +487,7 @@ register(
         answer_schema=list_schema({"type": "array", "items": INT, "minItems": 2, "maxItems": 2}),
         generate=_geom_construct,
         replay=_replay_geom_construct,
+        question=_question_geom_construct,
         variants=DIM_VARIANTS,
     ),
     Operation(
@@ -493,6 +510,7 @@ register(
         answer_schema=POINT_LIST,
         generate=_geom_bfs,
         replay=_replay_geom_bfs,
+        question=_question_geom_bfs,
         variants=DIM_VARIANTS,
     ),
 )

@@ -13,8 +13,10 @@ from embodia.envs.dsr.core import (
     Generator,
     Operation,
     Problem,
+    Question,
     Replay,
     Step,
+    empty_question,
     from_empty,
     list_schema,
     op_label,
@@ -62,6 +64,7 @@ def _compound(
     answer_schema: dict[str, Any],
     generate: Generator,
     replay: Replay,
+    question: Question,
 ) -> Operation:
     """The one operation each temporal structure has: a run of mixed updates, then its final state."""
     return Operation(
@@ -74,15 +77,17 @@ def _compound(
         answer_schema=answer_schema,
         generate=generate,
         replay=replay,
+        question=question,
     )
 
 
 def _line_compound(structure: str, add: str, remove: str, make: type[_Line], description: str) -> Operation:
     """The compound operation of a stack or queue: ``add`` w.p. 0.7 (always when empty), else ``remove``."""
+    question = empty_question(structure, f"the state of the {structure}")
 
     def generate(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
         ops = push_pop_ops(rng, size, add, remove, lambda draw: draw >= 0.7)
-        return from_empty(make(), ops, structure, f"the state of the {structure}", [])
+        return from_empty(make(), ops, question, [])
 
     def replay_line(data: Mapping[str, Any]) -> list[int]:
         line = make()
@@ -91,7 +96,7 @@ def _line_compound(structure: str, add: str, remove: str, make: type[_Line], des
 
     order = "from the bottom to the top" if structure == "stack" else "from the front to the back"
     rules = f"Give the final {structure} as a list of its elements {order}."
-    return _compound(structure, structure, description, rules, INT_LIST, generate, replay_line)
+    return _compound(structure, structure, description, rules, INT_LIST, generate, replay_line, question)
 
 
 register(
@@ -295,14 +300,16 @@ def _replay_pq(data: Mapping[str, Any]) -> list[list[int]]:
     return heap.state()
 
 
+_question_pq = empty_question("priority queue", "the state of the priority queue")
+
+
 def _pq_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) -> Problem:
     ops = _pq_ops(rng, size)
     heap = _benchmark_heap()
     return from_empty(
         heap,
         ops,
-        "priority queue",
-        "the state of the priority queue",
+        _question_pq,
         [],
         apply=lambda op: apply_pq_op(heap, op),
     )
@@ -436,11 +443,20 @@ def _skip_label(op: list[Any]) -> str:
     return op_label(*op)
 
 
-def _run_skip(data: Mapping[str, Any]) -> tuple[SkipList, list[str], tuple[Step, ...]]:
-    """The skip list of ``data["max_level"]`` after ``data["ops"]``, with the ops' labels and steps."""
+def _run_skip(data: Mapping[str, Any]) -> tuple[SkipList, tuple[Step, ...]]:
+    """The skip list of ``data["max_level"]`` after ``data["ops"]``, with the ops' steps."""
     skip = SkipList(data["max_level"])
-    labels, steps = replay(skip, data["ops"], label=_skip_label)
-    return skip, labels, steps
+    _, steps = replay(skip, data["ops"], label=_skip_label)
+    return skip, steps
+
+
+def _question_skip(data: Mapping[str, Any]) -> str:
+    labels = ", ".join(_skip_label(op) for op in data["ops"])
+    return (
+        f"You are given an empty skip list with max level {data['max_level']}. Each (insert, value, [p1, "
+        "p2, ...]) lists the level generation probabilities of that insert. Q: What is the final state of "
+        f"the skip list after the following operations: {labels}?"
+    )
 
 
 def _replay_skip(data: Mapping[str, Any]) -> list[list[int]]:
@@ -464,13 +480,8 @@ def _skip_compound(rng: random.Random, size: int, variant: Mapping[str, Any]) ->
             ops.append(["delete", key])
             present.remove(key)
     data = {"max_level": max_level, "ops": ops}
-    skip, labels, steps = _run_skip(data)
-    question = (
-        f"You are given an empty skip list with max level {max_level}. Each (insert, value, [p1, p2, ...]) "
-        "lists the level generation probabilities of that insert. Q: What is the final state of the skip "
-        f"list after the following operations: {', '.join(labels)}?"
-    )
-    return Problem(question, skip.state(), data, steps, [[]])
+    skip, steps = _run_skip(data)
+    return Problem(_question_skip(data), skip.state(), data, steps, [[]])
 
 
 _SKIP_DESCRIPTION = (
@@ -503,6 +514,7 @@ register(
         list_schema({**INT_LIST, "minItems": 2, "maxItems": 2}),
         _pq_compound,
         _replay_pq,
+        _question_pq,
     ),
     _compound(
         "skip_list",
@@ -512,5 +524,6 @@ register(
         list_schema(INT_LIST),
         _skip_compound,
         _replay_skip,
+        _question_skip,
     ),
 )
