@@ -41,6 +41,8 @@ DIM_VARIANTS: tuple[Mapping[str, Any], ...] = tuple({"dim": d} for d in DIMS)
 
 Point = list[int]
 POINT_LIST = list_schema(INT_LIST)
+NUMBER_POINT_LIST = list_schema(list_schema({"type": "number"}))
+"""Points with any numbers: the public benchmark's geometric graphs have two-decimal coordinates."""
 
 
 def dimension(variant: Mapping[str, Any]) -> int:
@@ -328,7 +330,9 @@ def _kd_tree_construct(rng: random.Random, size: int, variant: Mapping[str, Any]
 class GeometricGraph:
     """Nodes are points 0..n-1; an edge joins i and j iff their Euclidean distance < threshold.
 
-    Distances are compared exactly as squared integers. The edge weight is the distance.
+    Squared distances are compared with the squared threshold: exactly for embodia's integer
+    points, in floating point for the public benchmark's two-decimal ones. The edge weight is
+    the distance.
     """
 
     def __init__(self, points: list[Point], threshold: int) -> None:
@@ -507,7 +511,7 @@ register(
             "visited. Give the final answer as the list of visited nodes in visit order, each node "
             "written as its point (its original coordinates), starting with the source."
         ),
-        answer_schema=POINT_LIST,
+        answer_schema=NUMBER_POINT_LIST,
         generate=_geom_bfs,
         replay=_replay_geom_bfs,
         question=_question_geom_bfs,
