@@ -12,49 +12,20 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from embodia.envs.dsr.released.base import Lines, Record, literal, reads, released_file
-
-_Parse = Callable[[str], list[Any] | None]
-"""An operation line as embodia's op (``[name, *args]``), or None when it is not one."""
-
-
-def _header(lines: Lines, pattern: str, expected: int, what: str) -> re.Match[str]:
-    """The record's header line, matched by ``pattern`` (its first group is the instance index)."""
-    line = lines.next(what)
-    match = re.fullmatch(pattern, line)
-    if match is None or int(match.group(1)) != expected:
-        raise lines.error(f"expected {what} for instance {expected}, found {line[:60]!r}")
-    return match
-
-
-def _ops_then_state(
-    lines: Lines, parse: _Parse, ops_expected: str, state: str, label: str
-) -> tuple[list[Any], Any]:
-    """The operations up to the state line (starting ``label``, or ``[`` when there is none), and
-    the literal on it."""
-    ops: list[Any] = []
-    start = label or "["
-    while True:
-        line = lines.next(state)
-        if line.startswith(start):
-            break
-        op = parse(line)
-        if op is None:
-            raise lines.error(
-                f"expected {ops_expected} or {state} (a line starting {start!r}), found {line[:60]!r}"
-            )
-        ops.append(op)
-    if not ops:
-        raise lines.error(f"{state} with no operation before it")
-    return ops, literal(line[len(label) :].strip(), lines, state)
-
-
-def _is_str_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+from embodia.envs.dsr.released.base import (
+    Record,
+    is_int_list,
+    is_str_list,
+    literal,
+    ops_then_state,
+    reads,
+    records,
+    released_lines,
+)
 
 
 def _hashmap_op(line: str) -> list[Any] | None:
@@ -66,25 +37,21 @@ def _hashmap_op(line: str) -> list[Any] | None:
 
 
 def _is_pair(pair: Any) -> bool:
-    return isinstance(pair, list) and len(pair) == 2 and all(isinstance(v, int) for v in pair)
+    return is_int_list(pair) and len(pair) == 2
 
 
 @reads("hashmap.compound")
 def hashmap(root: Path, mode: str) -> Iterator[Record]:
-    path = released_file(root, f"hashmap/compound/compound_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"hashmap/compound/compound_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
-    expected = 0
-    while not lines.done():
-        header = _header(
-            lines, r"HashMap (\d+) with (\d+) buckets", expected, "the header 'HashMap <i> with <B> buckets'"
-        )
-        first = lines.at
+    shown = "the header 'HashMap {} with <B> buckets'"
+    for header, first in records(lines, r"HashMap (\d+) with (\d+) buckets", shown):
         buckets = int(header.group(2))
-        ops, final = _ops_then_state(
+        ops, text = ops_then_state(
             lines, _hashmap_op, "'add key <k> value <v>', 'remove <k>'", "the final hashmap", "Final HashMap:"
         )
+        final = literal(text, lines, "the final hashmap")
         if not (
             isinstance(final, list)
             and all(isinstance(bucket, list) and all(_is_pair(pair) for pair in bucket) for bucket in final)
@@ -97,7 +64,6 @@ def hashmap(root: Path, mode: str) -> Iterator[Record]:
             for number, bucket in enumerate(final)
         ]
         yield Record({"buckets": buckets, "ops": ops}, truth, lines.where(first))
-        expected += 1
 
 
 def _trie_op(line: str) -> list[Any] | None:
@@ -107,39 +73,28 @@ def _trie_op(line: str) -> list[Any] | None:
 
 @reads("trie.compound")
 def trie(root: Path, mode: str) -> Iterator[Record]:
-    path = released_file(root, f"trie/compound/compound_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"trie/compound/compound_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
-    expected = 0
-    while not lines.done():
-        _header(lines, r"TrieTree (\d+)", expected, "the header 'TrieTree <i>'")
-        first = lines.at
-        ops, truth = _ops_then_state(
-            lines, _trie_op, "'insert <word>', 'delete <word>'", "the final trie", ""
-        )
-        if not _is_str_list(truth):
+    for _, first in records(lines, r"TrieTree (\d+)", "the header 'TrieTree {}'"):
+        ops, text = ops_then_state(lines, _trie_op, "'insert <word>', 'delete <word>'", "the final trie")
+        truth = literal(text, lines, "the final trie")
+        if not is_str_list(truth):
             raise lines.error("the final trie is not a list of strings")
         yield Record({"ops": ops}, truth, lines.where(first))
-        expected += 1
 
 
 @reads("suffix_tree.construct")
 def suffix_tree(root: Path, mode: str) -> Iterator[Record]:
-    path = released_file(root, f"suffix_tree/construct/construct_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"suffix_tree/construct/construct_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
-    expected = 0
-    while not lines.done():
-        _header(lines, r"SuffixTree (\d+)", expected, "the header 'SuffixTree <i>'")
-        first = lines.at
+    for _, first in records(lines, r"SuffixTree (\d+)", "the header 'SuffixTree {}'"):
         word = lines.next("the word")
         match = re.fullmatch(r"([^$\s]+)\$", word)
         if match is None:
             raise lines.error(f"expected the word ending in its one '$', found {word[:60]!r}")
         truth = literal(lines.next("the suffix tree"), lines, "the suffix tree")
-        if not _is_str_list(truth):
+        if not is_str_list(truth):
             raise lines.error("the suffix tree is not a list of strings")
         yield Record({"string": match.group(1)}, truth, lines.where(first))
-        expected += 1

@@ -17,6 +17,7 @@ naming the file and the line.
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -131,3 +132,83 @@ def released_file(root: Path, relative: str) -> Path | None:
     """``root / relative`` when it is a file, else None (an operation the folder lacks)."""
     path = root / relative
     return path if path.is_file() else None
+
+
+def released_lines(root: Path, relative: str) -> Lines | None:
+    """The lines of ``root / relative``, or None when it is not a file (an operation the folder
+    lacks)."""
+    path = released_file(root, relative)
+    return None if path is None else Lines(path, root)
+
+
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an integer (a bool is not)."""
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def is_int_list(value: Any) -> bool:
+    return isinstance(value, list) and all(is_int(item) for item in value)
+
+
+def is_str_list(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def int_list(text: str, lines: Lines, what: str) -> list[int]:
+    """The list of integers written (as a Python literal) in ``text``; an error naming ``what``
+    otherwise."""
+    value = literal(text, lines, what)
+    if not is_int_list(value):
+        raise lines.error(f"{what} is not a list of integers")
+    return value
+
+
+def header(lines: Lines, pattern: str | re.Pattern[str], expected: int, what: str) -> re.Match[str]:
+    """The next line, a record's header: matched by ``pattern`` in full, its first group the
+    instance index, which must be ``expected``. ``what`` names the header with ``{}`` standing
+    for the index (``"the header 'Tree {}'"``)."""
+    shown = what.format(expected)
+    line = lines.next(shown)
+    match = re.fullmatch(pattern, line)
+    if match is None or int(match[1]) != expected:
+        raise lines.error(f"expected {shown}, found {line[:60]!r}")
+    return match
+
+
+def records(lines: Lines, pattern: str | re.Pattern[str], what: str) -> Iterator[tuple[re.Match[str], int]]:
+    """For each record of a file whose records start with a :func:`header` (indices counted from 0):
+    the header's match and its line number (the record's ``first`` line, for
+    ``lines.where(first)``). The caller reads the rest of the record before asking for the next."""
+    expected = 0
+    while not lines.done():
+        match = header(lines, pattern, expected, what)
+        yield match, lines.at
+        expected += 1
+
+
+Parse = Callable[[str], list[Any] | None]
+"""An operation line as embodia's op (``[name, *args]``), or None when it is not one."""
+
+
+def ops_then_state(
+    lines: Lines, parse: Parse, ops_expected: str, state: str, label: str = "", *, need_ops: bool = True
+) -> tuple[list[Any], str]:
+    """The operations, one a line read by ``parse``, up to the line holding the final ``state``
+    (the first line starting ``label``, or ``[`` when there is no label), and that line's text
+    after its label. ``ops_expected`` lists the operations' shapes for the error on any other
+    line; ``need_ops`` makes a record without operations an error."""
+    start = label or "["
+    ops: list[Any] = []
+    while True:
+        line = lines.next(state)
+        if line.startswith(start):
+            break
+        op = parse(line)
+        if op is None:
+            raise lines.error(
+                f"expected {ops_expected} or {state} (a line starting {start!r}), found {line[:60]!r}"
+            )
+        ops.append(op)
+    if need_ops and not ops:
+        raise lines.error(f"{state} with no operation before it")
+    return ops, line[len(label) :].strip()

@@ -35,71 +35,42 @@ compounds insert some keys twice; they are read as they are.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from embodia.envs.dsr.released.base import Lines, Record, literal, reads, released_file
+from embodia.envs.dsr.released.base import (
+    Lines,
+    Parse,
+    Record,
+    int_list,
+    is_int,
+    is_int_list,
+    literal,
+    ops_then_state,
+    reads,
+    records,
+    released_file,
+    released_lines,
+)
 from embodia.envs.dsr.structures.bst import BST
 from embodia.envs.dsr.structures.red_black import COLOR_CODE, RedBlackTree
 
-_Parse = Callable[[str], list[Any] | None]
-"""An operation line as embodia's op (``[name, *args]``), or None when it is not one."""
-
 _BST_INPUT = "binary_tree/bst_generation/bst_input_{mode}.txt"
 _RB_INPUT = "rb_tree/rbt_input_{mode}.txt"
-
-
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
-def _is_int_list(value: Any) -> bool:
-    return isinstance(value, list) and all(_is_int(v) for v in value)
-
-
-def _header(lines: Lines, name: str, expected: int, rest: str = "", shown: str = "") -> re.Match[str]:
-    """The record's header ``<name> <expected><rest>`` (``rest`` a pattern, its groups kept, and
-    ``shown`` how an error writes it)."""
-    what = f"the header '{name} {expected}{shown}'"
-    line = lines.next(what)
-    match = re.fullmatch(rf"{name} (\d+){rest}", line)
-    if match is None or int(match.group(1)) != expected:
-        raise lines.error(f"expected {what}, found {line[:60]!r}")
-    return match
+_TREE = r"Tree (\d+)"
+_HEAP = r"Heap (\d+)"
 
 
 def _value(lines: Lines, prefix: str, what: str) -> int:
     """The integer on the next line after ``prefix``."""
     value = literal(lines.after(prefix, what), lines, what)
-    if not _is_int(value):
+    if not is_int(value):
         raise lines.error(f"{what} is not an integer")
     return value
 
 
-def _int_list(text: str, lines: Lines, what: str) -> list[int]:
-    value = literal(text, lines, what)
-    if not _is_int_list(value):
-        raise lines.error(f"{what} is not a list of integers")
-    return value
-
-
-def _ops_then(lines: Lines, parse: _Parse, ops_expected: str, end: str, what: str) -> tuple[list[Any], str]:
-    """The operations up to the first line starting ``end``, and that line."""
-    ops: list[Any] = []
-    while True:
-        line = lines.next(what)
-        if line.startswith(end):
-            return ops, line
-        op = parse(line)
-        if op is None:
-            raise lines.error(
-                f"expected {ops_expected} or {what} (a line starting {end!r}), found {line[:60]!r}"
-            )
-        ops.append(op)
-
-
-def _op_parser(insert: str, delete: str, delete_takes_key: bool = True) -> _Parse:
+def _op_parser(insert: str, delete: str, delete_takes_key: bool = True) -> Parse:
     """Reads ``<insert> k`` and ``<delete> k`` (``<delete>`` alone unless ``delete_takes_key``)."""
 
     def parse(line: str) -> list[Any] | None:
@@ -121,7 +92,7 @@ def _rb_state(text: str, lines: Lines, what: str) -> list[list[int]]:
         and all(
             isinstance(pair, list)
             and len(pair) == 2
-            and _is_int(pair[0])
+            and is_int(pair[0])
             and isinstance(pair[1], str)
             and pair[1] in COLOR_CODE
             for pair in value
@@ -166,9 +137,7 @@ def _bst_trees(root: Path, mode: str) -> _Given:
         return _Given(relative, None)
     lines = Lines(path, root)
     trees: list[list[list[int | None]]] = []
-    while not lines.done():
-        _header(lines, "Tree", len(trees))
-        first = lines.at
+    for _, first in records(lines, _TREE, "the header 'Tree {}'"):
         nodes: list[list[int | None]] = []
         while (lines.peek() or "Tree").split(" ")[0] != "Tree":
             nodes.append(_bst_node(lines.next("a node"), lines))
@@ -189,9 +158,7 @@ def _rb_trees(root: Path, mode: str) -> _Given:
         return _Given(relative, None)
     lines = Lines(path, root)
     trees: list[list[list[Any]]] = []
-    while not lines.done():
-        _header(lines, "Tree", len(trees))
-        first = lines.at
+    for _, first in records(lines, _TREE, "the header 'Tree {}'"):
         items: list[Any] = []
         open_children = 1  # the places a complete pre-order still has to fill
         while open_children:
@@ -224,17 +191,16 @@ _TRAVERSALS = (
 
 
 def _bst_query_records(root: Path, mode: str, query: str) -> Iterator[Record]:
-    path = released_file(root, f"binary_tree/traversal/bst_traversal_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"binary_tree/traversal/bst_traversal_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
     given = _bst_trees(root, mode)
     index = 0
     while not lines.done():
         first = lines.at + 1
         truths: dict[str, Any] = {}
         for name, label, what in _TRAVERSALS:
-            truths[name] = _int_list(lines.after(label, what), lines, what)
+            truths[name] = int_list(lines.after(label, what), lines, what)
         truths["depth"] = _value(lines, "Depth:", "the depth")
         nodes = given.tree(index, lines, first)
         yield Record({"keys": [row[0] for row in nodes], "tree": nodes}, truths[query], lines.where(first))
@@ -262,18 +228,17 @@ def depth(root: Path, mode: str) -> Iterator[Record]:
 
 
 def _bst_update_records(root: Path, mode: str, kind: str) -> Iterator[Record]:
-    path = released_file(root, f"binary_tree/{kind}/bst_{kind}_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"binary_tree/{kind}/bst_{kind}_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
     given = _bst_trees(root, mode)
     label = kind.capitalize() + ":"
     index = 0
     while not lines.done():
         first = lines.at + 1
         key = _value(lines, label, f"the key to {kind}")
-        pre = _int_list(lines.after("Pre-order:", "the pre-order"), lines, "the pre-order")
-        post = _int_list(lines.after("Post-order:", "the post-order"), lines, "the post-order")
+        pre = int_list(lines.after("Pre-order:", "the pre-order"), lines, "the pre-order")
+        post = int_list(lines.after("Post-order:", "the post-order"), lines, "the post-order")
         nodes = given.tree(index, lines, first)
         data = {"keys": [row[0] for row in nodes], "tree": nodes, kind: key}
         yield Record(data, {"pre_order": pre, "post_order": post}, lines.where(first))
@@ -292,17 +257,14 @@ def bst_remove(root: Path, mode: str) -> Iterator[Record]:
 
 @reads("bst.compound")
 def bst_compound(root: Path, mode: str) -> Iterator[Record]:
-    path = released_file(root, f"binary_tree/compound/bst_compound_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"binary_tree/compound/bst_compound_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
     parse = _op_parser("Insert:", "Delete:")
     while not lines.done():
         first = lines.at + 1
-        ops, line = _ops_then(lines, parse, "'Insert: k', 'Delete: k'", "[", "the final pre-order")
-        if not ops:
-            raise lines.error("the final pre-order with no operation before it")
-        yield Record({"ops": ops}, _int_list(line, lines, "the final pre-order"), lines.where(first))
+        ops, text = ops_then_state(lines, parse, "'Insert: k', 'Delete: k'", "the final pre-order")
+        yield Record({"ops": ops}, int_list(text, lines, "the final pre-order"), lines.where(first))
 
 
 # ----------------------------------------------------------------------------- min-heap
@@ -310,34 +272,24 @@ def bst_compound(root: Path, mode: str) -> Iterator[Record]:
 
 @reads("heap.heapify")
 def heapify(root: Path, mode: str) -> Iterator[Record]:
-    path = released_file(root, f"heap/heapify/heapify_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"heap/heapify/heapify_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
-    expected = 0
-    while not lines.done():
-        _header(lines, "Heap", expected)
-        first = lines.at
-        array = _int_list(lines.next("the array"), lines, "the array")
-        truth = _int_list(lines.next("the heapified array"), lines, "the heapified array")
+    for _, first in records(lines, _HEAP, "the header 'Heap {}'"):
+        array = int_list(lines.next("the array"), lines, "the array")
+        truth = int_list(lines.next("the heapified array"), lines, "the heapified array")
         yield Record({"array": array}, truth, lines.where(first))
-        expected += 1
 
 
 @reads("heap.compound")
 def heap_compound(root: Path, mode: str) -> Iterator[Record]:
-    path = released_file(root, f"heap/compound/compound_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"heap/compound/compound_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
     parse = _op_parser("insert", "delete", delete_takes_key=False)
-    expected = 0
-    while not lines.done():
-        _header(lines, "Heap", expected)
-        first = lines.at
-        ops, line = _ops_then(lines, parse, "'insert v', 'delete'", "[", "the final heap")
-        yield Record({"ops": ops}, _int_list(line, lines, "the final heap"), lines.where(first))
-        expected += 1
+    for _, first in records(lines, _HEAP, "the header 'Heap {}'"):
+        ops, text = ops_then_state(lines, parse, "'insert v', 'delete'", "the final heap", need_ops=False)
+        yield Record({"ops": ops}, int_list(text, lines, "the final heap"), lines.where(first))
 
 
 # ----------------------------------------------------------------------------- red-black tree
@@ -345,40 +297,32 @@ def heap_compound(root: Path, mode: str) -> Iterator[Record]:
 
 @reads("rb_tree.construct")
 def rb_construct(root: Path, mode: str) -> Iterator[Record]:
-    path = released_file(root, f"rb_tree/construct/rbt_construct_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"rb_tree/construct/rbt_construct_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
-    expected = 0
-    while not lines.done():
-        _header(lines, "Tree", expected)
-        first = lines.at
-        keys = _int_list(lines.after("Values:", "the values"), lines, "the values")
+    for _, first in records(lines, _TREE, "the header 'Tree {}'"):
+        keys = int_list(lines.after("Values:", "the values"), lines, "the values")
         truth = _rb_state(lines.after("Pre-order:", "the pre-order"), lines, "the pre-order")
         yield Record({"keys": keys}, truth, lines.where(first))
-        expected += 1
 
 
 def _rb_compound_records(root: Path, mode: str, relative: str, starts_given: bool) -> Iterator[Record]:
-    path = released_file(root, relative)
-    if path is None:
+    lines = released_lines(root, relative)
+    if lines is None:
         return
-    lines = Lines(path, root)
     given = _rb_trees(root, mode) if starts_given else None
     parse = _op_parser("Insert:", "Delete:")
-    expected = 0
-    while not lines.done():
-        _header(lines, "Tree", expected)
-        first = lines.at
-        ops, line = _ops_then(lines, parse, "'Insert: k', 'Delete: k'", "Pre-order:", "the final pre-order")
-        truth = _rb_state(line[len("Pre-order:") :].strip(), lines, "the final pre-order")
+    for header, first in records(lines, _TREE, "the header 'Tree {}'"):
+        ops, text = ops_then_state(
+            lines, parse, "'Insert: k', 'Delete: k'", "the final pre-order", "Pre-order:", need_ops=False
+        )
+        truth = _rb_state(text, lines, "the final pre-order")
         if given is None:
             data: dict[str, Any] = {"ops": ops}
         else:
-            nodes = given.tree(expected, lines, first)
+            nodes = given.tree(int(header[1]), lines, first)
             data = {"keys": [row[0] for row in nodes], "tree": nodes, "ops": ops}
         yield Record(data, truth, lines.where(first))
-        expected += 1
 
 
 @reads("rb_tree.compound")
@@ -397,21 +341,17 @@ def rb_construct_compound(root: Path, mode: str) -> Iterator[Record]:
 
 @reads("b_plus_tree.compound")
 def b_plus_tree(root: Path, mode: str) -> Iterator[Record]:
-    path = released_file(root, f"b_plus_tree/compound/compound_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"b_plus_tree/compound/compound_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
     parse = _op_parser("insert", "delete")
-    expected = 0
-    while not lines.done():
-        header = _header(lines, "BPlusTree", expected, r" \(Order: (\d+)\)", " (Order: <m>)")
-        first = lines.at
+    shown = "the header 'BPlusTree {} (Order: <m>)'"
+    for header, first in records(lines, r"BPlusTree (\d+) \(Order: (\d+)\)", shown):
         order = int(header.group(2))
         if order < 3:
             raise lines.error(f"the order {order} is below 3")
-        ops, line = _ops_then(lines, parse, "'insert k', 'delete k'", "[", "the final tree")
-        truth = literal(line, lines, "the final tree")
-        if not (isinstance(truth, list) and truth and all(_is_int_list(node) for node in truth)):
+        ops, text = ops_then_state(lines, parse, "'insert k', 'delete k'", "the final tree", need_ops=False)
+        truth = literal(text, lines, "the final tree")
+        if not (isinstance(truth, list) and truth and all(is_int_list(node) for node in truth)):
             raise lines.error("the final tree is not a non-empty list of key lists")
         yield Record({"order": order, "ops": ops}, truth, lines.where(first), {"order": order})
-        expected += 1

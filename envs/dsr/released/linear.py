@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from embodia.envs.dsr.released.base import Lines, Record, literal, reads, released_file
+from embodia.envs.dsr.released.base import Record, int_list, is_int, literal, reads, records, released_lines
 
 # the lines after the array, in order, and the data field each one fills
 _FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
@@ -24,28 +24,18 @@ _FIELDS: dict[str, tuple[tuple[str, str], ...]] = {
 
 
 def _array_records(root: Path, mode: str, operation: str) -> Iterator[Record]:
-    path = released_file(root, f"array/{operation}/{operation}_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"array/{operation}/{operation}_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
-    expected = 0
-    while not lines.done():
-        header = lines.next("an instance index")
-        first = lines.at
-        if header != str(expected):
-            raise lines.error(f"expected instance index {expected}, found {header[:40]!r}")
-        array = literal(lines.next("the array"), lines, "the array")
-        if not (isinstance(array, list) and all(isinstance(v, int) for v in array)):
-            raise lines.error("the array is not a list of integers")
-        data: dict[str, Any] = {"array": array}
+    for _, first in records(lines, r"(0|[1-9]\d*)", "instance index {}"):
+        data: dict[str, Any] = {"array": int_list(lines.next("the array"), lines, "the array")}
         for prefix, name in _FIELDS[operation]:
             value = literal(lines.after(prefix, f"the {name}"), lines, f"the {name}")
-            if not isinstance(value, int):
+            if not is_int(value):
                 raise lines.error(f"the {name} is not an integer")
             data[name] = value
         truth = literal(lines.after("Answer:", "the answer"), lines, "the answer")
         yield Record(data, truth, lines.where(first))
-        expected += 1
 
 
 @reads("array.access")

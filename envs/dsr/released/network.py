@@ -15,7 +15,18 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from embodia.envs.dsr.released.base import Lines, Record, literal, reads, released_file
+from embodia.envs.dsr.released.base import (
+    Lines,
+    Parse,
+    Record,
+    is_int_list,
+    literal,
+    ops_then_state,
+    reads,
+    records,
+    released_file,
+    released_lines,
+)
 
 _GRAPH = re.compile(r"Graph (\d+)")
 _EDGE = re.compile(r"(-?\d+),\s*(-?\d+)")
@@ -23,18 +34,10 @@ _SOURCE = re.compile(r"Graph (\d+): Source = (-?\d+)")
 _UNION = re.compile(r"union\((-?\d+),\s*(-?\d+)\)")
 
 
-def _int_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, int) and not isinstance(v, bool) for v in value)
-
-
 def _graphs(lines: Lines) -> list[tuple[list[int], list[list[int]]]]:
     """Every graph of a ``graph_input`` file, in order: (node labels, edges)."""
     graphs: list[tuple[list[int], list[list[int]]]] = []
-    while not lines.done():
-        header = lines.next("a graph header")
-        match = _GRAPH.fullmatch(header)
-        if match is None or int(match[1]) != len(graphs):
-            raise lines.error(f"expected the header 'Graph {len(graphs)}', found {header[:60]!r}")
+    for _ in records(lines, _GRAPH, "the header 'Graph {}'"):
         labels = lines.next("the node labels").split()
         if not labels or not all(re.fullmatch(r"-?\d+", label) for label in labels):
             raise lines.error("expected the node labels separated by spaces")
@@ -54,34 +57,27 @@ def _graphs(lines: Lines) -> list[tuple[list[int], list[list[int]]]]:
 
 
 def _traversal_records(root: Path, mode: str, kind: str) -> Iterator[Record]:
-    path = released_file(root, f"graph/{kind}/{kind}_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"graph/{kind}/{kind}_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
     graph_path = released_file(root, f"graph/graph_input_{mode}.txt")
     if graph_path is None:
         raise lines.error(f"its graphs' file graph/graph_input_{mode}.txt is absent", 1)
     graphs = _graphs(Lines(graph_path, root))
-    expected = 0
-    while not lines.done():
-        header = lines.next("a graph header")
-        first = lines.at
-        match = _SOURCE.fullmatch(header)
-        if match is None or int(match[1]) != expected:
-            raise lines.error(f"expected 'Graph {expected}: Source = <node>', found {header[:60]!r}")
-        if expected >= len(graphs):
-            raise lines.error(f"graph/graph_input_{mode}.txt has no Graph {expected}")
-        nodes, edges = graphs[expected]
+    for match, first in records(lines, _SOURCE, "'Graph {}: Source = <node>'"):
+        index = int(match[1])
+        if index >= len(graphs):
+            raise lines.error(f"graph/graph_input_{mode}.txt has no Graph {index}")
+        nodes, edges = graphs[index]
         source = int(match[2])
         if source not in nodes:
-            raise lines.error(f"the source {source} is not a node of Graph {expected}")
+            raise lines.error(f"the source {source} is not a node of Graph {index}")
         line = lines.next("the visit order")
         truth = literal(line, lines, "the visit order")
-        if not (line.startswith("[") and _int_list(truth)):
+        if not (line.startswith("[") and is_int_list(truth)):
             raise lines.error("the visit order is not a list of integers")
         data = {"nodes": list(nodes), "edges": [list(edge) for edge in edges], "source": source}
         yield Record(data, truth, lines.where(first))
-        expected += 1
 
 
 @reads("graph.bfs")
@@ -94,31 +90,37 @@ def dfs(root: Path, mode: str) -> Iterator[Record]:
     return _traversal_records(root, mode, "dfs")
 
 
+def _union_op(lines: Lines, elements: list[int]) -> Parse:
+    """Reads ``union(x, y)`` lines over ``elements``; naming any other element is an error."""
+
+    def parse(line: str) -> list[Any] | None:
+        found = _UNION.fullmatch(line)
+        if found is None:
+            return None
+        x, y = int(found[1]), int(found[2])
+        if x not in elements or y not in elements:
+            raise lines.error(f"union({x}, {y}) names an element not in the initial list")
+        return ["union", x, y]
+
+    return parse
+
+
 @reads("dsu.compound")
 def dsu_compound(root: Path, mode: str) -> Iterator[Record]:
-    path = released_file(root, f"dsu/compound/compound_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"dsu/compound/compound_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
     while not lines.done():
         line = lines.next("the element list")
         first = lines.at
         elements = literal(line, lines, "the element list")
-        if not (line.startswith("[") and _int_list(elements) and elements):
+        if not (line.startswith("[") and is_int_list(elements) and elements):
             raise lines.error("the element list is not a non-empty list of integers")
-        ops: list[list[Any]] = []
-        while True:
-            line = lines.next("a union(x, y) line or the final list")
-            if line.startswith("["):
-                break
-            union = _UNION.fullmatch(line)
-            if union is None:
-                raise lines.error(f"expected union(x, y) or the final list, found {line[:60]!r}")
-            x, y = int(union[1]), int(union[2])
-            if x not in elements or y not in elements:
-                raise lines.error(f"union({x}, {y}) names an element not in the initial list")
-            ops.append(["union", x, y])
-        truth = literal(line, lines, "the final list")
-        if not (_int_list(truth) and len(truth) == len(elements)):
+
+        ops, text = ops_then_state(
+            lines, _union_op(lines, elements), "union(x, y)", "the final list", need_ops=False
+        )
+        truth = literal(text, lines, "the final list")
+        if not (is_int_list(truth) and len(truth) == len(elements)):
             raise lines.error(f"the final list is not a list of {len(elements)} integers")
         yield Record({"elements": elements, "ops": ops}, truth, lines.where(first))

@@ -21,7 +21,19 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from embodia.envs.dsr.released.base import Lines, Record, literal, reads, released_file
+from embodia.envs.dsr.released.base import (
+    Lines,
+    Parse,
+    Record,
+    is_int,
+    is_int_list,
+    literal,
+    ops_then_state,
+    reads,
+    records,
+    released_file,
+    released_lines,
+)
 from embodia.envs.dsr.structures.spatial import DIMS, DISTRIBUTIONS
 
 _HEAP_HEADER = re.compile(r"Heap (\d+), Dimension: (\d+)")
@@ -33,17 +45,13 @@ _SHAPE_FOLDERS = {"moons": "moon", "circles": "circle", "blobs": "blob"}
 """embodia's name of each 2D point shape, and the public folder's (``construct_<folder>``)."""
 
 
-def _is_int(value: Any) -> bool:
-    return isinstance(value, int) and not isinstance(value, bool)
-
-
 def _is_number(value: Any) -> bool:
-    return _is_int(value) or isinstance(value, float)
+    return is_int(value) or isinstance(value, float)
 
 
 def _point(value: Any, dim: int, number: bool = False) -> bool:
     """Whether ``value`` is a point of ``dim`` integer (or, with ``number``, any numeric) coordinates."""
-    check = _is_number if number else _is_int
+    check = _is_number if number else is_int
     return isinstance(value, list) and len(value) == dim and all(check(c) for c in value)
 
 
@@ -51,53 +59,50 @@ def _points(value: Any, dim: int, number: bool = False) -> bool:
     return isinstance(value, list) and all(_point(p, dim, number) for p in value)
 
 
-def _header(lines: Lines, pattern: re.Pattern[str], shape: str, expected: int) -> re.Match[str]:
-    line = lines.next("a record header")
-    match = pattern.fullmatch(line)
-    if match is None or int(match[1]) != expected:
-        raise lines.error(f"expected the header {shape.format(expected)!r}, found {line[:60]!r}")
-    return match
+def _kd_heap_op(lines: Lines, dim: int) -> Parse:
+    """Reads one record's ``insert (label, [priority point])`` and ``delete`` lines; a delete on an
+    empty heap is an error."""
+    held = 0
+
+    def parse(line: str) -> list[Any] | None:
+        nonlocal held
+        if line == "delete":
+            if held == 0:
+                raise lines.error("a delete on an empty heap")
+            held -= 1
+            return ["delete"]
+        insert = _INSERT.fullmatch(line)
+        if insert is None:
+            return None
+        point = literal(insert[2], lines, "the priority")
+        if not _point(point, dim):
+            raise lines.error(f"the priority is not a point of {dim} integers")
+        held += 1
+        return ["insert", point, int(insert[1])]
+
+    return parse
 
 
 @reads("kd_heap.compound")
 def kd_heap(root: Path, mode: str) -> Iterator[Record]:
     for dim in DIMS:
-        path = released_file(root, f"kd_heap/compound_{dim}d/compound_{mode}.txt")
-        if path is None:
+        lines = released_lines(root, f"kd_heap/compound_{dim}d/compound_{mode}.txt")
+        if lines is None:
             continue
-        lines = Lines(path, root)
-        expected = 0
-        while not lines.done():
-            match = _header(lines, _HEAP_HEADER, "Heap {}, Dimension: " + str(dim), expected)
-            first = lines.at
+        for match, first in records(lines, _HEAP_HEADER, f"the header 'Heap {{}}, Dimension: {dim}'"):
             if int(match[2]) != dim:
                 raise lines.error(f"a heap of dimension {match[2]} in the folder of dimension {dim}")
-            ops: list[list[Any]] = []
-            held = 0
-            while True:
-                line = lines.next("an operation or the final labels")
-                if line.startswith("["):
-                    break
-                if line == "delete":
-                    if held == 0:
-                        raise lines.error("a delete on an empty heap")
-                    ops.append(["delete"])
-                    held -= 1
-                    continue
-                insert = _INSERT.fullmatch(line)
-                if insert is None:
-                    shape = "'insert (label, [priority])', 'delete' or the final labels"
-                    raise lines.error(f"expected {shape}, found {line[:60]!r}")
-                point = literal(insert[2], lines, "the priority")
-                if not _point(point, dim):
-                    raise lines.error(f"the priority is not a point of {dim} integers")
-                ops.append(["insert", point, int(insert[1])])
-                held += 1
-            truth = literal(line, lines, "the final labels")
-            if not (isinstance(truth, list) and all(_is_int(label) for label in truth)):
+            ops, text = ops_then_state(
+                lines,
+                _kd_heap_op(lines, dim),
+                "'insert (label, [priority])', 'delete'",
+                "the final labels",
+                need_ops=False,
+            )
+            truth = literal(text, lines, "the final labels")
+            if not is_int_list(truth):
                 raise lines.error("the final labels are not a list of integers")
             yield Record({"dim": dim, "ops": ops}, truth, lines.where(first), {"dim": dim})
-            expected += 1
 
 
 def _kd_tree_records(path: Path, root: Path, dim: int, distribution: str) -> Iterator[Record]:
@@ -105,10 +110,7 @@ def _kd_tree_records(path: Path, root: Path, dim: int, distribution: str) -> Ite
     variant: dict[str, Any] = {"dim": dim}
     if distribution != "uniform":
         variant["distribution"] = distribution
-    expected = 0
-    while not lines.done():
-        _header(lines, _TREE_HEADER, "Tree {}", expected)
-        first = lines.at
+    for _, first in records(lines, _TREE_HEADER, "the header 'Tree {}'"):
         points = literal(lines.after("Points:", "the points"), lines, "the points")
         if not (points and _points(points, dim)):
             raise lines.error(f"the points are not a non-empty list of points of {dim} integers")
@@ -117,7 +119,6 @@ def _kd_tree_records(path: Path, root: Path, dim: int, distribution: str) -> Ite
             raise lines.error(f"the traversal is not a list of points of {dim} integers")
         data = {"dim": dim, "distribution": distribution, "points": points}
         yield Record(data, truth, lines.where(first), dict(variant))
-        expected += 1
 
 
 @reads("kd_tree.construct")
@@ -134,10 +135,7 @@ def kd_tree(root: Path, mode: str) -> Iterator[Record]:
 
 def _geom_records(lines: Lines, dim: int) -> Iterator[tuple[dict[str, Any], list[Any], int]]:
     """(data of geom_graph.bfs, the BFS line's points, first line) per record of a geom_graph file."""
-    expected = 0
-    while not lines.done():
-        _header(lines, _GRAPH_HEADER, "Graph {}", expected)
-        first = lines.at
+    for _, first in records(lines, _GRAPH_HEADER, "the header 'Graph {}'"):
         points = literal(lines.after("Nodes:", "the points"), lines, "the points")
         if not (points and _points(points, dim, number=True)):
             raise lines.error(f"the points are not a non-empty list of points of {dim} numbers")
@@ -152,7 +150,6 @@ def _geom_records(lines: Lines, dim: int) -> Iterator[tuple[dict[str, Any], list
             raise lines.error(f"the breadth-first order is not a list of points of {dim} numbers")
         data = {"dim": dim, "points": points, "threshold": threshold, "source": points.index(start)}
         yield data, order, first
-        expected += 1
 
 
 @reads("geom_graph.bfs")

@@ -16,52 +16,26 @@ starting ``[``:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from embodia.envs.dsr.released.base import Lines, Record, literal, reads, released_file
-
-_Parse = Callable[[str], list[Any] | None]
-"""An operation line as embodia's op (``[name, *args]``), or None when it is not one."""
-
-
-def _ops_then_state(lines: Lines, parse: _Parse, ops_expected: str, state: str) -> tuple[list[Any], Any]:
-    """The operations up to the first line starting ``[``, and that line's literal."""
-    ops: list[Any] = []
-    while True:
-        line = lines.next(state)
-        if line.startswith("["):
-            break
-        op = parse(line)
-        if op is None:
-            raise lines.error(
-                f"expected {ops_expected} or {state} (a line starting '['), found {line[:60]!r}"
-            )
-        ops.append(op)
-    if not ops:
-        raise lines.error(f"{state} with no operation before it")
-    return ops, literal(line, lines, state)
-
-
-def _header(lines: Lines, pattern: str, expected: int, what: str) -> re.Match[str]:
-    """The record's header line, matched by ``pattern`` (its first group is the instance index)."""
-    line = lines.next(what)
-    match = re.fullmatch(pattern, line)
-    if match is None or int(match.group(1)) != expected:
-        raise lines.error(f"expected {what} for instance {expected}, found {line[:60]!r}")
-    return match
-
-
-def _is_int_list(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(v, int) for v in value)
+from embodia.envs.dsr.released.base import (
+    Record,
+    int_list,
+    is_int_list,
+    literal,
+    ops_then_state,
+    reads,
+    records,
+    released_lines,
+)
 
 
 def _line_records(root: Path, mode: str, structure: str, add: str, remove: str) -> Iterator[Record]:
-    path = released_file(root, f"{structure}/compound/compound_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"{structure}/compound/compound_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
 
     def parse(line: str) -> list[Any] | None:
         if line == remove:
@@ -69,12 +43,11 @@ def _line_records(root: Path, mode: str, structure: str, add: str, remove: str) 
         match = re.fullmatch(rf"{add} (-?\d+)", line)
         return None if match is None else [add, int(match.group(1))]
 
+    state = f"the final {structure}"
     while not lines.done():
         first = lines.at + 1
-        ops, truth = _ops_then_state(lines, parse, f"'{add} <value>', '{remove}'", f"the final {structure}")
-        if not _is_int_list(truth):
-            raise lines.error(f"the final {structure} is not a list of integers")
-        yield Record({"ops": ops}, truth, lines.where(first))
+        ops, text = ops_then_state(lines, parse, f"'{add} <value>', '{remove}'", state)
+        yield Record({"ops": ops}, int_list(text, lines, state), lines.where(first))
 
 
 @reads("stack.compound")
@@ -96,24 +69,20 @@ def _pq_op(line: str) -> list[Any] | None:
 
 @reads("priority_queue.compound")
 def priority_queue(root: Path, mode: str) -> Iterator[Record]:
-    path = released_file(root, f"priority_queue/compound/compound_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"priority_queue/compound/compound_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
-    expected = 0
-    while not lines.done():
-        _header(lines, r"PriorityQueue (\d+)", expected, "the header 'PriorityQueue <i>'")
-        first = lines.at
-        ops, truth = _ops_then_state(
+    for _, first in records(lines, r"PriorityQueue (\d+)", "the header 'PriorityQueue {}'"):
+        ops, text = ops_then_state(
             lines,
             _pq_op,
             "'insert (v, p)', 'delete', 'raise_key (v, p)', 'decrease_key (v, p)'",
             "the final priority queue",
         )
-        if not (isinstance(truth, list) and all(_is_int_list(pair) and len(pair) == 2 for pair in truth)):
+        truth = literal(text, lines, "the final priority queue")
+        if not (isinstance(truth, list) and all(is_int_list(pair) and len(pair) == 2 for pair in truth)):
             raise lines.error("the final priority queue is not a list of [value, priority] pairs")
         yield Record({"ops": ops}, truth, lines.where(first))
-        expected += 1
 
 
 _COINS = "Level generation probabilities:"
@@ -121,10 +90,9 @@ _COINS = "Level generation probabilities:"
 
 @reads("skip_list.compound")
 def skip_list(root: Path, mode: str) -> Iterator[Record]:
-    path = released_file(root, f"skip_list/compound/compound_{mode}.txt")
-    if path is None:
+    lines = released_lines(root, f"skip_list/compound/compound_{mode}.txt")
+    if lines is None:
         return
-    lines = Lines(path, root)
 
     def parse(line: str) -> list[Any] | None:
         match = re.fullmatch(r"(insert|delete) (-?\d+)", line)
@@ -144,17 +112,11 @@ def skip_list(root: Path, mode: str) -> Iterator[Record]:
                 ) from None
         return ["insert", int(match.group(2)), coins]
 
-    expected = 0
-    while not lines.done():
-        header = _header(
-            lines,
-            r"SkipList (\d+) \(Max Level: (\d+)\)",
-            expected,
-            "the header 'SkipList <i> (Max Level: <m>)'",
-        )
-        first = lines.at
-        ops, truth = _ops_then_state(lines, parse, "'insert <v>', 'delete <v>'", "the final skip list")
-        if not (isinstance(truth, list) and truth and all(_is_int_list(level) for level in truth)):
+    for header, first in records(
+        lines, r"SkipList (\d+) \(Max Level: (\d+)\)", "the header 'SkipList {} (Max Level: <m>)'"
+    ):
+        ops, text = ops_then_state(lines, parse, "'insert <v>', 'delete <v>'", "the final skip list")
+        truth = literal(text, lines, "the final skip list")
+        if not (isinstance(truth, list) and truth and all(is_int_list(level) for level in truth)):
             raise lines.error("the final skip list is not a non-empty list of levels of integers")
         yield Record({"max_level": int(header.group(2)), "ops": ops}, truth, lines.where(first))
-        expected += 1

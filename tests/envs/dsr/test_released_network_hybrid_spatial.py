@@ -241,7 +241,7 @@ def test_hybrid_files_not_in_the_layout(tmp_path: Path) -> None:
     _write(tmp_path, lru, "LRU Cache Simulation 1, Cache Size: 2\naccess 1\nFinal Cache: [1]\n")
     _fails(tmp_path, "lru_cache.cache", f"{lru}:1", "expected the header 'LRU Cache Simulation 0")
     _write(tmp_path, lru, "LRU Cache Simulation 0, Cache Size: 2\nget 1\nFinal Cache: [1]\n")
-    _fails(tmp_path, "lru_cache.cache", f"{lru}:2", "expected an operation 'access <page>'")
+    _fails(tmp_path, "lru_cache.cache", f"{lru}:2", "expected 'access <page>' or the final cache")
     _write(tmp_path, lru, "LRU Cache Simulation 0, Cache Size: 0\naccess 1\nFinal Cache: [1]\n")
     _fails(tmp_path, "lru_cache.cache", f"{lru}:1", "not at least 1")
     bloom = "bloom_filter/compound/compound_easy.txt"
@@ -251,7 +251,9 @@ def test_hybrid_files_not_in_the_layout(tmp_path: Path) -> None:
     _fails(tmp_path, "bloom_filter.compound", f"{bloom}:1", "expected the header")
     dawg = "dawg/compound/compound_easy.txt"
     _write(tmp_path, dawg, "DAWG 0\ninsert Ab\n[['', 'F']]\n")
-    _fails(tmp_path, "dawg.compound", f"{dawg}:2", "expected an operation")
+    _fails(
+        tmp_path, "dawg.compound", f"{dawg}:2", "expected 'insert <word>', 'delete <word>' or the DAWG export"
+    )
     _write(tmp_path, dawg, "DAWG 0\ninsert ab\n[['', 'F'], ['a', 'X']]\n")
     _fails(tmp_path, "dawg.compound", f"{dawg}:3", "not a list of \\[prefix")
     _write(tmp_path, dawg, "DAWG 0\ninsert ab\n")

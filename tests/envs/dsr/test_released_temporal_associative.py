@@ -412,8 +412,8 @@ def test_unexpected_lines(tmp_path: Path) -> None:
         "skip_list.compound",
         "skip_list/compound/compound_easy.txt",
         "SkipList 1 (Max Level: 3)\ninsert 4\n[[4]]\n",
-        "skip_list/compound/compound_easy.txt:1: expected the header 'SkipList <i> (Max Level: <m>)' for "
-        "instance 0, found 'SkipList 1 (Max Level: 3)'",
+        "skip_list/compound/compound_easy.txt:1: expected the header 'SkipList 0 (Max Level: <m>)', "
+        "found 'SkipList 1 (Max Level: 3)'",
     )
     # a probabilities line only ever follows an insert
     _fails(
@@ -429,8 +429,8 @@ def test_unexpected_lines(tmp_path: Path) -> None:
         "hashmap/compound/compound_easy.txt",
         "HashMap 0 with 1 buckets \nadd key 31 value 37 \nFinal HashMap: [[(31, 37)]] \n\n"
         "HashMap 2 with 1 buckets \n",
-        "hashmap/compound/compound_easy.txt:5: expected the header 'HashMap <i> with <B> buckets' for "
-        "instance 1, found 'HashMap 2 with 1 buckets'",
+        "hashmap/compound/compound_easy.txt:5: expected the header 'HashMap 1 with <B> buckets', "
+        "found 'HashMap 2 with 1 buckets'",
     )
     _fails(
         tmp_path,
@@ -445,8 +445,7 @@ def test_unexpected_lines(tmp_path: Path) -> None:
         "trie.compound",
         "trie/compound/compound_easy.txt",
         "Trie 0\ninsert ab\n['', 'a', 'b']\n",
-        "trie/compound/compound_easy.txt:1: expected the header 'TrieTree <i>' for instance 0, "
-        "found 'Trie 0'",
+        "trie/compound/compound_easy.txt:1: expected the header 'TrieTree 0', found 'Trie 0'",
     )
     _fails(
         tmp_path,
