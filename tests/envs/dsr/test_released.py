@@ -154,3 +154,23 @@ def test_every_reader_is_for_a_registered_operation() -> None:
     from embodia.envs.dsr.core import OPERATIONS
 
     assert set(released.READERS) <= set(OPERATIONS)
+
+
+def test_a_k_d_truth_from_another_tie_rule_keeps_the_prompts_rule(tmp_path: Path) -> None:
+    """A stored K-D tree built with ties broken by the whole point (as an unstable sort may
+    leave them): the import keeps embodia's stable order, which the prompt states, and reports
+    the stored one."""
+    points = [[5, 9], [5, 1], [3, 4], [5, 5]]
+    by_whole_point = [[5, 5], [3, 4], [5, 1], [5, 9]]
+    _write(
+        tmp_path,
+        "kd_tree/construct_2d/construct_easy.txt",
+        f"Tree 0\nPoints: {points}\nTraversal: {by_whole_point}\n",
+    )
+    result = import_released(tmp_path)
+    (instance,) = result.instances
+    (found,) = result.disagreements
+    assert instance.id == "released/kd_tree.construct/short/dim=2/00" and instance.suite == "spatial"
+    assert found.stored == by_whole_point and found.replayed == [[5, 1], [5, 9], [3, 4], [5, 5]]
+    assert instance.truth == found.replayed and instance.extra["released_truth"] == by_whole_point
+    assert verify(result.instances).agree == {"kd_tree.construct": 1}
