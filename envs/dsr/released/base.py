@@ -115,7 +115,7 @@ def literal(text: str, lines: Lines, what: str) -> Any:
     strings), tuples made lists; an error naming the line otherwise."""
     try:
         value = ast.literal_eval(text)
-    except (ValueError, SyntaxError):
+    except (ValueError, TypeError, SyntaxError, MemoryError, RecursionError):  # deep nesting too
         raise lines.error(f"{what} is not a Python literal: {text[:60]!r}") from None
     return _lists(value)
 

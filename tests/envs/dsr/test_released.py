@@ -111,6 +111,9 @@ def test_files_not_in_their_layout_are_named_with_the_line(tmp_path: Path) -> No
     _write(tmp_path, "array/access/access_easy.txt", "0\n[1, 2\n")
     with pytest.raises(ReleasedFormatError, match=r"access_easy.txt:2: the array is not a Python literal"):
         import_released(tmp_path)
+    _write(tmp_path, "array/access/access_easy.txt", "0\n" + "[" * 100_000 + "\n")
+    with pytest.raises(ReleasedFormatError, match=r"access_easy.txt:2: the array is not a Python literal"):
+        import_released(tmp_path)
     _write(tmp_path, "array/access/access_easy.txt", "0\n[1, 2]\nIndex: 1\n")
     with pytest.raises(ReleasedFormatError, match=r"the file ends where the answer was expected"):
         import_released(tmp_path)
