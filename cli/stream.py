@@ -224,6 +224,13 @@ def _live_value(value: Any, style: str) -> str:
     return {"pct": _pct, "num": _num}.get(style, lambda v: f"{float(v):.3f}")(value)
 
 
+def _counting(settings: dict[str, Any]) -> tuple[str, str]:
+    """How a report counted: the counting and its filler seconds; k, alpha and the start score."""
+    fillers = "dropped" if settings["drop_silent"] else "kept"
+    knobs = f"{settings['k']}, {settings['alpha']:g}, {settings['start_score']:g}"
+    return f"{settings.get('counting', 'embodia')}, fillers {fillers}", knobs
+
+
 def live_table(report: dict[str, Any], title: str) -> Table:
     """The headline numbers of an ``eval live`` report (its ``summary``), one row each: the
     metrics that always run, then those that ran for these clips (PAUC with a judge, the win
@@ -233,7 +240,12 @@ def live_table(report: dict[str, Any], title: str) -> Table:
     table.add_column("metric")
     table.add_column("value", justify="right")
     clips = f"{counts['evaluated_clips']} of {counts['label_clips']}"
+    counting, knobs = _counting(report["settings"])
+    table.add_row("counting", counting)
+    table.add_row("k, alpha, start score", knobs)
     table.add_row("clips evaluated (of labelled)", clips)
+    if counts.get("preds_without_label"):
+        table.add_row("predictions without a label (left out)", str(counts["preds_without_label"]))
     for key, value in summary.items():
         if key.startswith("pauc_omega_"):
             table.add_row(f"PAUC, ω = {escape(key.removeprefix('pauc_omega_'))}", _live_value(value, "ratio"))
@@ -278,6 +290,37 @@ def eval_live(
             "--resume", help="Continue an evaluation that did not finish: scored clips are not judged again."
         ),
     ] = False,
+    reference: Annotated[
+        bool,
+        typer.Option(
+            "--reference",
+            help="Count as the Proact-VL reference scripts do, for numbers that compare with the paper: "
+            "filler seconds kept, predictions without a label left out (PAUC counts them as unjudged "
+            "clips), a per-second baseline shown to the judge unflattened; with their README's "
+            "k=2, alpha=0.2, start score 0 unless given.",
+        ),
+    ] = False,
+    keep_fillers: Annotated[
+        bool,
+        typer.Option(
+            "--keep-fillers",
+            help='Keep silent seconds ("" and " ...") as speaking seconds, as the reference reads '
+            "them (always with --reference).",
+        ),
+    ] = False,
+    k: Annotated[
+        int,
+        typer.Option(
+            "--k", help="TimeDiff tolerance: predicted seconds this far outside the label's span cost alpha."
+        ),
+    ] = 2,
+    alpha: Annotated[
+        float, typer.Option("--alpha", help="TimeDiff penalty per predicted second outside the widened span.")
+    ] = 0.2,
+    start_score: Annotated[
+        float,
+        typer.Option("--start-score", help="PAUC's score (0..2) before the first judged reply."),
+    ] = 0.0,
     backend: backends.BackendOption = "local",
     num_workers: backends.NumWorkersOption = None,
     address: backends.AddressOption = None,
@@ -285,7 +328,8 @@ def eval_live(
     worker_gpus: backends.WorkerGpusOption = 0.0,
 ) -> None:
     """Live Gaming Benchmark metrics of a prediction file against its labels: a summary table,
-    and the full report (per tag, per clip) written to a file (resumes with --resume)."""
+    and the full report (per tag, per clip) written to a file (resumes with --resume).
+    embodia counts by default; --reference counts as the reference scripts do."""
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
     from embodia.core.runs import check_out_file
@@ -304,7 +348,17 @@ def eval_live(
         check_out_file(report_path, "--out" if out is not None else "the report")
         check_out_file(records, "the clips file")
         where = backends.backend_from(backend, num_workers, address, worker_cpus, worker_gpus)
-        settings = LiveEvalSettings(pred=pred, label=label, judge=judge, baseline=baseline)
+        settings = LiveEvalSettings(
+            pred=pred,
+            label=label,
+            judge=judge,
+            baseline=baseline,
+            k=k,
+            alpha=alpha,
+            start_score=start_score,
+            drop_silent_seconds=not (keep_fillers or reference),
+            counting="reference" if reference else "embodia",
+        )
         columns = (TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeRemainingColumn())
         with Progress(*columns, console=err_console, transient=True) as progress:
             task = progress.add_task("clips", total=None)

@@ -288,7 +288,7 @@ def write_config(out: Path, config: Mapping[str, Any]) -> None:
     write_atomic(out / CONFIG_FILE, yaml.safe_dump(record, sort_keys=False))
 
 
-ADDED_SETTINGS: dict[str, Any] = {"sim": "embedded"}
+ADDED_SETTINGS: dict[str, Any] = {"sim": "embedded", "counting": "embodia"}
 """Settings added after runs were first written, with the value a run saved before then had
 (it did not record it): such a run resumes with that value."""
 

@@ -363,6 +363,8 @@ def test_eval_live_prints_a_table_and_writes_the_report_beside_the_predictions(t
     f1, guide = expected["f1"]["overall"], expected["guidance"]["overall"]
     rates = expected["speaking_rate"]["overall"]
     assert _table_rows(result.stdout) == {
+        "counting": "embodia, fillers dropped",
+        "k, alpha, start score": "2, 0.2, 0",
         "clips evaluated (of labelled)": "1 of 1",
         "F1, macro (mean over clips)": f"{100 * f1['macro']['f1']:.1f}%",
         "F1, micro (pooled seconds)": f"{100 * f1['micro']['f1']:.1f}%",

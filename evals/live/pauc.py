@@ -127,19 +127,29 @@ def pauc(
                 unparseable += 1
             else:
                 points.append((t, score - 1))
-    auc: dict[str, float] = {}
-    for omega in omegas:
-        if points:
-            xy = [(float(t - begin), float(y)) for t, y in points]
-            auc[_omega_key(omega)] = area_under_steps(xy, end - begin, MAX_Y, omega, start_score)
-        else:
-            auc[_omega_key(omega)] = start_score / MAX_Y
+    if not points:
+        unjudged = unjudged_pauc(omegas, start_score)
+        unjudged.update(judgments=judgments, reference_empty=not gold, unparseable=unparseable)
+        return unjudged
+    xy = [(float(t - begin), float(y)) for t, y in points]
     return {
-        "auc": auc,
+        "auc": {_omega_key(o): area_under_steps(xy, end - begin, MAX_Y, o, start_score) for o in omegas},
         "points": [[t, y] for t, y in points],
         "judgments": judgments,
         "reference_empty": not gold,
         "unparseable": unparseable,
+    }
+
+
+def unjudged_pauc(omegas: Sequence[float] = DEFAULT_OMEGAS, start_score: float = 0.0) -> dict[str, Any]:
+    """The PAUC result of a clip with no judged reply: ``start_score / 2`` at every omega, as the
+    reference counts it (also the reference's count of a prediction no label matches)."""
+    return {
+        "auc": {_omega_key(o): start_score / MAX_Y for o in omegas},
+        "points": [],
+        "judgments": [],
+        "reference_empty": True,
+        "unparseable": 0,
     }
 
 

@@ -17,6 +17,10 @@ UNTAGGED = "untagged"
 """The tag of a record without ``tag`` or ``dataset_name``."""
 
 Missing = Literal["skip", "empty", "error"]
+Counting = Literal["embodia", "reference"]
+COUNTINGS: tuple[Counting, ...] = ("embodia", "reference")
+"""How clips are counted: ``embodia`` (silent seconds dropped, unmatched records refused) or
+``reference``, as the reference's scripts count them (see :mod:`embodia.evals.live`)."""
 ClipKey = tuple[str, int, int, str, int | str | None]
 MATCH_KEY = ("video_id", "begin", "end", "dataset_name", "idx")
 """The record fields a prediction is matched to its label on (:attr:`Clip.key`)."""
@@ -63,6 +67,21 @@ class Clip:
 
     def describe(self) -> str:
         return f"{self.video_id} [{self.begin}, {self.end}] dataset={self.dataset_name!r} idx={self.idx!r}"
+
+
+def check_counting(counting: str) -> Counting:
+    if counting not in COUNTINGS:
+        raise LiveEvalError(f"counting must be 'embodia' or 'reference', got {counting!r}")
+    return counting  # type: ignore[return-value]
+
+
+def as_stored(clip: Clip) -> str:
+    """A per-second prediction as the reference's pairwise judge is shown a baseline: the
+    record's ``pred`` object unflattened, as Python writes the JSON object it read (seconds in
+    time order); a caption is its text."""
+    if clip.caption is not None:
+        return clip.caption
+    return repr({str(second): text for second, text in clip.seconds.items()})
 
 
 def _int_field(record: Mapping[str, Any], name: str, where: str) -> int:

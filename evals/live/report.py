@@ -11,6 +11,7 @@ is the report built from the rows as they were scored.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,16 +19,18 @@ from typing import Any
 
 from embodia.core.scores import drop_silent, f1
 from embodia.evals.live.judges import Judge, PairwiseJudge
-from embodia.evals.live.pauc import DEFAULT_OMEGAS, PaucTally, _check_omegas, pauc
+from embodia.evals.live.pauc import DEFAULT_OMEGAS, MAX_Y, PaucTally, _check_omegas, pauc, unjudged_pauc
 from embodia.evals.live.records import (
     MATCH_KEY,
     Clip,
     ClipKey,
+    Counting,
     LiveEvalError,
     Missing,
     _clips,
     _index,
     _no_match,
+    check_counting,
     read_clips,
 )
 from embodia.evals.live.timing import (
@@ -72,6 +75,8 @@ class ClipPlan:
     """How many predictions the caller gave (``units`` adds silent ones with ``missing="empty"``)."""
     label_clips: int
     labels_without_pred: int
+    preds_without_label: tuple[Clip, ...] = ()
+    """Predictions no label matches, left out of the units (``unmatched_preds="skip"``)."""
 
 
 def plan_clips(
@@ -79,18 +84,23 @@ def plan_clips(
     label_records: Sequence[Clip | Mapping[str, Any]],
     baseline_records: Sequence[Clip | Mapping[str, Any]] | None = None,
     missing: Missing = "skip",
+    counting: Counting = "embodia",
 ) -> ClipPlan:
     """Match predictions (and the baseline's, when given) to labels; every clip's match is
     checked here, before any judge is asked. ``missing`` says what a label without a prediction
-    does: ``"skip"`` (the reference), ``"empty"`` (scored as silence) or ``"error"``."""
+    does: ``"skip"`` (the reference), ``"empty"`` (scored as silence) or ``"error"``. A
+    prediction without a label is an error in embodia's ``counting``; in the reference's it is
+    left out of the units and kept in :attr:`ClipPlan.preds_without_label` (PAUC counts it)."""
     if missing not in ("skip", "empty", "error"):
         raise LiveEvalError(f"missing must be 'skip', 'empty' or 'error', got {missing!r}")
+    check_counting(counting)
     preds = _clips(pred_records, "pred", "prediction")
     labels = _clips(label_records, "label", "label")
     pred_index, label_index = _index(preds, "prediction"), _index(labels, "label")
-    for clip in preds:
-        if clip.key not in label_index:
-            raise _no_match(clip, label_index, "label")
+    orphans = tuple(clip for clip in preds if clip.key not in label_index)
+    if orphans and counting == "embodia":
+        raise _no_match(orphans[0], label_index, "label")
+    preds = [clip for clip in preds if clip.key in label_index]
     unmatched = [c for c in labels if c.key not in pred_index]
     if unmatched and missing == "error":
         raise LiveEvalError(
@@ -112,7 +122,7 @@ def plan_clips(
     units = [
         ClipUnit(c, label_index[c.key], None if base_index is None else base_index[c.key]) for c in scored
     ]
-    return ClipPlan(units, len(pred_index), len(labels), len(unmatched))
+    return ClipPlan(units, len(pred_index), len(labels), len(unmatched), orphans)
 
 
 @dataclass(frozen=True)
@@ -124,9 +134,27 @@ class ClipOptions:
     omegas: tuple[float, ...] = DEFAULT_OMEGAS
     start_score: float = 0.0
     drop_silent_seconds: bool = True
+    counting: Counting = "embodia"
 
     def __post_init__(self) -> None:
         _check_omegas(self.omegas)
+        check_counting(self.counting)
+        if isinstance(self.k, bool) or not isinstance(self.k, int) or self.k < 0:
+            raise LiveEvalError(
+                f"k (TimeDiff's tolerance in seconds) must be a whole number >= 0, got {self.k!r}"
+            )
+        if not (math.isfinite(self.alpha) and self.alpha >= 0):
+            raise LiveEvalError(
+                f"alpha (TimeDiff's penalty per second) must be a number >= 0, got {self.alpha!r}"
+            )
+        if not (math.isfinite(self.start_score) and 0 <= self.start_score <= MAX_Y):
+            raise LiveEvalError(
+                f"start_score (PAUC's score before a reply) must lie in [0, {MAX_Y}], got {self.start_score}"
+            )
+        if self.counting == "reference" and self.drop_silent_seconds:
+            raise LiveEvalError(
+                "the reference's counting keeps filler seconds: drop_silent_seconds must be False"
+            )
 
 
 @dataclass(frozen=True)
@@ -171,7 +199,9 @@ def score_clip(
     row["f1"] = f1(s.pred, s.gold)
     row["timediff"] = time_diff(s.starts, s.gold, options.k, options.alpha)
     row.update(clip_rates(len(s.pred), len(s.gold), clip.duration))
-    if judge is not None:
+    if judge is not None and clip.caption is not None and options.counting == "reference":
+        row["pauc"] = None  # the reference's PAUC reads per-second predictions only
+    elif judge is not None:
         row["pauc"] = pauc(
             s.starts, s.gold, judge, options.omegas, options.start_score, begin=clip.begin, end=clip.end
         )
@@ -190,7 +220,12 @@ def score_clip(
         if unit.baseline is None:
             raise LiveEvalError(f"{clip.where}: the win rate needs the baseline's clip {clip.describe()}")
         win = judge_pair(
-            clip, unit.baseline, label, pairwise_judge, drop_silent_seconds=options.drop_silent_seconds
+            clip,
+            unit.baseline,
+            label,
+            pairwise_judge,
+            drop_silent_seconds=options.drop_silent_seconds,
+            baseline_as_stored=options.counting == "reference",
         )
     return {
         "clip": row,
@@ -233,7 +268,7 @@ def report_from_rows(
         f1s.add_result(clip["f1"], tag)
         delays.add_result(clip["timediff"], tag)
         rates.add_result(counts["pred_seconds"], counts["label_seconds"], clip["end"] - clip["begin"], tag)
-        if paucs is not None:
+        if paucs is not None and not (options.counting == "reference" and clip.get("pauc", 0) is None):
             paucs.add_result(_part(clip, "pauc", "a PAUC judge"), tag)
         if "co_commentary" in clip:
             co.add_result(clip["co_commentary"])
@@ -246,6 +281,9 @@ def report_from_rows(
         if wins is not None:
             wins.add_result(_part(row, "win", "a pairwise judge"))
         details.append(clip)
+    if paucs is not None and options.counting == "reference":
+        for orphan in plan.preds_without_label:  # as the reference's PAUC: a clip with no reply judged
+            paucs.add_result(unjudged_pauc(options.omegas, options.start_score), orphan.tag)
     report: dict[str, Any] = {
         "settings": {
             "k": options.k,
@@ -254,6 +292,7 @@ def report_from_rows(
             "start_score": options.start_score,
             "answer_window": answer_window,
             "drop_silent": options.drop_silent_seconds,
+            "counting": options.counting,
             "missing": missing,
             "match_key": list(MATCH_KEY),
         },
@@ -262,6 +301,7 @@ def report_from_rows(
             "label_clips": plan.label_clips,
             "evaluated_clips": len(rows),
             "labels_without_pred": plan.labels_without_pred,
+            "preds_without_label": len(plan.preds_without_label),
             "empty_label_clips": sum(1 for r in rows if not r["counts"]["label_seconds"]),
             "silent_seconds_dropped": sum(r["counts"]["silent_dropped"] for r in rows),
         },
@@ -299,14 +339,18 @@ def evaluate(
     omegas: Sequence[float] = DEFAULT_OMEGAS,
     start_score: float = 0.0,
     answer_window: int = 5,
-    drop_silent_seconds: bool = True,
+    drop_silent_seconds: bool | None = None,
     missing: Missing = "skip",
+    counting: Counting = "embodia",
 ) -> dict[str, Any]:
     """Every metric over matched prediction/label clips, as one JSON-serialisable report.
 
     PAUC runs when ``judge`` is given, the win rate when ``pairwise_judge`` and
     ``baseline_records`` are. ``missing`` says what a label without a prediction does: ``"skip"``
     (the reference), ``"empty"`` (scored as an agent that said nothing) or ``"error"``.
+    ``counting="reference"`` counts as the reference's scripts do (filler seconds kept,
+    predictions without a label left out, the baseline shown to the judge as stored; see
+    :mod:`embodia.evals.live`); ``drop_silent_seconds`` defaults to embodia's counting.
     The clips are scored one after another here (:func:`score_clip`); ``embodia eval live``
     scores them as units of a resumable run instead (:mod:`~embodia.evals.live.units`).
     """
@@ -314,8 +358,10 @@ def evaluate(
         raise LiveEvalError(f"missing must be 'skip', 'empty' or 'error', got {missing!r}")
     if (pairwise_judge is None) != (baseline_records is None):
         raise LiveEvalError("the win rate needs both a pairwise judge and baseline records")
-    options = ClipOptions(k, alpha, tuple(omegas), start_score, drop_silent_seconds)
-    plan = plan_clips(pred_records, label_records, baseline_records, missing)
+    check_counting(counting)
+    drop = counting == "embodia" if drop_silent_seconds is None else drop_silent_seconds
+    options = ClipOptions(k, alpha, tuple(omegas), start_score, drop, counting)
+    plan = plan_clips(pred_records, label_records, baseline_records, missing, counting)
     rows = [score_clip(unit, options, judge, pairwise_judge) for unit in plan.units]
     return report_from_rows(
         rows,
@@ -332,6 +378,7 @@ def _headline(report: Mapping[str, Any]) -> dict[str, Any]:
     """The report's headline numbers, flat (``None`` where a metric did not run)."""
     f1s, td = report["f1"]["overall"], report["timediff"]["overall"]
     out: dict[str, Any] = {
+        "counting": report["settings"]["counting"],
         "clips": report["counts"]["evaluated_clips"],
         "f1_macro": f1s["macro"]["f1"],
         "f1_micro": f1s["micro"]["f1"],

@@ -53,7 +53,7 @@ from embodia.evals.live.judges import (
     PolicyPairwiseJudge,
 )
 from embodia.evals.live.pauc import DEFAULT_OMEGAS
-from embodia.evals.live.records import Clip, LiveEvalError, Missing, read_clips
+from embodia.evals.live.records import Clip, Counting, LiveEvalError, Missing, check_counting, read_clips
 from embodia.evals.live.report import ClipOptions, ClipUnit, plan_clips, report_from_rows, score_clip
 
 CLIPS_SUFFIX = ".clips.jsonl"
@@ -82,10 +82,15 @@ class LiveEvalSettings:
     omegas: tuple[float, ...] = DEFAULT_OMEGAS
     start_score: float = 0.0
     answer_window: int = 5
-    drop_silent_seconds: bool = True
+    drop_silent_seconds: bool | None = None
+    """Drop silent seconds (``""``, ``" ..."``); by default yes, unless counting as the reference."""
     missing: Missing = "skip"
+    counting: Counting = "embodia"
 
     def __post_init__(self) -> None:
+        check_counting(self.counting)
+        if self.drop_silent_seconds is None:  # frozen: set through object
+            object.__setattr__(self, "drop_silent_seconds", self.counting == "embodia")
         if self.missing not in ("skip", "empty", "error"):
             raise LiveEvalError(f"missing must be 'skip', 'empty' or 'error', got {self.missing!r}")
         if self.baseline is not None and self.judge == NO_JUDGE:
@@ -97,7 +102,14 @@ class LiveEvalSettings:
         self.clip_options()  # checks the omegas
 
     def clip_options(self) -> ClipOptions:
-        return ClipOptions(self.k, self.alpha, tuple(self.omegas), self.start_score, self.drop_silent_seconds)
+        return ClipOptions(
+            self.k,
+            self.alpha,
+            tuple(self.omegas),
+            self.start_score,
+            bool(self.drop_silent_seconds),
+            self.counting,
+        )
 
     def clip_settings(self) -> dict[str, Any]:
         """The settings a clip's row depends on, which a resume must keep (the files are not
@@ -110,6 +122,7 @@ class LiveEvalSettings:
             "omegas": list(self.omegas),
             "start_score": self.start_score,
             "drop_silent": self.drop_silent_seconds,
+            "counting": self.counting,
         }
 
 
@@ -202,7 +215,7 @@ def run_eval_live(
     check_out_file(records, "the clips file")
     preds, labels = read_clips(settings.pred, "pred"), read_clips(settings.label, "label")
     baseline = read_clips(settings.baseline, "pred") if settings.baseline is not None else None
-    plan = plan_clips(preds, labels, baseline, settings.missing)
+    plan = plan_clips(preds, labels, baseline, settings.missing, settings.counting)
     header = {"eval": "live", "settings": settings.clip_settings()}
     kept, scored = _kept_records(records, header, resume)
     digests = {unit_key(u.clip): inputs_digest(u) for u in plan.units}

@@ -9,7 +9,7 @@ from typing import Any
 
 from embodia.core.scores import as_seconds, drop_silent
 from embodia.evals.live.judges import PairwiseJudge
-from embodia.evals.live.records import Clip, LiveEvalError, _clips, _index, _no_match
+from embodia.evals.live.records import Clip, LiveEvalError, _clips, _index, _no_match, as_stored
 
 
 def flatten_commentary(seconds: Mapping[Any, str]) -> str:
@@ -52,12 +52,20 @@ def _win_summary(rows: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 
 def judge_pair(
-    a: Clip, b: Clip, label: Clip, judge: PairwiseJudge, *, drop_silent_seconds: bool = True
+    a: Clip,
+    b: Clip,
+    label: Clip,
+    judge: PairwiseJudge,
+    *,
+    drop_silent_seconds: bool = True,
+    baseline_as_stored: bool = False,
 ) -> dict[str, Any]:
     """One clip's two judgments: A's commentary against B's, then B's against A's, with the
-    flattened label as the reference; the row :class:`WinTally` counts (A's identity and tag)."""
+    flattened label as the reference; the row :class:`WinTally` counts (A's identity and tag).
+    ``baseline_as_stored`` shows the judge B's per-second prediction unflattened
+    (:func:`~embodia.evals.live.records.as_stored`), as the reference's judge is shown it."""
     a_text = _commentary(a, drop_silent_seconds)
-    b_text = _commentary(b, drop_silent_seconds)
+    b_text = as_stored(b) if baseline_as_stored else _commentary(b, drop_silent_seconds)
     gold = flatten_commentary(label.seconds)
     ab, ba = judge.compare(a_text, b_text, gold), judge.compare(b_text, a_text, gold)
     return {
