@@ -49,6 +49,7 @@ def test_stream_run_writes_the_reference_formats_and_media(tmp_path: Path) -> No
     assert all(len(text.split()) <= 12 for text in pred["pred"].values())
     summary = json.loads((out / "summary.json").read_text())
     assert summary["seconds"] == 40 and summary["spoken_seconds"] == len(pred["pred"])
+    assert summary["counting"] == "embodia" and summary["metrics"]["settings"]["drop_silent"] is True
     assert summary["latency"]["rtf"] < 1.0
     assert (out / "stream.mp4").stat().st_size > 10_000
     assert iio.imread(out / "timeline.png").ndim == 3
