@@ -42,13 +42,22 @@ Metrics (the reference's definitions unless marked *ours*):
   label's) and :func:`real_time_factor` (processing seconds / stream seconds, with the backlog
   a real-time player would accumulate).
 
-Where we differ from or extend the reference:
+Where we differ from or extend the reference. ``counting="reference"`` (``embodia eval live
+--reference``) counts as the reference's scripts do wherever the first three items differ;
+the report records the counting (``settings.counting``, ``summary.counting``):
 
 - Silence. The reference's generator writes only the seconds the model chose to speak, so
   silence is a missing key; ``" ..."`` is only the in-context filler of a silent turn. Our
   agents may write ``" ..."`` or ``""`` for silent seconds, so :func:`evaluate` drops seconds
   whose text is empty or only an ellipsis (``drop_silent_seconds=True``, counted in the
-  report); ``drop_silent_seconds=False`` keeps every key, exactly as the reference reads them.
+  report); ``drop_silent_seconds=False`` keeps every key, exactly as the reference reads them
+  (always so in the reference's counting).
+- A prediction no label matches is an error; the reference's counting leaves it out of F1,
+  TimeDiff and the win rate and counts it in PAUC as a clip with no judged reply
+  (``start_score / 2``), as its PAUC script does. A caption is left out of its PAUC.
+- The win rate flattens both commentaries; the reference's judge is shown a per-second
+  baseline unflattened (:func:`~embodia.evals.live.records.as_stored`), which its counting
+  reproduces.
 - Judges are pluggable (:class:`Judge`, :class:`PairwiseJudge`) with lexical (ROUGE-L)
   judges for offline runs and Policy-backed ones that keep every prompt and raw answer. The
   Policy judges parse more leniently than the reference (which reads only the first character
@@ -108,13 +117,17 @@ from embodia.evals.live.pauc import (
     merge_adjacent,
     pauc,
     reference_text,
+    unjudged_pauc,
 )
 from embodia.evals.live.records import (
+    COUNTINGS,
     UNTAGGED,
     Clip,
     ClipKey,
+    Counting,
     LiveEvalError,
     Missing,
+    as_stored,
     parse_clip,
     read_clips,
     read_records,
@@ -151,6 +164,8 @@ __all__ = [
     "ClipOptions",
     "ClipPlan",
     "ClipUnit",
+    "COUNTINGS",
+    "Counting",
     "DEFAULT_OMEGAS",
     "F1Clip",
     "Judge",
@@ -173,6 +188,7 @@ __all__ = [
     "Winner",
     "answer_rate",
     "area_under_steps",
+    "as_stored",
     "clips_path",
     "concurrent_speech",
     "evaluate",
@@ -202,5 +218,6 @@ __all__ = [
     "speaking_rate",
     "time_diff",
     "time_diff_report",
+    "unjudged_pauc",
     "win_rate",
 ]
