@@ -58,6 +58,12 @@ MAX_NAME_BYTES = 255
 """The longest folder name file systems allow: a longer part of a run id names no run."""
 
 
+TIME_UNITS = {"explore": "step", "stream": "second"}
+"""What a run's slider steps through: an exploration's steps (decisions line up with primitive
+steps), a stream's seconds; the other kinds have no time axis. Two runs are stepped through
+together only when they share one (the page refuses other pairs)."""
+
+
 class RunError(EmbodiaError):
     """A run folder whose files cannot be read as the run they claim to be."""
 
@@ -76,8 +82,18 @@ class Run:
     summary: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
+    @property
+    def time_unit(self) -> str | None:
+        return TIME_UNITS.get(self.kind)
+
     def listing(self) -> dict[str, Any]:
-        return {"id": self.id, "kind": self.kind, "summary": self.summary, "error": self.error}
+        return {
+            "id": self.id,
+            "kind": self.kind,
+            "time_unit": self.time_unit,
+            "summary": self.summary,
+            "error": self.error,
+        }
 
     def file(self, name: str) -> Path:
         """The run's file ``name``; a RunError when it is a link that leads out of the root
@@ -528,7 +544,7 @@ def view_of(run: Run) -> dict[str, Any]:
         "scireas": _scireas_view,
         "scireas-pro": _scireas_view,
     }[run.kind]
-    return {**base, **reader(run)}
+    return {**base, "time_unit": run.time_unit, **reader(run)}
 
 
 def _pose(value: Any) -> list[float] | None:
@@ -625,12 +641,50 @@ def _stream_view(run: Run) -> dict[str, Any]:
     by_second = {int(d["second"]): d for d in decisions if isinstance(d.get("second"), int)}
     return {
         "clips": clips,
+        "lanes": _speaker_lanes(predictions, labels),
         "seconds": seconds,
         "decisions": [by_second.get(t) for t in range(seconds)],
         "video": video,
         "video_error": video_error,
         "images": [name for name in ("timeline.png",) if run.has(name)],
     }
+
+
+AGENT = "agent"
+"""The lane name of a prediction that names no speaker."""
+CO_CASTERS = "co-casters"
+"""The lane of co-caster lines whose speakers the label does not name (runs before it did)."""
+
+
+def _speaker_lanes(predictions: list[dict[str, Any]], labels: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One lane per speaker of the run's first clip: ``{"speaker", "pred", "label"}``, what the
+    agent playing that speaker said and what that speaker truly said (``None`` where the run
+    has no such side). The active speaker comes first (the first prediction record's, whose
+    truth is the label's ``label``), then the co-casters the label names (``other_speakers``;
+    its ``other`` as one lane when it names none), then any other predicted agent."""
+    if not predictions:
+        return []
+    first = predictions[0]
+    label = next((lb for lb in labels if lb.get("video_id") == first.get("video_id")), {})
+    lanes: dict[str, dict[str, Any]] = {}
+
+    def lane(name: Any) -> dict[str, Any]:
+        key = str(name) if name else AGENT
+        return lanes.setdefault(key, {"speaker": key, "pred": None, "label": None})
+
+    active = lane(label.get("speaker") or first.get("speaker"))
+    active["label"] = _object(label.get("label"), "labels.jsonl: label")
+    others = _object(label.get("other_speakers"), "labels.jsonl: other_speakers")
+    for name, said in others.items():
+        lane(name)["label"] = _object(said, f"labels.jsonl: other_speakers {name}")
+    if not others and label.get("other") is not None:
+        lane(CO_CASTERS)["label"] = _object(label.get("other"), "labels.jsonl: other")
+    active["pred"] = _object(first.get("pred"), "predictions.jsonl line 1: pred")
+    for number, prediction in enumerate(predictions[1:], start=2):
+        if prediction.get("video_id") == first.get("video_id"):
+            said = _object(prediction.get("pred"), f"predictions.jsonl line {number}: pred")
+            lane(prediction.get("speaker") or f"{AGENT} {number}")["pred"] = said
+    return list(lanes.values())
 
 
 def _thin(points: list[list[float]]) -> list[list[float]]:

@@ -190,8 +190,10 @@ class Annotation:
 
     def label_record(self, idx: int = 0) -> dict[str, Any]:
         """The reference's label record (the prediction record's shape, with ``label``), plus
-        ``other`` (co-casters' ``{second: text}``) and ``queries`` (``{second: query}``) when
-        the clip has them, which the co-commentary and guidance metrics read."""
+        ``speaker`` (the active speaker's name), and ``other`` (co-casters' ``{second: text}``),
+        ``other_speakers`` (the same lines by speaker, ``{name: {second: text}}``) and
+        ``queries`` (``{second: query}``) when the clip has them: the co-commentary and
+        guidance metrics read ``other`` and ``queries``, the run viewer draws a lane per speaker."""
         record: dict[str, Any] = {
             "video_id": self.video_id,
             "begin": self.video_begin,
@@ -201,9 +203,20 @@ class Annotation:
             "dataset_name": str(self.metadata.get("dataset_name", "")),
             "idx": idx,
         }
+        if self.speaker:
+            record["speaker"] = self.speaker
         for key, lines in (("other", self.other_lines()), ("queries", self.queries())):
             if lines:
                 record[key] = {str(k): v for k, v in _at_start(lines).items()}
+        names = sorted({line.speaker for line in self.other_lines()})
+        if names:
+            record["other_speakers"] = {
+                name: {
+                    str(k): v
+                    for k, v in _at_start([a for a in self.other_lines() if a.speaker == name]).items()
+                }
+                for name in names
+            }
         return record
 
     @classmethod

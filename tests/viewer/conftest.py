@@ -1,6 +1,6 @@
-"""A runs folder made by the real commands (two explorations of one house, a live stream, an
-SxS evaluation), a training run's curves from the real gate trainer, and malformed runs; and
-guards that turn a read blocked forever into a failed test instead of a hung suite."""
+"""A runs folder made by the real commands (two explorations of one house, a live stream, a
+co-commentary self-play stream, an SxS evaluation), a training run's curves from the real gate
+trainer, and malformed runs; and guards that turn a read blocked forever into a failed test instead of a hung suite."""
 
 from __future__ import annotations
 
@@ -115,6 +115,10 @@ def runs_root(tmp_path_factory: pytest.TempPathFactory) -> Path:
     _invoke(
         "stream", "run", "--scenario", "solo", "--source", "procedural:arena,seed=3,duration=12",
         "--agent", "heuristic", "--out", str(root / "stream"),
+    )  # fmt: skip
+    _invoke(
+        "stream", "run", "--scenario", "co-commentary", "--agents", "2", "--no-video",
+        "--source", "procedural:arena,seed=3,duration=20", "--agent", "heuristic", "--out", str(root / "duo"),
     )  # fmt: skip
     _invoke("eval", "sxs", "--source", "maze", "--difficulty", "easy", "--modes", "sft_target",
             "--items", "2", "--out", str(root / "sxs"))  # fmt: skip

@@ -88,6 +88,7 @@ def test_the_list_shows_every_run_and_which_are_broken(page: Any, base: str) -> 
     assert ids == [
         "broken",
         "dsr",
+        "duo",
         "garbled-summary",
         "gate",
         "house/frontier",
@@ -206,6 +207,61 @@ def test_a_stream_run_shows_its_timeline_and_lines(page: Any, base: str, runs_ro
     bars = page.eval_on_selector_all('[data-view="timeline"] rect', "rs => rs.length")
     labels = json.loads((runs_root / "stream" / "labels.jsonl").read_text().splitlines()[0])["label"]
     assert bars == len(prediction["pred"]) + len(labels)
+
+
+def test_a_co_commentary_run_draws_one_lane_per_speaker(page: Any, base: str, runs_root: Path) -> None:
+    preds = [json.loads(x) for x in (runs_root / "duo" / "predictions.jsonl").read_text().splitlines()]
+    label = json.loads((runs_root / "duo" / "labels.jsonl").read_text())
+    page.goto(base + "/#/run?id=duo")
+    page.wait_for_selector('[data-view="timeline"] g[data-lane]')
+    lanes = page.eval_on_selector_all(
+        '[data-view="timeline"] g[data-lane]', "gs => gs.map(g => g.dataset.lane)"
+    )
+    assert lanes == ["CASTER", "SPEAKER_1"]
+    drawn = page.eval_on_selector_all(
+        '[data-view="timeline"] rect',
+        "rs => rs.map(r => r.closest('g').dataset.lane + ':' + r.dataset.side)",
+    )
+    truths = {"CASTER": label["label"], "SPEAKER_1": label["other_speakers"]["SPEAKER_1"]}
+    for pred in preds:
+        name = pred["speaker"]
+        assert drawn.count(f"{name}:said") == len(pred["pred"]) > 0
+        assert drawn.count(f"{name}:true") == len(truths[name]) > 0
+    # the co-caster's line, said and true, at the second it spoke
+    second = min(int(s) for s in preds[1]["pred"])
+    move_to(page, second)
+    lines = page.inner_text('[data-view="lines"] [data-lane="SPEAKER_1"]')
+    assert f"SPEAKER_1 at {second}s: {preds[1]['pred'][str(second)]}" in lines
+    assert "SPEAKER_1, true line:" in lines
+
+
+def test_runs_that_share_no_time_unit_are_not_paired(page: Any, base: str) -> None:
+    page.goto(base + "/")
+    page.wait_for_selector("#runs")
+    page.check('tr[data-run-id="house/short"] input')
+    page.check('tr[data-run-id="stream"] input')
+    assert page.is_disabled("#compare")
+    refused = page.inner_text("#compare-refused")
+    assert "house/short steps through exploration steps, stream steps through stream seconds" in refused
+    assert "they share no time unit" in refused
+    # asked for by address, the page says why instead of a slider that cannot reach second 0
+    page.goto(base + "/#/compare?a=house/short&b=stream")
+    page.wait_for_selector("#error")
+    assert "cannot compare house/short with stream" in page.inner_text("#error")
+    assert page.query_selector("#step") is None
+    page.goto(base + "/#/compare?a=gate&b=stream")
+    page.wait_for_selector("#error >> text=gate has no time axis (a training run)")
+    # two streams share seconds: one slider from second 0
+    page.goto(base + "/")
+    page.wait_for_selector("#runs")
+    page.check('tr[data-run-id="stream"] input')
+    page.check('tr[data-run-id="duo"] input')
+    assert not page.is_disabled("#compare") and page.inner_text("#compare-refused") == ""
+    page.click("#compare")
+    page.wait_for_selector("#comparison")
+    assert page.get_attribute("#step", "min") == "0"
+    move_to(page, 0)
+    assert set(steps_of(page).values()) == {"0"}
 
 
 def test_training_curves_are_drawn(page: Any, base: str) -> None:

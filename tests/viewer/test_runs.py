@@ -18,6 +18,7 @@ def test_every_run_is_found_with_its_kind_and_summary(runs_root: Path) -> None:
     assert {k: r.kind for k, r in runs.items()} == {
         "broken": "explore",
         "dsr": "dsr",
+        "duo": "stream",
         "gate": "training",
         "garbled-summary": "explore",
         "house/frontier": "explore",
@@ -89,9 +90,46 @@ def test_stream_and_training_views(runs_root: Path) -> None:
     predictions = json.loads((runs_root / "stream" / "predictions.jsonl").read_text().splitlines()[0])
     assert stream["seconds"] == 12 and stream["clips"][0]["pred"] == predictions["pred"]
     assert stream["video"]["file"] == "stream.mp4"
+    speaker = json.loads((runs_root / "stream" / "labels.jsonl").read_text())["speaker"]
+    assert stream["time_unit"] == "second" and [lane["speaker"] for lane in stream["lanes"]] == [speaker]
+    assert stream["lanes"][0]["pred"] == predictions["pred"]
     training = view_of(find(runs_root, "gate"))
     assert training["x"] == "epoch" and set(training["curves"]) == {"loss", "point", "smooth", "rate"}
     assert [x for x, _ in training["curves"]["loss"]] == list(range(15))
+
+
+def test_a_co_commentary_run_has_one_lane_per_speaker(runs_root: Path) -> None:
+    view = view_of(find(runs_root, "duo"))
+    preds = [json.loads(x) for x in (runs_root / "duo" / "predictions.jsonl").read_text().splitlines()]
+    label = json.loads((runs_root / "duo" / "labels.jsonl").read_text())
+    assert [p["speaker"] for p in preds] == ["CASTER", "SPEAKER_1"] and label["speaker"] == "CASTER"
+    assert view["lanes"] == [
+        {"speaker": "CASTER", "pred": preds[0]["pred"], "label": label["label"]},
+        {"speaker": "SPEAKER_1", "pred": preds[1]["pred"], "label": label["other_speakers"]["SPEAKER_1"]},
+    ]
+    assert label["other_speakers"]["SPEAKER_1"] == label["other"]  # the only co-caster
+
+
+def test_lanes_of_runs_written_before_speakers_were_named(tmp_path: Path) -> None:
+    run = tmp_path / "old"
+    run.mkdir()
+    clip = {"video_id": "v", "begin": 0, "end": 4}
+    (run / "predictions.jsonl").write_text(
+        json.dumps({**clip, "pred": {"1": "a"}}) + "\n" + json.dumps({**clip, "pred": {"2": "b"}}) + "\n"
+    )
+    (run / "labels.jsonl").write_text(json.dumps({**clip, "label": {"1": "x"}, "other": {"3": "y"}}) + "\n")
+    assert view_of(find(tmp_path, "old"))["lanes"] == [
+        {"speaker": "agent", "pred": {"1": "a"}, "label": {"1": "x"}},
+        {"speaker": "co-casters", "pred": None, "label": {"3": "y"}},
+        {"speaker": "agent 2", "pred": {"2": "b"}, "label": None},
+    ]
+
+
+def test_every_run_says_what_its_slider_steps_through(runs_root: Path) -> None:
+    units = {r.id: r.listing()["time_unit"] for r in discover(runs_root)}
+    assert units["house/long"] == units["house/frontier"] == "step"
+    assert units["stream"] == units["duo"] == "second"
+    assert units["gate"] is None and units["dsr"] is None
 
 
 def test_malformed_and_missing_runs_name_the_problem(runs_root: Path) -> None:

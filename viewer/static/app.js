@@ -61,7 +61,9 @@ async function listRuns() {
     return;
   }
   const picked = new Set();
+  const byId = new Map(data.runs.map((run) => [run.id, run]));
   const compare = el("button", { id: "compare", disabled: "", text: "compare the two ticked runs" });
+  const why = el("span", { id: "compare-refused", class: "error" });
   compare.addEventListener("click", () => {
     const [a, b] = [...picked];
     location.hash = `#/compare?a=${encodeURIComponent(a)}&b=${encodeURIComponent(b)}`;
@@ -70,7 +72,9 @@ async function listRuns() {
     const box = el("input", { type: "checkbox", "aria-label": `pick ${run.id}` });
     box.addEventListener("change", () => {
       box.checked ? picked.add(run.id) : picked.delete(run.id);
-      compare.disabled = picked.size !== 2;
+      const refused = picked.size === 2 ? pairingRefused(...[...picked].map((id) => byId.get(id))) : null;
+      compare.disabled = picked.size !== 2 || refused !== null;
+      why.textContent = refused || "";
     });
     return el(
       "tr",
@@ -82,7 +86,19 @@ async function listRuns() {
     );
   });
   const head = el("tr", {}, el("th"), el("th", { text: "run" }), el("th", { text: "kind" }), el("th", { text: "summary" }));
-  app.replaceChildren(el("table", { id: "runs" }, el("thead", {}, head), el("tbody", {}, ...rows)), el("p", {}, compare));
+  app.replaceChildren(el("table", { id: "runs" }, el("thead", {}, head), el("tbody", {}, ...rows)), el("p", {}, compare, " ", why));
+}
+
+const TIME_AXES = { step: "exploration steps", second: "stream seconds" };
+
+function pairingRefused(a, b) {
+  // One slider steps both runs: they must count time alike (two runs without a time axis are
+  // shown side by side). The reason, or null when the pair can be shown.
+  const [ua, ub] = [a.time_unit ?? null, b.time_unit ?? null];
+  if (ua === ub) return null;
+  const axis = (run, unit) => (unit ? `steps through ${TIME_AXES[unit] || unit}` : `has no time axis (a ${run.kind} run)`);
+  return `cannot compare ${a.id || "(this folder)"} with ${b.id || "(this folder)"}: ${a.id || "the first"} ${axis(a, ua)}, ` +
+    `${b.id || "the second"} ${axis(b, ub)}; they share no time unit to step through together`;
 }
 
 // ------------------------------------------------------------------ shared drawing
@@ -333,7 +349,7 @@ class StreamPanel {
     }
     this.views.video.classList.add("wide");
     this.timeline = this.timelineSvg();
-    this.views.timeline = view("timeline", "speaking seconds: predicted (top) vs true (bottom)", this.timeline);
+    this.views.timeline = view("timeline", "speaking seconds per speaker: said by the agent (blue) and true (green)", this.timeline);
     this.views.timeline.classList.add("wide");
     this.lines = el("div");
     this.views.lines = view("lines", "what was said at this second", this.lines);
@@ -341,19 +357,34 @@ class StreamPanel {
     this.node.append(views);
   }
 
+  lanes() {
+    // one lane per speaker (the server orders them); a run written before lanes: one per clip
+    if (this.run.lanes && this.run.lanes.length) return this.run.lanes;
+    return this.run.clips.map((c) => ({ speaker: c.speaker || "agent", pred: c.pred, label: c.label }));
+  }
+
   timelineSvg() {
-    const W = 640, n = Math.max(1, this.run.seconds);
-    const root = svg("svg", { viewBox: `0 0 ${W} 60`, role: "img", "aria-label": "timeline" });
-    const x = (t) => 10 + (t / n) * (W - 20);
-    for (const clip of this.run.clips) {
-      for (const [row, said, colour] of [[8, clip.pred, "#1f6fb2"], [34, clip.label, "#2a9d4b"]]) {
-        for (const second of Object.keys(said)) {
+    // per speaker: what its agent said (blue, upper row) and what it truly said (green, lower)
+    const W = 640, NAME = 90, ROW = 14, GAP = 8, n = Math.max(1, this.run.seconds);
+    const lanes = this.lanes();
+    const H = Math.max(1, lanes.length) * (2 * ROW + GAP) + 4;
+    const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "timeline" });
+    const x = (t) => NAME + (t / n) * (W - NAME - 10);
+    lanes.forEach((lane, i) => {
+      const top = 2 + i * (2 * ROW + GAP);
+      const group = svg("g", { "data-lane": lane.speaker });
+      const name = svg("text", { x: 4, y: top + ROW + 4, "font-size": 11, fill: "#333" });
+      name.textContent = lane.speaker;
+      group.append(name);
+      for (const [side, row, said, colour] of [["said", top, lane.pred, "#1f6fb2"], ["true", top + ROW, lane.label, "#2a9d4b"]]) {
+        for (const second of Object.keys(said || {})) {
           const t = Number(second);
-          root.append(svg("rect", { x: x(t), y: row, width: Math.max(2, x(t + 1) - x(t) - 1), height: 18, fill: colour }));
+          group.append(svg("rect", { x: x(t), y: row + 1, width: Math.max(2, x(t + 1) - x(t) - 1), height: ROW - 2, fill: colour, "data-side": side }));
         }
       }
-    }
-    this.cursor = svg("line", { y1: 2, y2: 58, stroke: "#d33", "stroke-width": 2 });
+      root.append(group);
+    });
+    this.cursor = svg("line", { y1: 0, y2: H, stroke: "#d33", "stroke-width": 2 });
     root.append(this.cursor);
     this.x = x;
     return root;
@@ -365,10 +396,12 @@ class StreamPanel {
     this.cursor.setAttribute("x1", this.x(second + 0.5));
     this.cursor.setAttribute("x2", this.x(second + 0.5));
     const parts = [];
-    for (const clip of this.run.clips) {
-      const said = clip.pred[String(second)], truth = clip.label[String(second)];
-      parts.push(el("p", { class: "said", text: `${clip.speaker || "agent"} at ${second}s: ${said ?? "(silent)"}` }));
-      parts.push(el("p", { class: "muted", text: `true line: ${truth ?? "(silence)"}` }));
+    for (const lane of this.lanes()) {
+      const at = String(second);
+      const lines = el("div", { class: "lane-lines", "data-lane": lane.speaker });
+      if (lane.pred) lines.append(el("p", { class: "said", text: `${lane.speaker} at ${second}s: ${lane.pred[at] ?? "(silent)"}` }));
+      if (lane.label) lines.append(el("p", { class: "muted", text: `${lane.speaker}, true line: ${lane.label[at] ?? "(silence)"}` }));
+      parts.push(lines);
     }
     const d = (this.run.decisions || [])[second];
     if (d) {
@@ -478,6 +511,11 @@ async function showCompare(a, b) {
     runs = await Promise.all([a, b].map((id) => getJSON(`/api/run?id=${encodeURIComponent(id)}`)));
   } catch (error) {
     showError(`cannot compare ${a} and ${b}: ${error.message}`);
+    return;
+  }
+  const refused = pairingRefused(...runs);
+  if (refused) {
+    showError(refused);
     return;
   }
   // one coverage scale for both, so their curves can be read against each other
