@@ -72,7 +72,7 @@ class Clip:
 def check_counting(counting: str) -> Counting:
     if counting not in COUNTINGS:
         raise LiveEvalError(f"counting must be 'embodia' or 'reference', got {counting!r}")
-    return counting  # type: ignore[return-value]
+    return counting
 
 
 def as_stored(clip: Clip) -> str:

@@ -1,6 +1,7 @@
 """A runs folder made by the real commands (two explorations of one house, a live stream, a
 co-commentary self-play stream, an SxS evaluation), a training run's curves from the real gate
-trainer, and malformed runs; and guards that turn a read blocked forever into a failed test instead of a hung suite."""
+trainer, and malformed runs; and guards that turn a read blocked forever into a failed test
+instead of a hung suite."""
 
 from __future__ import annotations
 
