@@ -311,7 +311,9 @@ def eval_live(
     k: Annotated[
         int,
         typer.Option(
-            "--k", help="TimeDiff tolerance: predicted seconds this far outside the label's span cost alpha."
+            "--k",
+            help="TimeDiff tolerance (s): each predicted second more than k outside the label's span "
+            "costs alpha.",
         ),
     ] = 2,
     alpha: Annotated[
