@@ -172,15 +172,17 @@ def import_ray() -> Any:
 
 def connect(backend: Backend) -> Any:
     """Ray, connected to the backend's cluster (started on this machine when ``address`` is
-    None); a Ray already initialised in this process (a test's, a notebook's) is used as is."""
+    None); a Ray already initialised in this process (a test's, a notebook's) is used as is.
+    An address nothing answers at is an error either way: it names a cluster that is not there."""
     ray = import_ray()
+    if backend.address is not None:
+        _check_reachable(backend.address)
     if ray.is_initialized():
         return ray
     options: dict[str, Any] = {"log_to_driver": False, "logging_level": logging.ERROR}
     if backend.address is None:
         options["include_dashboard"] = False
     else:
-        _check_reachable(backend.address)
         options["address"] = backend.address
     try:
         ray.init(**options)
