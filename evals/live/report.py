@@ -76,7 +76,7 @@ class ClipPlan:
     label_clips: int
     labels_without_pred: int
     preds_without_label: tuple[Clip, ...] = ()
-    """Predictions no label matches, left out of the units (``unmatched_preds="skip"``)."""
+    """Predictions no label matches, left out of the units (the reference's counting)."""
 
 
 def plan_clips(
@@ -268,7 +268,8 @@ def report_from_rows(
         f1s.add_result(clip["f1"], tag)
         delays.add_result(clip["timediff"], tag)
         rates.add_result(counts["pred_seconds"], counts["label_seconds"], clip["end"] - clip["begin"], tag)
-        if paucs is not None and not (options.counting == "reference" and clip.get("pauc", 0) is None):
+        caption_left_out = options.counting == "reference" and "pauc" in clip and clip["pauc"] is None
+        if paucs is not None and not caption_left_out:
             paucs.add_result(_part(clip, "pauc", "a PAUC judge"), tag)
         if "co_commentary" in clip:
             co.add_result(clip["co_commentary"])
