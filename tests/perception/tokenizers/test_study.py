@@ -8,6 +8,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -109,10 +110,16 @@ def _untimed(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 @pytest.fixture(scope="module")
-def whole_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, Any]]:
+def whole_run(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, dict[str, Any]]]:
+    # put back after: a later test that compares a run in this process with one in a subprocess
+    # (default threads) would otherwise compare two thread counts
+    before = torch.get_num_threads()
     torch.set_num_threads(1)
-    out = tmp_path_factory.mktemp("study") / "run"
-    return out, run_tokenizer_study(TINY, out)
+    try:
+        out = tmp_path_factory.mktemp("study") / "run"
+        yield out, run_tokenizer_study(TINY, out)
+    finally:
+        torch.set_num_threads(before)
 
 
 def test_the_run_folder_and_its_summary(whole_run: tuple[Path, dict[str, Any]]) -> None:
