@@ -30,7 +30,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from contextlib import AbstractContextManager, contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any, Literal, Protocol, TypeVar
 
@@ -485,6 +485,8 @@ class RunFolder:
         self.resuming = False
         """Whether the folder holds an earlier run that this one continues: set by
         :meth:`begin`, or by a runner that checks a settings file of its own (DSR's)."""
+        self.config: dict[str, Any] = {}
+        """The settings as ``config.yaml`` keeps them (set by :meth:`start`)."""
 
     @property
     def log(self) -> Path:
@@ -496,6 +498,14 @@ class RunFolder:
         folder holds a run that may not be continued (see :func:`check_resumable`)."""
         self.resuming = check_resumable(self.out, settings, resume, may_grow)
         return self.resuming
+
+    def start(self, settings: Any, resume: bool, summary: str = "summary.json") -> dict[str, Any] | None:
+        """:meth:`begin` with a settings dataclass, as ``config.yaml`` keeps it (JSON types,
+        tuples as lists; kept in :attr:`config` for :meth:`recording`), then :meth:`finished`:
+        the summary of a resumed run that had finished, which the runner returns as it is."""
+        self.config = json.loads(json.dumps(asdict(settings), default=dict))
+        self.begin(self.config, resume)
+        return self.finished(summary)
 
     def finished(self, name: str = "summary.json") -> dict[str, Any] | None:
         """The summary a resumed run wrote when it finished (None for a new or unfinished run)."""

@@ -41,7 +41,7 @@ import random
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -435,9 +435,7 @@ def run_diffusion_study(
 ) -> dict[str, Any]:
     """Every seed's measurements (module docstring); returns the summary (also ``summary.json``)."""
     folder = RunFolder(out, EVALS)
-    config = json.loads(json.dumps(asdict(settings)))
-    folder.begin(config, resume)
-    finished = folder.finished(SUMMARY)
+    finished = folder.start(settings, resume, SUMMARY)
     if finished is not None:
         return finished
     kept = folder.kept_records()
@@ -450,7 +448,10 @@ def run_diffusion_study(
         for r in (read_run_records(metrics_path) if metrics_path.is_file() else [])
         if r.get("seed") in done or r.get("seed") in trained
     ]
-    with folder.recording(kept, {"settings": config}) as log, RecordLog(metrics_path, kept_losses) as losses:
+    with (
+        folder.recording(kept, {"settings": folder.config}) as log,
+        RecordLog(metrics_path, kept_losses) as losses,
+    ):
         for seed in settings.seeds:
             if seed in done:
                 continue
@@ -460,6 +461,6 @@ def run_diffusion_study(
             if on_record is not None:
                 on_record(line)
     summary = summarise([done[s] for s in settings.seeds])
-    summary["settings"] = config
+    summary["settings"] = folder.config
     folder.finish(SUMMARY, summary)
     return summary

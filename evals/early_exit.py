@@ -43,11 +43,10 @@ finishes; ``resume=True`` skips those), ``metrics.jsonl`` (the training losses e
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -430,9 +429,7 @@ def run_early_exit_study(
     """Train and measure every network (module docstring); returns the summary (also
     ``summary.json``)."""
     folder = RunFolder(out, EVALS)
-    config = json.loads(json.dumps(asdict(settings)))
-    folder.begin(config, resume)
-    finished = folder.finished(SUMMARY)
+    finished = folder.start(settings, resume, SUMMARY)
     if finished is not None:
         return finished
     kept = folder.kept_records()
@@ -444,7 +441,10 @@ def run_early_exit_study(
         for r in (read_run_records(metrics_path) if metrics_path.is_file() else [])
         if (r.get("dataset"), r.get("architecture"), r.get("seed")) in done
     ]
-    with folder.recording(kept, {"settings": config}) as log, RecordLog(metrics_path, kept_losses) as losses:
+    with (
+        folder.recording(kept, {"settings": folder.config}) as log,
+        RecordLog(metrics_path, kept_losses) as losses,
+    ):
         for dataset in settings.datasets:
             for architecture in settings.architectures:
                 for seed in settings.seeds:
@@ -458,6 +458,6 @@ def run_early_exit_study(
     summary = summarise(
         [done[(d, a, s)] for d in settings.datasets for a in settings.architectures for s in settings.seeds]
     )
-    summary["settings"] = config
+    summary["settings"] = folder.config
     folder.finish(SUMMARY, summary)
     return summary

@@ -23,10 +23,9 @@ run: agent, stream, F1, TimeDiff, PAUC) and ``summary.json`` (each agent's means
 
 from __future__ import annotations
 
-import json
 import statistics
 from collections.abc import Mapping
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -124,9 +123,7 @@ def run_proact_study(settings: ProactStudySettings, out: Path, *, resume: bool =
     from embodia.policies.speak_gate import fit_gate
 
     folder = RunFolder(out, EVALS)
-    config = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as config.yaml keeps them
-    folder.begin(config, resume)
-    finished = folder.finished(SUMMARY)
+    finished = folder.start(settings, resume, SUMMARY)
     if finished is not None:
         return finished
     out = folder.out
@@ -150,7 +147,7 @@ def run_proact_study(settings: ProactStudySettings, out: Path, *, resume: bool =
         "frozen_gate": f"gate:{frozen}",
         "heuristic": "heuristic",
     }
-    with folder.recording(kept, {"settings": config}) as log:
+    with folder.recording(kept, {"settings": folder.config}) as log:
         for name, agent in agents.items():
             for seed in settings.held_out_seeds:
                 if (name, seed) in done:
@@ -172,7 +169,7 @@ def run_proact_study(settings: ProactStudySettings, out: Path, *, resume: bool =
                 log.append(line)
                 done[(name, seed)] = line
     result: dict[str, Any] = {
-        "settings": config,
+        "settings": folder.config,
         "finetune": {k: finetuned[k] for k in ("sft", "gate_loss_first", "gate_loss_last")},
     }
     for name in AGENTS:

@@ -298,9 +298,7 @@ def run_maa(
     frozen encoder ``settings.encoder`` (module docstring); returns the summary (also
     ``summary.json``). ``on_record`` sees each metrics line as it is written."""
     folder = RunFolder(out, METRICS)
-    config = json.loads(json.dumps(asdict(settings)))
-    folder.begin(config, resume)
-    finished = folder.finished(SUMMARY)
+    finished = folder.start(settings, resume, SUMMARY)
     if finished is not None:
         return finished
     encoder_dir = Path(settings.encoder).expanduser()
@@ -331,7 +329,7 @@ def run_maa(
         start = _load_last_checkpoint(checkpoints, trainer)
     kept = [r for r in folder.kept_records() if int(r.get("step", 0)) <= start]
     started = time.perf_counter()
-    with folder.recording(kept, {"settings": config}) as log:
+    with folder.recording(kept, {"settings": folder.config}) as log:
         window: list[dict[str, float]] = []
         for step in range(start + 1, settings.steps + 1):
             rng = np.random.default_rng([settings.seed, step])
@@ -365,7 +363,7 @@ def run_maa(
         },
     )
     summary = {
-        "settings": config,
+        "settings": folder.config,
         "steps": settings.steps,
         "adapters": str(saved),
         "adapter_parameters": sum(p.numel() for p in adapters.parameters()),
@@ -613,14 +611,12 @@ def run_robustness_study(
     """Pretrain, train the adapters, measure every method under every corruption (module
     docstring); returns the summary (also ``summary.json``)."""
     folder = RunFolder(out, EVALS)
-    config = json.loads(json.dumps(asdict(settings), default=dict))
-    folder.begin(config, resume)
-    finished = folder.finished(SUMMARY)
+    finished = folder.start(settings, resume, SUMMARY)
     if finished is not None:
         return finished
     kept = folder.kept_records()
     done = {(r["seed"], r["stage"]): r for r in kept if "stage" in r}
-    with folder.recording(kept, {"settings": config}) as log:
+    with folder.recording(kept, {"settings": folder.config}) as log:
 
         def record(line: dict[str, Any]) -> None:
             log.append(line)

@@ -34,13 +34,12 @@ Both runners write each question's record as it is answered and resume.
 
 from __future__ import annotations
 
-import json
 import random
 import re
 import statistics
 from collections import Counter, defaultdict
 from collections.abc import Mapping, Sequence
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -280,9 +279,7 @@ def run_krux(
 ) -> dict[str, Any]:
     """Measure every question (module docstring); the policies given stand in for the specs'."""
     folder = RunFolder(out, RECORDS)
-    config = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as config.yaml keeps them
-    folder.begin(config, resume)
-    finished = folder.finished(SUMMARY)
+    finished = folder.start(settings, resume, SUMMARY)
     if finished is not None:
         return finished
     items = science_items(
@@ -293,13 +290,13 @@ def run_krux(
     tracer = _policy(tracer, settings.tracer) if settings.tracer else tracer
     done = record_each(
         folder,
-        config,
+        folder.config,
         items,
         lambda item: item.key,
         lambda item: measure_item(item, settings, target, extractor, tracer),
     )
     summary = summarise([done[i.key] for i in items], settings)
-    summary["settings"] = config
+    summary["settings"] = folder.config
     folder.finish(SUMMARY, summary)
     return summary
 
@@ -392,9 +389,7 @@ def run_pro_selection(
     """Keep the questions ``high`` solves and ``low`` does not, and with a judge those it finds
     reasoning-intensive (module docstring)."""
     folder = RunFolder(out, SELECTION)
-    config = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as config.yaml keeps them
-    folder.begin(config, resume)
-    finished = folder.finished(SUMMARY)
+    finished = folder.start(settings, resume, SUMMARY)
     if finished is not None:
         return finished
     items = science_items(
@@ -412,7 +407,7 @@ def run_pro_selection(
     judge = _policy(judge, settings.judge) if settings.judge else None
     kept = folder.kept_records()
     done = {str(r["key"]): r for r in kept if "key" in r}
-    with folder.recording(kept, {"settings": config}) as log:
+    with folder.recording(kept, {"settings": folder.config}) as log:
         for item in items:
             if item.key not in done:
                 done[item.key] = measure(item)
@@ -441,6 +436,8 @@ def run_pro_selection(
             if done[f"judge/{i.key}"]["reasoning_intensive"]
         ]
     write_items(chosen, folder.out / PRO)
-    summary.update({"pro_items": len(chosen), "pro_share": len(chosen) / len(items), "settings": config})
+    summary.update(
+        {"pro_items": len(chosen), "pro_share": len(chosen) / len(items), "settings": folder.config}
+    )
     folder.finish(SUMMARY, summary)
     return summary

@@ -35,13 +35,12 @@ summary by pool and family, and their means and spreads over seeds.
 
 from __future__ import annotations
 
-import json
 import random
 import statistics
 import zlib
 from collections import Counter, defaultdict
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -341,9 +340,7 @@ def run_krux_study(
 
         policy_for = make_policy
     folder = RunFolder(out, RECORDS)
-    config = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as config.yaml keeps them
-    folder.begin(config, resume)
-    finished = folder.finished(SUMMARY)
+    finished = folder.start(settings, resume, SUMMARY)
     if finished is not None:
         return finished
     items = held_out_items(settings)
@@ -369,10 +366,10 @@ def run_krux_study(
         record = measure_item(item, krux, target, target, None)
         return {**record, "key": _unit_key(unit), "seed": seed, "policy": which}
 
-    done = record_each(folder, config, units, _unit_key, measure)
+    done = record_each(folder, folder.config, units, _unit_key, measure)
     summary = summarise_study([done[_unit_key(u)] for u in units], settings, krux)
     summary["majority_baseline"] = majority_baseline(settings, items)
-    summary["settings"] = config
+    summary["settings"] = folder.config
     folder.finish(SUMMARY, summary)
     return summary
 

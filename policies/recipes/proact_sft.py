@@ -34,11 +34,10 @@ head), ``gate/`` and ``summary.json``; ``resume=True`` continues where it was cu
 
 from __future__ import annotations
 
-import json
 import math
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -270,9 +269,7 @@ def run_proact_sft(settings: ProactSFTSettings, out: Path, *, resume: bool = Fal
     """Fine-tune the VLM and its gate jointly (module docstring) into ``out``; returns the
     summary (also ``summary.json``)."""
     folder = RunFolder(out, STAGES)
-    config = json.loads(json.dumps(asdict(settings)))  # tuples as lists, as config.yaml keeps them
-    folder.begin(config, resume)
-    finished = folder.finished(SUMMARY)
+    finished = folder.start(settings, resume, SUMMARY)
     if finished is not None:
         return finished
     out = folder.out
@@ -280,7 +277,7 @@ def run_proact_sft(settings: ProactSFTSettings, out: Path, *, resume: bool = Fal
     marked = {(r.get("stage"), r.get("status")) for r in kept}
     streams = [(spec, scenario) for spec in settings.streams for scenario in settings.scenarios]
     opened = [open_stream(spec, scenario, settings.fps) for spec, scenario in streams]
-    with folder.recording(kept, {"settings": config}) as log:
+    with folder.recording(kept, {"settings": folder.config}) as log:
 
         def mark(stage: str, status: str, **extra: Any) -> None:
             if (stage, status) not in marked:
@@ -344,7 +341,7 @@ def run_proact_sft(settings: ProactSFTSettings, out: Path, *, resume: bool = Fal
     rows = read_run_records(out / SFT / "metrics.jsonl")
     gate_losses = [r["gate_loss"] for r in rows if r.get("gate_loss") is not None]
     summary = {
-        "settings": config,
+        "settings": folder.config,
         "records": len(records),
         "speaking_records": sum(r["gate"] for r in records),
         "sft": {k: sft[k] for k in ("steps", "train_loss_first", "train_loss_last")},
