@@ -205,17 +205,14 @@ class Annotation:
         }
         if self.speaker:
             record["speaker"] = self.speaker
-        for key, lines in (("other", self.other_lines()), ("queries", self.queries())):
+        others = self.other_lines()
+        for key, lines in (("other", others), ("queries", self.queries())):
             if lines:
                 record[key] = {str(k): v for k, v in _at_start(lines).items()}
-        names = sorted({line.speaker for line in self.other_lines()})
-        if names:
+        if others:
             record["other_speakers"] = {
-                name: {
-                    str(k): v
-                    for k, v in _at_start([a for a in self.other_lines() if a.speaker == name]).items()
-                }
-                for name in names
+                name: {str(k): v for k, v in _at_start([a for a in others if a.speaker == name]).items()}
+                for name in sorted({a.speaker for a in others})
             }
         return record
 

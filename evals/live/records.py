@@ -75,6 +75,12 @@ def check_counting(counting: str) -> Counting:
     return counting
 
 
+def drops_silent(counting: Counting, drop_silent_seconds: bool | None) -> bool:
+    """Whether silent seconds are dropped: as given, else as the counting does (embodia's
+    drops them, the reference's keeps them)."""
+    return counting == "embodia" if drop_silent_seconds is None else drop_silent_seconds
+
+
 def as_stored(clip: Clip) -> str:
     """A per-second prediction as the reference's pairwise judge is shown a baseline: the
     record's ``pred`` object unflattened, as Python writes the JSON object it read (seconds in

@@ -31,6 +31,7 @@ from embodia.evals.live.records import (
     _index,
     _no_match,
     check_counting,
+    drops_silent,
     read_clips,
 )
 from embodia.evals.live.timing import (
@@ -360,7 +361,7 @@ def evaluate(
     if (pairwise_judge is None) != (baseline_records is None):
         raise LiveEvalError("the win rate needs both a pairwise judge and baseline records")
     check_counting(counting)
-    drop = counting == "embodia" if drop_silent_seconds is None else drop_silent_seconds
+    drop = drops_silent(counting, drop_silent_seconds)
     options = ClipOptions(k, alpha, tuple(omegas), start_score, drop, counting)
     plan = plan_clips(pred_records, label_records, baseline_records, missing, counting)
     rows = [score_clip(unit, options, judge, pairwise_judge) for unit in plan.units]

@@ -53,7 +53,15 @@ from embodia.evals.live.judges import (
     PolicyPairwiseJudge,
 )
 from embodia.evals.live.pauc import DEFAULT_OMEGAS
-from embodia.evals.live.records import Clip, Counting, LiveEvalError, Missing, check_counting, read_clips
+from embodia.evals.live.records import (
+    Clip,
+    Counting,
+    LiveEvalError,
+    Missing,
+    check_counting,
+    drops_silent,
+    read_clips,
+)
 from embodia.evals.live.report import ClipOptions, ClipUnit, plan_clips, report_from_rows, score_clip
 
 CLIPS_SUFFIX = ".clips.jsonl"
@@ -89,8 +97,8 @@ class LiveEvalSettings:
 
     def __post_init__(self) -> None:
         check_counting(self.counting)
-        if self.drop_silent_seconds is None:  # frozen: set through object
-            object.__setattr__(self, "drop_silent_seconds", self.counting == "embodia")
+        # frozen: set through object
+        object.__setattr__(self, "drop_silent_seconds", drops_silent(self.counting, self.drop_silent_seconds))
         if self.missing not in ("skip", "empty", "error"):
             raise LiveEvalError(f"missing must be 'skip', 'empty' or 'error', got {self.missing!r}")
         if self.baseline is not None and self.judge == NO_JUDGE:

@@ -357,16 +357,10 @@ class StreamPanel {
     this.node.append(views);
   }
 
-  lanes() {
-    // one lane per speaker (the server orders them); a run written before lanes: one per clip
-    if (this.run.lanes && this.run.lanes.length) return this.run.lanes;
-    return this.run.clips.map((c) => ({ speaker: c.speaker || "agent", pred: c.pred, label: c.label }));
-  }
-
   timelineSvg() {
     // per speaker: what its agent said (blue, upper row) and what it truly said (green, lower)
     const W = 640, NAME = 90, ROW = 14, GAP = 8, n = Math.max(1, this.run.seconds);
-    const lanes = this.lanes();
+    const lanes = this.run.lanes; // one per speaker, in the server's order
     const H = Math.max(1, lanes.length) * (2 * ROW + GAP) + 4;
     const root = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img", "aria-label": "timeline" });
     const x = (t) => NAME + (t / n) * (W - NAME - 10);
@@ -396,7 +390,7 @@ class StreamPanel {
     this.cursor.setAttribute("x1", this.x(second + 0.5));
     this.cursor.setAttribute("x2", this.x(second + 0.5));
     const parts = [];
-    for (const lane of this.lanes()) {
+    for (const lane of this.run.lanes) {
       const at = String(second);
       const lines = el("div", { class: "lane-lines", "data-lane": lane.speaker });
       if (lane.pred) lines.append(el("p", { class: "said", text: `${lane.speaker} at ${second}s: ${lane.pred[at] ?? "(silent)"}` }));
